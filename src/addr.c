@@ -1,0 +1,163 @@
+/* addr: parsing and printing of socket addresses. Hostnames go through
+ * getaddrinfo() once, at parse time: a proxy must not block its event loop on
+ * DNS, and a name that does not resolve is a startup error, not a runtime one. */
+#include "addr.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+static int fail(char *err, unsigned errlen, const char *fmt, const char *s, const char *x)
+{
+	snprintf(err, errlen, fmt, s, x);
+	return -EINVAL;
+}
+
+static int parse_unix(const char *s, struct addr *a, char *err, unsigned errlen)
+{
+	const char *path = s + 5;
+	struct sockaddr_un *sun = (struct sockaddr_un *)&a->ss;
+	size_t n = strlen(path);
+
+	if (!n)
+		return fail(err, errlen, "address '%s': empty Unix socket path%s", s, "");
+	if (n >= sizeof(sun->sun_path))
+		return fail(err, errlen, "address '%s': Unix socket path longer than %s bytes", s, "107");
+	memset(&a->ss, 0, sizeof(a->ss));
+	sun->sun_family = AF_UNIX;
+	memcpy(sun->sun_path, path, n);
+	if (path[0] == '@') /* abstract namespace: leading NUL, no trailing one */
+		sun->sun_path[0] = '\0';
+	a->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + (path[0] != '@'));
+	snprintf(a->text, sizeof(a->text), "%s", s);
+	return 0;
+}
+
+static int parse_port(const char *p, const char *s, enum addr_use use, unsigned *port,
+		      char *err, unsigned errlen)
+{
+	char *end;
+	long v;
+
+	if (!*p)
+		return fail(err, errlen, "address '%s': missing port%s", s, "");
+	if (*p < '0' || *p > '9')
+		return fail(err, errlen, "address '%s': port '%s' is not a number", s, p);
+	errno = 0;
+	v = strtol(p, &end, 10);
+	if (*end)
+		return fail(err, errlen, "address '%s': port '%s' is not a number", s, p);
+	if (errno || v > 65535)
+		return fail(err, errlen, "address '%s': port %s out of range 0..65535", s, p);
+	if (v == 0 && use == ADDR_CONNECT)
+		return fail(err, errlen, "address '%s': port 0 is only valid for a listener%s", s, "");
+	*port = (unsigned)v;
+	return 0;
+}
+
+int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsigned errlen)
+{
+	char host[256];
+	const char *colon, *portstr;
+	unsigned port;
+	struct addrinfo hints, *res = NULL;
+	int r;
+
+	memset(a, 0, sizeof(*a));
+	if (!strncmp(s, "unix:", 5))
+		return parse_unix(s, a, err, errlen);
+
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+		if (!close)
+			return fail(err, errlen, "address '%s': missing ']' after IPv6 address%s", s, "");
+		if (close[1] != ':')
+			return fail(err, errlen, "address '%s': expected ':port' after ']'%s", s, "");
+		if ((size_t)(close - s - 1) >= sizeof(host) || close == s + 1)
+			return fail(err, errlen, "address '%s': bad IPv6 address%s", s, "");
+		memcpy(host, s + 1, (size_t)(close - s - 1));
+		host[close - s - 1] = '\0';
+		portstr = close + 2;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			return fail(err, errlen, "address '%s': missing ':port' (forms: host:port, [v6]:port, :port, unix:/path)%s", s, "");
+		if (strchr(s, ':') != colon)
+			return fail(err, errlen, "address '%s': IPv6 addresses need brackets, as in [::1]:80%s", s, "");
+		if ((size_t)(colon - s) >= sizeof(host))
+			return fail(err, errlen, "address '%s': host name too long%s", s, "");
+		memcpy(host, s, (size_t)(colon - s));
+		host[colon - s] = '\0';
+		portstr = colon + 1;
+	}
+	if ((r = parse_port(portstr, s, use, &port, err, errlen)))
+		return r;
+
+	if (!host[0]) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&a->ss;
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)port);
+		sin->sin_addr.s_addr = htonl(use == ADDR_LISTEN ? INADDR_ANY : INADDR_LOOPBACK);
+		a->len = sizeof(*sin);
+	} else {
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_socktype = SOCK_STREAM;
+		hints.ai_flags = AI_NUMERICSERV | (s[0] == '[' ? AI_NUMERICHOST : 0);
+		r = getaddrinfo(host, portstr, &hints, &res);
+		if (r || !res) {
+			snprintf(err, errlen, "address '%s': cannot resolve '%s': %s", s, host,
+				 r ? gai_strerror(r) : "no address");
+			return -EINVAL;
+		}
+		memcpy(&a->ss, res->ai_addr, res->ai_addrlen);
+		a->len = res->ai_addrlen;
+		freeaddrinfo(res);
+	}
+	addr_format((struct sockaddr *)&a->ss, a->len, a->text, sizeof(a->text));
+	return 0;
+}
+
+void addr_format(const struct sockaddr *sa, socklen_t len, char *buf, unsigned buflen)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	switch (sa->sa_family) {
+	case AF_INET: {
+		const struct sockaddr_in *sin = (const void *)sa;
+		inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
+		snprintf(buf, buflen, "%s:%u", ip, ntohs(sin->sin_port));
+		break;
+	}
+	case AF_INET6: {
+		const struct sockaddr_in6 *sin6 = (const void *)sa;
+		inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, buflen, "[%s]:%u", ip, ntohs(sin6->sin6_port));
+		break;
+	}
+	case AF_UNIX: {
+		const struct sockaddr_un *sun = (const void *)sa;
+		size_t n = len > offsetof(struct sockaddr_un, sun_path)
+				   ? len - offsetof(struct sockaddr_un, sun_path) : 0;
+		if (!n)
+			snprintf(buf, buflen, "unix:");
+		else if (sun->sun_path[0] == '\0')
+			snprintf(buf, buflen, "unix:@%.*s", (int)(n - 1), sun->sun_path + 1);
+		else
+			snprintf(buf, buflen, "unix:%.*s", (int)strnlen(sun->sun_path, n), sun->sun_path);
+		break;
+	}
+	default:
+		snprintf(buf, buflen, "family-%d", sa->sa_family);
+	}
+}
+
+int addr_is_inet(const struct addr *a)
+{
+	return a->ss.ss_family == AF_INET || a->ss.ss_family == AF_INET6;
+}

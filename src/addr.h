@@ -1,0 +1,34 @@
+/* addr: the address forms of the command line and config, for listeners and
+ * backends alike:
+ *   host:port      "127.0.0.1:80", "localhost:8080" (resolved once, first result)
+ *   [v6]:port      "[::1]:443"
+ *   :port          all addresses (listen: 0.0.0.0; backend: 127.0.0.1)
+ *   unix:/path     a Unix stream socket ("unix:@name" is the abstract namespace)
+ */
+#ifndef SPLICER_ADDR_H
+#define SPLICER_ADDR_H
+#include <sys/socket.h>
+
+#define ADDR_TEXT_MAX 128
+
+struct addr {
+	struct sockaddr_storage ss; /* ready for bind()/connect() */
+	socklen_t len;              /* length to pass with ss */
+	char text[ADDR_TEXT_MAX];   /* canonical text, e.g. "[::1]:80", "unix:/run/x" */
+};
+
+enum addr_use { ADDR_LISTEN, ADDR_CONNECT };
+
+/* Parses s into *a. Returns 0, or -EINVAL with a sentence in err naming the
+ * problem ("missing port", "port 70000 out of range 0..65535", ...). A port of
+ * 0 is only accepted for ADDR_LISTEN (ephemeral port). */
+int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsigned errlen);
+
+/* Formats any socket address the way addr_parse's text reads:
+ * "1.2.3.4:80", "[::1]:80", "unix:/path", "unix:@abstract", "unix:" (unnamed). */
+void addr_format(const struct sockaddr *sa, socklen_t len, char *buf, unsigned buflen);
+
+/* True for AF_INET and AF_INET6 (where TCP options apply). */
+int addr_is_inet(const struct addr *a);
+
+#endif

@@ -1,0 +1,45 @@
+/* engine: how one direction of a session moves bytes. Each engine is an ops
+ * table; `auto` is not an engine of its own but a direction that starts on
+ * copy and is moved to splice (see session.c) once it behaves as a stream.
+ *
+ * pump() contract, shared by every engine: move bytes src -> dst until the
+ * kernel says EAGAIN on both ends, src hits EOF, or *budget reads were done.
+ *   < 0   -errno: the direction failed; d->err and d->err_at_dst say where
+ *   0     blocked or finished (d->eof tells which); nothing is lost
+ *   PUMP_SWITCH   (copy, auto) the direction behaves as a stream and its
+ *                 buffer is empty: the caller may move it to splice
+ *   PUMP_NOPIPE   (splice) no pipe could be had or splice is refused for
+ *                 this socket (EINVAL/ENOSYS): the caller falls back to copy
+ * Readiness flags are cleared only on EAGAIN (or a provably short read), so
+ * an edge-triggered event is never lost. */
+#ifndef SPLICER_ENGINE_H
+#define SPLICER_ENGINE_H
+
+#include "session.h"
+#include "worker.h"
+
+#define PUMP_SWITCH 1
+#define PUMP_NOPIPE 2
+
+/* auto: this many reads in a row that fill the copy buffer make a stream. */
+#define AUTO_STREAM_READS 4
+
+struct engine_ops {
+	const char *name;
+	/* 0 if the engine works on this kernel, else -errno with err filled. */
+	int (*probe)(char *err, unsigned errlen);
+	int (*pump)(struct worker *w, struct dir *d, unsigned *budget);
+	/* Frees what the direction holds (buffer, pipe) at session close. */
+	void (*release)(struct worker *w, struct dir *d);
+};
+
+extern const struct engine_ops engine_copy;
+extern const struct engine_ops engine_splice;
+
+/* Bytes read from src and not yet written to dst, whatever the engine. */
+static inline uint64_t dir_pending(const struct dir *d)
+{
+	return (uint64_t)(d->tail - d->head) + d->in_pipe;
+}
+
+#endif

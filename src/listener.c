@@ -1,0 +1,104 @@
+/* listener: see listener.h. */
+#define _GNU_SOURCE
+#include "listener.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define LISTEN_BACKLOG 4096 /* the kernel caps it at net.core.somaxconn */
+
+/* A Unix socket file left by a process that is gone refuses connections:
+ * only then is it safe to remove. A live one is a listen clash. */
+static int unix_path_stale(const struct addr *a)
+{
+	const struct sockaddr_un *sun = (const void *)&a->ss;
+	struct stat st;
+	int fd, r;
+
+	if (!sun->sun_path[0] || stat(sun->sun_path, &st) || !S_ISSOCK(st.st_mode))
+		return 0;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	r = connect(fd, (const struct sockaddr *)&a->ss, a->len);
+	r = r < 0 && errno == ECONNREFUSED;
+	close(fd);
+	return r;
+}
+
+int listener_open(struct addr *a, char *err, unsigned errlen)
+{
+	int fd, one = 1, r;
+	int family = a->ss.ss_family;
+
+	fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		r = -errno;
+		snprintf(err, errlen, "listen %s: socket: %s", a->text, strerror(errno));
+		return r;
+	}
+	if (family != AF_UNIX) {
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	}
+	if (family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	r = bind(fd, (const struct sockaddr *)&a->ss, a->len);
+	if (r < 0 && errno == EADDRINUSE && family == AF_UNIX && unix_path_stale(a)) {
+		unlink(((const struct sockaddr_un *)&a->ss)->sun_path);
+		r = bind(fd, (const struct sockaddr *)&a->ss, a->len);
+	}
+	if (r < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(errno),
+			 errno == EADDRINUSE ? " (another process listens there)" : "");
+		close(fd);
+		return r;
+	}
+	if (family != AF_UNIX) {
+		socklen_t len = sizeof(a->ss);
+		if (getsockname(fd, (struct sockaddr *)&a->ss, &len) == 0) {
+			a->len = len;
+			addr_format((struct sockaddr *)&a->ss, len, a->text, sizeof(a->text));
+		}
+	}
+	return fd;
+}
+
+int listener_open_n(struct addr *a, unsigned n, int *fds, char *err, unsigned errlen)
+{
+	for (unsigned i = 0; i < n; i++) {
+		int fd;
+
+		if (i && a->ss.ss_family == AF_UNIX) {
+			fd = fcntl(fds[0], F_DUPFD_CLOEXEC, 0);
+			if (fd < 0) {
+				fd = -errno;
+				snprintf(err, errlen, "listen %s: dup: %s", a->text, strerror(errno));
+			}
+		} else {
+			fd = listener_open(a, err, errlen);
+		}
+		if (fd < 0) {
+			while (i--)
+				close(fds[i]);
+			return fd;
+		}
+		fds[i] = fd;
+	}
+	return 0;
+}
+
+void listener_unlink(const struct addr *a)
+{
+	const struct sockaddr_un *sun = (const void *)&a->ss;
+
+	if (a->ss.ss_family == AF_UNIX && sun->sun_path[0])
+		unlink(sun->sun_path);
+}

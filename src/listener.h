@@ -1,0 +1,21 @@
+/* listener: listening sockets. TCP listeners get one SO_REUSEPORT socket per
+ * worker so the kernel spreads connections without a shared accept queue or
+ * lock; a Unix listener is one socket that every worker holds a dup of
+ * (registered with EPOLLEXCLUSIVE so one worker wakes per connection). */
+#ifndef SPLICER_LISTENER_H
+#define SPLICER_LISTENER_H
+#include "addr.h"
+
+/* Binds and listens on *a. With port 0 the kernel's choice is written back
+ * into *a, so the next worker's socket binds the same port. Returns the fd,
+ * or -errno with a sentence in err. */
+int listener_open(struct addr *a, char *err, unsigned errlen);
+
+/* Opens `n` descriptors for *a: n SO_REUSEPORT sockets (TCP) or one socket
+ * and n-1 dups (Unix). fds[] receives them. Returns 0 or -errno with err. */
+int listener_open_n(struct addr *a, unsigned n, int *fds, char *err, unsigned errlen);
+
+/* Removes a Unix listener's socket file (no-op for other families). */
+void listener_unlink(const struct addr *a);
+
+#endif

@@ -1,0 +1,70 @@
+/* pipe_pool: see pipe_pool.h for the rules. */
+#define _GNU_SOURCE
+#include "pipe_pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int pipe_pool_init(struct pipe_pool *p, unsigned max, unsigned size)
+{
+	*p = (struct pipe_pool){ .max = max, .size = size };
+	p->free = calloc(max ? max : 1, sizeof(*p->free));
+	return p->free ? 0 : -ENOMEM;
+}
+
+int pipe_pool_get(struct pipe_pool *p, struct pipe_pair *out)
+{
+	int fds[2], r;
+
+	if (p->nfree) {
+		*out = p->free[--p->nfree];
+		return 0;
+	}
+	if (p->total >= p->max) {
+		p->exhausted++;
+		return -ENOSPC;
+	}
+	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0)
+		return -errno;
+	if (p->size) {
+		r = fcntl(fds[1], F_SETPIPE_SZ, (int)p->size);
+		if (r < 0)
+			p->resize_failed++;
+	}
+	r = fcntl(fds[1], F_GETPIPE_SZ);
+	if (r > 0)
+		p->actual_size = (unsigned)r;
+	out->rd = fds[0];
+	out->wr = fds[1];
+	p->total++;
+	p->created++;
+	return 0;
+}
+
+void pipe_pool_put(struct pipe_pool *p, struct pipe_pair *pp, size_t bytes_left)
+{
+	if (pp->rd < 0)
+		return;
+	if (bytes_left || p->nfree >= p->max) {
+		close(pp->rd);
+		close(pp->wr);
+		p->total--;
+	} else {
+		p->free[p->nfree++] = *pp;
+	}
+	pp->rd = pp->wr = -1;
+}
+
+void pipe_pool_destroy(struct pipe_pool *p)
+{
+	while (p->nfree) {
+		struct pipe_pair *pp = &p->free[--p->nfree];
+		close(pp->rd);
+		close(pp->wr);
+		p->total--;
+	}
+	free(p->free);
+	p->free = NULL;
+}

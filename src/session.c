@@ -1,0 +1,412 @@
+/* session: connecting to a backend (with retries), pumping both directions,
+ * half-close, errors, timeouts and the close line of the log. */
+#define _GNU_SOURCE
+#include "session.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "addr.h"
+#include "engine.h"
+#include "log.h"
+#include "worker.h"
+
+/* Reads per direction per turn before other sessions get theirs: with 256k
+ * pipes up to 4 MiB, with 64k buffers up to 1 MiB. */
+#define PUMP_BUDGET 16
+
+static const struct engine_ops *dir_ops(const struct dir *d)
+{
+	return d->mode == DIR_SPLICE ? &engine_splice : &engine_copy;
+}
+
+static void set_nodelay(int fd, const struct addr *a)
+{
+	int one = 1;
+
+	if (addr_is_inet(a))
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static int side_register(struct worker *w, struct side *sd)
+{
+	struct epoll_event ev = {
+		.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+		.data.ptr = sd,
+	};
+
+	return epoll_ctl(w->epfd, EPOLL_CTL_ADD, sd->fd, &ev) ? -errno : 0;
+}
+
+static void dir_init(struct dir *d, struct side *src, struct side *dst, const struct config *cfg)
+{
+	d->src = src;
+	d->dst = dst;
+	d->mode = cfg->engine == ENGINE_SPLICE ? DIR_SPLICE : DIR_COPY;
+	d->can_switch = cfg->engine == ENGINE_AUTO;
+	d->pipe.rd = d->pipe.wr = -1;
+}
+
+static const char *dir_name(const struct session *s, const struct dir *d)
+{
+	return d == &s->up ? "client->backend" : "backend->client";
+}
+
+/* Moves one direction as far as it goes; switches engines as asked. Returns
+ * 0, or -errno when the direction failed. *more is set when the budget ran
+ * out with the source still readable. */
+static int dir_pump(struct session *s, struct dir *d, int *more)
+{
+	struct worker *w = s->w;
+	unsigned budget = PUMP_BUDGET;
+	uint64_t before = d->bytes;
+	int r;
+
+	for (;;) {
+		r = dir_ops(d)->pump(w, d, &budget);
+		if (r == PUMP_SWITCH) {
+			/* auto: a stream. The copy buffer is empty, so the engine
+			 * can change under the direction without reordering. */
+			d->can_switch = 0;
+			d->mode = DIR_SPLICE;
+			CTR_ADD(w, auto_switches, 1);
+			log_verbose("session %llx: %s switched to splice after %llu bytes",
+				    (unsigned long long)s->id, dir_name(s, d),
+				    (unsigned long long)d->bytes);
+			continue;
+		}
+		if (r == PUMP_NOPIPE) {
+			/* No pipe (pool bound or fd limit) or splice refused: this
+			 * direction goes on copying; nothing sits in a pipe yet
+			 * that could be reordered, since pipes are taken empty. */
+			if (d->in_pipe)
+				die("fallback with %u bytes in a pipe", d->in_pipe);
+			pipe_pool_put(&w->pipes, &d->pipe, 0);
+			d->mode = DIR_COPY;
+			d->can_switch = 0;
+			CTR_ADD(w, splice_fallbacks, 1);
+			log_verbose("session %llx: %s falls back to copy (no pipe available)",
+				    (unsigned long long)s->id, dir_name(s, d));
+			continue;
+		}
+		break;
+	}
+	if (d->bytes != before) {
+		s->active_ms = w->now_ms;
+		if (d == &s->up)
+			CTR_ADD(w, bytes_up, d->bytes - before);
+		else
+			CTR_ADD(w, bytes_down, d->bytes - before);
+	}
+	if (r < 0)
+		return r;
+	if (!budget && d->src->can_read && !d->eof)
+		*more = 1;
+	/* FIN forwarding: only once every byte before it has been written. */
+	if (d->eof && !d->shut && !dir_pending(d)) {
+		d->shut = 1;
+		if (shutdown(d->dst->fd, SHUT_WR) && errno != ENOTCONN) {
+			d->err = errno;
+			d->err_at_dst = 1;
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+static void runq_push(struct session *s)
+{
+	struct worker *w = s->w;
+
+	if (s->in_runq)
+		return;
+	s->in_runq = 1;
+	s->rq_next = w->runq;
+	w->runq = s;
+}
+
+static const char *failure_reason(const struct session *s, const struct dir *d)
+{
+	int at_client = (d->err_at_dst ? d->dst : d->src) == &s->cli;
+
+	if (d->err == ECONNRESET || d->err == EPIPE)
+		return at_client ? "client-reset" : "backend-reset";
+	if (d->err == ETIMEDOUT)
+		return at_client ? "client-timeout" : "backend-timeout";
+	if (d->err == ENOMEM)
+		return "out-of-memory";
+	return at_client ? "client-error" : "backend-error";
+}
+
+static void session_run(struct session *s)
+{
+	int more = 0;
+
+	if (s->state != S_OPEN)
+		return;
+	if (dir_pump(s, &s->up, &more) < 0) {
+		session_close(s, failure_reason(s, &s->up));
+		return;
+	}
+	if (dir_pump(s, &s->down, &more) < 0) {
+		session_close(s, failure_reason(s, &s->down));
+		return;
+	}
+	if (s->up.shut && s->down.shut) {
+		session_close(s, "done");
+		return;
+	}
+	if (more)
+		runq_push(s);
+}
+
+void session_resume(struct session *s)
+{
+	session_run(s);
+}
+
+/* Tries backends from the current one on, each at most once. Returns 0 when
+ * a connect is under way or done, -1 when the session was closed. */
+static int session_connect(struct session *s)
+{
+	struct worker *w = s->w;
+	const struct config *cfg = w->cfg;
+
+	while (s->tries < cfg->nbackend) {
+		const struct addr *b;
+		int fd, r;
+
+		s->backend = (s->rr_start + s->tries) % cfg->nbackend;
+		b = &cfg->backend[s->backend];
+		if (s->tries++)
+			CTR_ADD(w, connect_retries, 1);
+		fd = socket(b->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			log_warn("session %llx: socket() for backend %s: %s",
+				 (unsigned long long)s->id, b->text, strerror(errno));
+			break; /* out of descriptors: another backend will not help */
+		}
+		set_nodelay(fd, b);
+		r = connect(fd, (const struct sockaddr *)&b->ss, b->len);
+		if (r == 0 || errno == EINPROGRESS) {
+			s->srv.fd = fd;
+			if (side_register(w, &s->srv)) {
+				log_warn("session %llx: epoll_ctl: %s", (unsigned long long)s->id,
+					 strerror(errno));
+				break;
+			}
+			s->connect_deadline_ms = w->now_ms + cfg->connect_timeout_ms;
+			if (r == 0)
+				s->state = S_OPEN;
+			return 0;
+		}
+		CTR_ADD(w, connect_errors, 1);
+		log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id,
+			    b->text, strerror(errno));
+		close(fd);
+	}
+	CTR_ADD(w, no_backend, 1);
+	session_close(s, "no-backend");
+	return -1;
+}
+
+/* The current backend attempt failed (refused, unreachable or timed out):
+ * drop its socket and go on with the next. */
+static void session_connect_failed(struct session *s, int err)
+{
+	struct worker *w = s->w;
+
+	CTR_ADD(w, connect_errors, 1);
+	log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id,
+		    w->cfg->backend[s->backend].text, strerror(err));
+	close(s->srv.fd); /* also leaves the epoll set */
+	s->srv.fd = -1;
+	s->srv.can_read = s->srv.can_write = s->srv.rdhup = 0;
+	if (session_connect(s) == 0 && s->state == S_OPEN)
+		session_run(s);
+}
+
+int session_new(struct worker *w, int fd, const struct sockaddr *peer, socklen_t peerlen)
+{
+	struct session *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->w = w;
+	s->id = ((uint64_t)w->id << 56) | ++w->next_id;
+	s->cli = (struct side){ .kind = EV_CLIENT, .fd = fd, .s = s };
+	s->srv = (struct side){ .kind = EV_BACKEND, .fd = -1, .s = s };
+	dir_init(&s->up, &s->cli, &s->srv, w->cfg);
+	dir_init(&s->down, &s->srv, &s->cli, w->cfg);
+	s->state = S_CONNECTING;
+	s->start_ms = s->active_ms = w->now_ms;
+	memcpy(&s->peer, peer, peerlen);
+	s->peerlen = peerlen;
+	s->rr_start = (unsigned)(__atomic_fetch_add(&w->sh->rr, 1, __ATOMIC_RELAXED) %
+				 w->cfg->nbackend);
+	s->next = w->sessions;
+	if (w->sessions)
+		w->sessions->prev = s;
+	w->sessions = s;
+	CTR_ADD(w, accepted, 1);
+	CTR_ADD(w, active, 1);
+	if (peer->sa_family != AF_UNIX) {
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	if (side_register(w, &s->cli)) {
+		session_close(s, "epoll-error");
+		return -1;
+	}
+	if (session_connect(s) == 0 && s->state == S_OPEN)
+		session_run(s);
+	return 0;
+}
+
+static int sock_error(int fd)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len))
+		return errno;
+	return err;
+}
+
+void session_event(struct side *sd, uint32_t events)
+{
+	struct session *s = sd->s;
+
+	if (s->state == S_CLOSED)
+		return;
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		sd->can_read = 1;
+	if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+		sd->can_write = 1;
+	if (events & (EPOLLRDHUP | EPOLLHUP))
+		sd->rdhup = 1;
+
+	if (s->state == S_CONNECTING) {
+		if (sd == &s->srv) {
+			int err = sock_error(sd->fd);
+			if (err || (events & (EPOLLERR | EPOLLHUP)) == EPOLLHUP) {
+				session_connect_failed(s, err ? err : ECONNREFUSED);
+				return;
+			}
+			if (!(events & EPOLLOUT))
+				return;
+			s->state = S_OPEN;
+		} else {
+			return; /* client bytes wait in the kernel until a backend is up */
+		}
+	}
+	session_run(s);
+	if (s->state == S_OPEN && (events & EPOLLERR)) {
+		/* An RST or ICMP error on a side whose directions had nothing to
+		 * do: the I/O above did not surface it, so close here rather
+		 * than leave the other peer hanging until the idle timeout. */
+		int err = sock_error(sd->fd);
+		if (err) {
+			struct dir *d = sd == &s->cli ? &s->up : &s->down;
+			d->err = err;
+			d->err_at_dst = 0;
+			session_close(s, failure_reason(s, d));
+		}
+	}
+}
+
+void session_check_timeouts(struct session *s, uint64_t now_ms)
+{
+	const struct config *cfg = s->w->cfg;
+
+	if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms)
+		session_connect_failed(s, ETIMEDOUT);
+	else if (s->state != S_CLOSED && now_ms - s->active_ms >= cfg->idle_timeout_ms) {
+		CTR_ADD(s->w, idle_timeouts, 1);
+		session_close(s, "idle-timeout");
+	}
+}
+
+/* Closes a side; with reset, SO_LINGER 0 makes close() send an RST so the
+ * peer knows its stream was cut rather than finished. */
+static int side_close(struct side *sd, int reset)
+{
+	if (sd->fd < 0)
+		return 0;
+	if (reset) {
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+		setsockopt(sd->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	}
+	close(sd->fd);
+	sd->fd = -1;
+	return reset;
+}
+
+static void engines_text(const struct dir *d, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s%s", d->used & DIR_USED_COPY ? "copy" : "",
+		 (d->used & DIR_USED_COPY) && (d->used & DIR_USED_SPLICE) ? "+" : "",
+		 d->used & DIR_USED_SPLICE ? "splice" : (d->used ? "" : "none"));
+}
+
+void session_close(struct session *s, const char *reason)
+{
+	struct worker *w = s->w;
+	char peer[ADDR_TEXT_MAX], eu[16], ed[16];
+	int resets;
+
+	if (s->state == S_CLOSED)
+		return;
+	/* A side gets an RST when bytes meant for it are still in our hands, or
+	 * when the stream toward it was cut by an error at the other end: a
+	 * FIN would tell it the stream ended cleanly. */
+	resets = side_close(&s->cli, dir_pending(&s->down) || (s->down.err && !s->down.err_at_dst)) +
+		 side_close(&s->srv, dir_pending(&s->up) || (s->up.err && !s->up.err_at_dst));
+	if (resets)
+		CTR_ADD(w, resets_sent, (uint64_t)resets);
+	/* A direction that switched engines may hold a buffer and a pipe. */
+	engine_copy.release(w, &s->up);
+	engine_copy.release(w, &s->down);
+	engine_splice.release(w, &s->up);
+	engine_splice.release(w, &s->down);
+
+	if (log_level >= LOG_VERBOSE) {
+		addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));
+		engines_text(&s->up, eu, sizeof(eu));
+		engines_text(&s->down, ed, sizeof(ed));
+		log_verbose("session %llx: close client=%s backend=%s up=%llu down=%llu "
+			    "duration_ms=%llu engine=%s/%s reason=%s",
+			    (unsigned long long)s->id, peer,
+			    s->tries ? w->cfg->backend[s->backend].text : "-",
+			    (unsigned long long)s->up.bytes, (unsigned long long)s->down.bytes,
+			    (unsigned long long)(w->now_ms - s->start_ms), eu, ed, reason);
+	}
+	s->state = S_CLOSED;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		w->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->prev = s->next = NULL;
+	s->dead_next = w->dead;
+	w->dead = s;
+	CTR_ADD(w, closed, 1);
+	CTR_ADD(w, active, (uint64_t)-1);
+	__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
+	if (w->paused_max_conns)
+		worker_listeners_arm(w, 1);
+}
+
+void session_free(struct session *s)
+{
+	free(s);
+}

@@ -1,0 +1,88 @@
+/* session: one client connection and its backend connection, two sides and
+ * two directions (up: client->backend, down: backend->client).
+ *
+ * Readiness is edge-triggered (EPOLLET): a side's can_read/can_write flag is
+ * set by an event and cleared only when the kernel says EAGAIN (or a short
+ * read proves the queue empty), so no edge is ever lost. */
+#ifndef SPLICER_SESSION_H
+#define SPLICER_SESSION_H
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "pipe_pool.h"
+
+struct worker;
+struct session;
+
+struct side {
+	uint8_t kind;      /* EV_CLIENT or EV_BACKEND: epoll data points here */
+	uint8_t can_read;  /* readable edge seen and not yet drained */
+	uint8_t can_write; /* writable edge seen and not yet filled */
+	uint8_t rdhup;     /* peer's FIN seen in an event: a short read is not the end */
+	int fd;            /* -1 when not open */
+	struct session *s;
+};
+
+enum dir_mode { DIR_COPY, DIR_SPLICE };
+#define DIR_USED_COPY   1
+#define DIR_USED_SPLICE 2
+
+struct dir {
+	struct side *src, *dst;
+	uint8_t mode;         /* enum dir_mode */
+	uint8_t can_switch;   /* auto: may still move to splice */
+	uint8_t used;         /* DIR_USED_* bits, for the log */
+	uint8_t eof;          /* src returned 0: forward a FIN once drained */
+	uint8_t shut;         /* shutdown(dst, SHUT_WR) done */
+	uint8_t pipe_full;    /* splice-in said EAGAIN with bytes in the pipe */
+	uint8_t lowat_set;    /* SO_RCVLOWAT applied to src */
+	uint32_t full_reads;  /* auto: reads in a row that filled the buffer */
+	char *buf;            /* copy: buffer from the worker's pool, NULL when empty */
+	uint32_t head, tail;  /* copy: bytes [head, tail) wait to be sent */
+	struct pipe_pair pipe;/* splice: rd/wr, -1 when none is held */
+	uint32_t in_pipe;     /* splice: bytes in the pipe, not yet sent */
+	uint64_t bytes;       /* written to dst */
+	int err;              /* errno that ended the direction, 0 if none */
+	uint8_t err_at_dst;   /* err came from writing (1) or reading (0) */
+};
+
+enum session_state { S_CONNECTING, S_OPEN, S_CLOSED };
+
+struct session {
+	struct worker *w;
+	uint64_t id;
+	struct side cli, srv;
+	struct dir up, down;
+	uint8_t state;         /* enum session_state */
+	uint8_t in_runq;
+	unsigned rr_start;     /* first backend tried */
+	unsigned tries;        /* backends tried so far */
+	unsigned backend;      /* index of the current backend */
+	uint64_t start_ms, active_ms, connect_deadline_ms;
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	struct session *prev, *next; /* worker's list of sessions */
+	struct session *rq_next;     /* worker's run queue */
+	struct session *dead_next;   /* worker's list of closed sessions to free */
+};
+
+/* Takes ownership of an accepted client fd and starts connecting to a
+ * backend. Returns 0, or -errno after closing fd. */
+int session_new(struct worker *w, int fd, const struct sockaddr *peer, socklen_t peerlen);
+
+/* Handles an epoll event on one side of a session. */
+void session_event(struct side *sd, uint32_t events);
+
+/* Runs a session from the worker's run queue. */
+void session_resume(struct session *s);
+
+/* Timeout checks; called about every 100 ms. */
+void session_check_timeouts(struct session *s, uint64_t now_ms);
+
+/* Closes both sides (RST where data could not be delivered), releases
+ * pipes and buffers, logs at -v; the memory is freed by the worker later. */
+void session_close(struct session *s, const char *reason);
+
+void session_free(struct session *s);
+
+#endif

@@ -1,0 +1,292 @@
+/* worker: the event loop. One turn: wait for events (no wait when sessions
+ * are queued with work left), dispatch them, run the queued sessions, check
+ * timeouts every SCAN_MS, free what closed during the turn. */
+#define _GNU_SOURCE
+#include "worker.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "session.h"
+
+#define MAX_EVENTS      256
+#define SCAN_MS         100 /* timeout scan and paused-listener check period */
+#define ACCEPT_BUDGET   64  /* accepts per listener event before other work */
+#define FD_PAUSE_MS     100 /* accept pause after EMFILE/ENFILE */
+#define BUF_POOL_KEEP   256 /* idle copy buffers a worker keeps */
+
+uint64_t now_monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+char *buf_pool_get(struct buf_pool *bp)
+{
+	if (bp->nfree)
+		return bp->free[--bp->nfree];
+	return malloc(bp->size);
+}
+
+void buf_pool_put(struct buf_pool *bp, char *buf)
+{
+	if (bp->nfree < bp->max)
+		bp->free[bp->nfree++] = buf;
+	else
+		free(buf);
+}
+
+int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *listen_fds)
+{
+	const struct config *cfg = sh->cfg;
+	struct epoll_event ev = { .events = EPOLLIN };
+	unsigned pipes;
+
+	memset(w, 0, sizeof(*w));
+	w->id = id;
+	w->sh = sh;
+	w->cfg = cfg;
+	w->wake.kind = EV_WAKE;
+	w->wake.fd = -1;
+	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (w->epfd < 0)
+		return -errno;
+	w->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->wake.fd < 0)
+		return -errno;
+	ev.data.ptr = &w->wake;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake.fd, &ev))
+		return -errno;
+	/* The process-wide pipe bound, shared out evenly. */
+	pipes = (unsigned)(cfg->max_pipes / cfg->workers);
+	if (pipe_pool_init(&w->pipes, pipes, (unsigned)cfg->pipe_size))
+		return -ENOMEM;
+	w->bufs.size = cfg->buffer_size;
+	w->bufs.max = BUF_POOL_KEEP;
+	w->bufs.free = calloc(BUF_POOL_KEEP, sizeof(char *));
+	if (!w->bufs.free)
+		return -ENOMEM;
+	for (unsigned i = 0; i < cfg->nlisten; i++) {
+		w->lst[i] = (struct listener){ .kind = EV_LISTENER, .fd = listen_fds[i],
+					       .addr = &cfg->listen[i] };
+		w->nlst++;
+	}
+	w->now_ms = now_monotonic_ms();
+	return 0;
+}
+
+void worker_listeners_arm(struct worker *w, int on)
+{
+	for (unsigned i = 0; i < w->nlst; i++) {
+		struct listener *l = &w->lst[i];
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = l };
+
+		if (l->fd < 0 || l->armed == on)
+			continue;
+		if (on && l->addr->ss.ss_family == AF_UNIX)
+			ev.events |= EPOLLEXCLUSIVE; /* shared socket: wake one worker */
+		if (epoll_ctl(w->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, l->fd, &ev) == 0)
+			l->armed = on;
+	}
+	if (on)
+		w->paused_max_conns = 0;
+}
+
+static void listeners_close(struct worker *w)
+{
+	worker_listeners_arm(w, 0);
+	for (unsigned i = 0; i < w->nlst; i++) {
+		if (w->lst[i].fd >= 0)
+			close(w->lst[i].fd);
+		w->lst[i].fd = -1;
+	}
+}
+
+static int accept_fd_error(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
+static void listener_accept(struct worker *w, struct listener *l)
+{
+	const uint64_t max = w->cfg->max_conns;
+
+	for (unsigned n = 0; n < ACCEPT_BUDGET; n++) {
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
+		int fd;
+
+		if ((uint64_t)__atomic_load_n(&w->sh->active, __ATOMIC_RELAXED) >= max) {
+			/* Connections wait in the kernel's backlog until a slot frees. */
+			worker_listeners_arm(w, 0);
+			w->paused_max_conns = 1;
+			CTR_ADD(w, max_conns_pauses, 1);
+			return;
+		}
+		fd = accept4(l->fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
+				continue;
+			if (accept_fd_error(errno)) {
+				/* Out of descriptors or memory: a level-triggered
+				 * listener would wake us again at once, so step back. */
+				if (!__atomic_exchange_n(&w->sh->fd_warned, 1, __ATOMIC_RELAXED))
+					log_warn("accept: %s; pausing accepts for %d ms (raise ulimit -n "
+						 "or lower --max-conns); logged once, counted in accept_fd_pauses",
+						 strerror(errno), FD_PAUSE_MS);
+				CTR_ADD(w, accept_fd_pauses, 1);
+				worker_listeners_arm(w, 0);
+				w->accept_resume_ms = w->now_ms + FD_PAUSE_MS;
+			} else if (errno != EAGAIN) {
+				log_warn("accept on %s: %s", l->addr->text, strerror(errno));
+			}
+			return;
+		}
+		if (plen == 0 || plen > sizeof(peer)) { /* unnamed Unix peer */
+			peer.ss_family = l->addr->ss.ss_family;
+			plen = sizeof(sa_family_t);
+		}
+		__atomic_add_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
+		if (session_new(w, fd, (struct sockaddr *)&peer, plen) == -ENOMEM) {
+			__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
+			log_warn("accept: out of memory for a session");
+		}
+	}
+}
+
+static void worker_scan(struct worker *w)
+{
+	struct session *s, *next;
+
+	for (s = w->sessions; s; s = next) {
+		next = s->next;
+		session_check_timeouts(s, w->now_ms);
+	}
+	if (w->draining)
+		return;
+	if (w->accept_resume_ms && w->now_ms >= w->accept_resume_ms) {
+		w->accept_resume_ms = 0;
+		worker_listeners_arm(w, 1);
+	}
+	if (w->paused_max_conns &&
+	    (uint64_t)__atomic_load_n(&w->sh->active, __ATOMIC_RELAXED) < w->cfg->max_conns)
+		worker_listeners_arm(w, 1);
+}
+
+static void worker_start_drain(struct worker *w)
+{
+	w->draining = 1;
+	listeners_close(w); /* new connects are refused from now on */
+}
+
+static void free_dead(struct worker *w)
+{
+	struct session **pp = &w->dead;
+
+	while (*pp) {
+		struct session *s = *pp;
+		if (s->in_runq) { /* still referenced by the run queue */
+			pp = &s->dead_next;
+			continue;
+		}
+		*pp = s->dead_next;
+		session_free(s);
+	}
+}
+
+static void run_queue(struct worker *w)
+{
+	struct session *q = w->runq;
+
+	w->runq = NULL;
+	while (q) {
+		struct session *s = q;
+		q = s->rq_next;
+		s->in_runq = 0;
+		if (s->state != S_CLOSED)
+			session_resume(s);
+	}
+}
+
+void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct epoll_event evs[MAX_EVENTS];
+
+	worker_listeners_arm(w, 1);
+	for (;;) {
+		int timeout = w->runq ? 0 : SCAN_MS;
+		int n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
+
+		if (n < 0 && errno != EINTR)
+			die("epoll_wait: %s", strerror(errno));
+		w->now_ms = now_monotonic_ms();
+		for (int i = 0; i < n; i++) {
+			uint8_t kind = *(uint8_t *)evs[i].data.ptr;
+
+			switch (kind) {
+			case EV_LISTENER:
+				if (!w->draining)
+					listener_accept(w, evs[i].data.ptr);
+				break;
+			case EV_CLIENT:
+			case EV_BACKEND:
+				session_event(evs[i].data.ptr, evs[i].events);
+				break;
+			case EV_WAKE: {
+				uint64_t v;
+				if (read(w->wake.fd, &v, sizeof(v)) < 0) {
+					/* spurious: the flag below is what counts */
+				}
+				break;
+			}
+			}
+		}
+		run_queue(w);
+		if (!w->draining && __atomic_load_n(&w->sh->stopping, __ATOMIC_ACQUIRE))
+			worker_start_drain(w);
+		if (w->now_ms >= w->next_scan_ms) {
+			w->next_scan_ms = w->now_ms + SCAN_MS;
+			worker_scan(w);
+		}
+		if (w->draining && w->sessions &&
+		    w->now_ms >= __atomic_load_n(&w->sh->drain_deadline_ms, __ATOMIC_RELAXED)) {
+			while (w->sessions)
+				session_close(w->sessions, "drain-timeout");
+		}
+		free_dead(w);
+		if (w->draining && !w->sessions && !w->dead)
+			break;
+	}
+	return NULL;
+}
+
+void worker_wake(struct worker *w)
+{
+	uint64_t one = 1;
+
+	if (write(w->wake.fd, &one, sizeof(one)) < 0) {
+		/* the counter is full: a wake-up is already pending */
+	}
+}
+
+void worker_destroy(struct worker *w)
+{
+	listeners_close(w);
+	while (w->bufs.nfree)
+		free(w->bufs.free[--w->bufs.nfree]);
+	free(w->bufs.free);
+	pipe_pool_destroy(&w->pipes);
+	if (w->wake.fd >= 0)
+		close(w->wake.fd);
+	if (w->epfd >= 0)
+		close(w->epfd);
+}

@@ -1,0 +1,109 @@
+/* worker: one thread, one epoll loop, its own listening sockets, pipe pool,
+ * buffer pool and counters. Nothing on the data path is shared between
+ * workers; the few process-wide values (active sessions, stop flag) live in
+ * struct shared and are touched once per session, not once per byte. */
+#ifndef SPLICER_WORKER_H
+#define SPLICER_WORKER_H
+#include <pthread.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "pipe_pool.h"
+
+/* The first byte of everything registered in epoll says what it is. */
+enum ev_kind { EV_LISTENER = 1, EV_CLIENT, EV_BACKEND, EV_WAKE };
+
+/* Per-worker counters. Only the owning worker writes them (CTR_ADD is a
+ * relaxed store, not a locked add); any thread may read them. */
+struct counters {
+	uint64_t accepted;          /* sessions accepted */
+	uint64_t closed;            /* sessions closed, any reason */
+	uint64_t active;            /* sessions open on this worker */
+	uint64_t bytes_up;          /* client -> backend, written */
+	uint64_t bytes_down;        /* backend -> client, written */
+	uint64_t bytes_copied;      /* moved by the copy engine */
+	uint64_t bytes_spliced;     /* moved by the splice engine */
+	uint64_t splice_fallbacks;  /* directions that wanted a pipe and fell back to copy */
+	uint64_t auto_switches;     /* directions auto switched from copy to splice */
+	uint64_t connect_errors;    /* backend connect attempts that failed or timed out */
+	uint64_t connect_retries;   /* attempts on a further backend after a failure */
+	uint64_t no_backend;        /* clients closed because every backend failed */
+	uint64_t idle_timeouts;     /* sessions closed by --idle-timeout */
+	uint64_t resets_sent;       /* sides closed with RST (undelivered data or aborted peer) */
+	uint64_t accept_fd_pauses;  /* accepts paused on EMFILE/ENFILE/ENOBUFS/ENOMEM */
+	uint64_t max_conns_pauses;  /* accepts paused at --max-conns */
+};
+#define CTR_ADD(w, f, n) __atomic_store_n(&(w)->ctr.f, (w)->ctr.f + (n), __ATOMIC_RELAXED)
+#define CTR_GET(w, f)    __atomic_load_n(&(w)->ctr.f, __ATOMIC_RELAXED)
+
+/* Process-wide state, read by every worker. */
+struct shared {
+	const struct config *cfg;
+	int64_t active;             /* sessions open in the process (atomic) */
+	uint64_t rr;                /* round-robin cursor over backends (atomic) */
+	int stopping;               /* set once by the signal handler thread (atomic) */
+	uint64_t drain_deadline_ms; /* monotonic ms after which sessions are cut */
+	int fd_warned;              /* EMFILE logged once (atomic) */
+};
+
+struct listener {
+	uint8_t kind;            /* EV_LISTENER */
+	int fd;                  /* this worker's socket (TCP: own SO_REUSEPORT socket; Unix: a dup) */
+	int armed;               /* registered in epoll */
+	const struct addr *addr; /* as configured */
+};
+
+struct buf_pool {
+	char **free;   /* stack of unused copy buffers */
+	unsigned nfree, max;
+	size_t size;
+};
+
+struct session;
+
+struct worker {
+	unsigned id;
+	pthread_t thread;
+	int epfd;
+	struct { uint8_t kind; int fd; } wake; /* EV_WAKE eventfd: stop requests */
+	struct shared *sh;
+	const struct config *cfg;
+	struct listener lst[MAX_LISTENS];
+	unsigned nlst;
+	uint64_t accept_resume_ms;  /* accept paused until then (0: not paused on fds) */
+	int paused_max_conns;       /* listeners down because of --max-conns */
+	struct pipe_pool pipes;
+	struct buf_pool bufs;
+	struct session *sessions;   /* every open session (doubly linked) */
+	struct session *runq;       /* sessions that ran out of budget with work left */
+	struct session *dead;       /* closed, freed at the end of the loop turn */
+	uint64_t next_id;           /* session ids: worker id in the top byte */
+	uint64_t now_ms;            /* CLOCK_MONOTONIC_COARSE, refreshed each turn */
+	uint64_t next_scan_ms;      /* next timeout scan */
+	int draining;
+	struct counters ctr;
+};
+
+/* Prepares w (epoll, pools, listeners from fds already bound by the caller).
+ * Returns 0 or -errno. */
+int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *listen_fds);
+
+/* Thread body: runs the loop until stop was requested and every session is
+ * gone (or the drain deadline passed). */
+void *worker_main(void *arg);
+
+/* Asks the worker to stop accepting and drain (async-signal-unsafe; call
+ * from a normal thread). */
+void worker_wake(struct worker *w);
+
+void worker_destroy(struct worker *w);
+
+uint64_t now_monotonic_ms(void);
+
+char *buf_pool_get(struct buf_pool *bp);
+void buf_pool_put(struct buf_pool *bp, char *buf);
+
+/* Listener arming, used by sessions when --max-conns frees up. */
+void worker_listeners_arm(struct worker *w, int on);
+
+#endif
