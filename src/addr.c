@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stddef.h>
@@ -25,10 +26,12 @@ static int parse_unix(const char *s, struct addr *a, char *err, unsigned errlen)
 	struct sockaddr_un *sun = (struct sockaddr_un *)&a->ss;
 	size_t n = strlen(path);
 
-	if (!n)
+	if (!n || (path[0] == '@' && n == 1))
 		return fail(err, errlen, "address '%s': empty Unix socket path%s", s, "");
-	if (n >= sizeof(sun->sun_path))
-		return fail(err, errlen, "address '%s': Unix socket path longer than %s bytes", s, "107");
+	/* A file path needs its trailing NUL; an abstract name's leading '@'
+	 * becomes the leading NUL, so it may fill sun_path exactly. */
+	if (n > sizeof(sun->sun_path) - (path[0] != '@'))
+		return fail(err, errlen, "address '%.40s...': Unix socket path longer than %s bytes", s, "107");
 	memset(&a->ss, 0, sizeof(a->ss));
 	sun->sun_family = AF_UNIX;
 	memcpy(sun->sun_path, path, n);
@@ -109,6 +112,8 @@ int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsi
 		memset(&hints, 0, sizeof(hints));
 		hints.ai_socktype = SOCK_STREAM;
 		hints.ai_flags = AI_NUMERICSERV | (s[0] == '[' ? AI_NUMERICHOST : 0);
+		if (s[0] == '[')
+			hints.ai_family = AF_INET6; /* brackets are for IPv6 only */
 		r = getaddrinfo(host, portstr, &hints, &res);
 		if (r || !res) {
 			snprintf(err, errlen, "address '%s': cannot resolve '%s': %s", s, host,
@@ -136,8 +141,17 @@ void addr_format(const struct sockaddr *sa, socklen_t len, char *buf, unsigned b
 	}
 	case AF_INET6: {
 		const struct sockaddr_in6 *sin6 = (const void *)sa;
+		char scope[IF_NAMESIZE + 2] = "";
 		inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
-		snprintf(buf, buflen, "[%s]:%u", ip, ntohs(sin6->sin6_port));
+		/* Keep a link-local scope, or the text would not connect again. */
+		if (sin6->sin6_scope_id) {
+			char ifn[IF_NAMESIZE];
+			if (if_indextoname(sin6->sin6_scope_id, ifn))
+				snprintf(scope, sizeof(scope), "%%%s", ifn);
+			else
+				snprintf(scope, sizeof(scope), "%%%u", sin6->sin6_scope_id);
+		}
+		snprintf(buf, buflen, "[%s%s]:%u", ip, scope, ntohs(sin6->sin6_port));
 		break;
 	}
 	case AF_UNIX: {
