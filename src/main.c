@@ -91,6 +91,7 @@ static int run_proxy(struct config *cfg)
 	struct shared sh = { .cfg = cfg };
 	struct worker *ws;
 	int (*fds)[MAX_LISTENS];
+	char *joined; /* a thread may be joined once only */
 	char err[256];
 	sigset_t sigs;
 	unsigned started = 0;
@@ -112,7 +113,8 @@ static int run_proxy(struct config *cfg)
 
 	ws = calloc(cfg->workers, sizeof(*ws));
 	fds = calloc(cfg->workers, sizeof(*fds));
-	if (!ws || !fds) {
+	joined = calloc(cfg->workers, 1);
+	if (!ws || !fds || !joined) {
 		fprintf(stderr, "splicer: out of memory\n");
 		return 1;
 	}
@@ -166,9 +168,11 @@ static int run_proxy(struct config *cfg)
 		}
 		if (!stopping)
 			continue;
-		for (unsigned i = 0; i < started; i++)
-			if (pthread_tryjoin_np(ws[i].thread, NULL) == EBUSY)
-				alive++;
+		for (unsigned i = 0; i < started; i++) {
+			if (!joined[i] && pthread_tryjoin_np(ws[i].thread, NULL) == 0)
+				joined[i] = 1;
+			alive += !joined[i];
+		}
 		if (!alive)
 			break;
 	}
@@ -179,6 +183,7 @@ static int run_proxy(struct config *cfg)
 		listener_unlink(&cfg->listen[l]);
 	free(ws);
 	free(fds);
+	free(joined);
 	return rc;
 }
 

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "addr.h"
@@ -323,15 +325,34 @@ void session_event(struct side *sd, uint32_t events)
 	}
 }
 
+/* With SO_RCVLOWAT, fewer than --lowat bytes never raise a readiness event:
+ * a stream that pauses with a short tail queued would stall. The scan looks
+ * at lowat sources that have been quiet and pulls such a tail out, so the
+ * price of --lowat is at most one scan period of latency, never a stall. */
+static int lowat_tail_waiting(struct dir *d)
+{
+	int queued = 0;
+
+	if (!d->lowat_set || d->src->can_read || d->eof || d->src->fd < 0)
+		return 0;
+	if (ioctl(d->src->fd, SIOCINQ, &queued) || queued <= 0)
+		return 0;
+	d->src->can_read = 1;
+	return 1;
+}
+
 void session_check_timeouts(struct session *s, uint64_t now_ms)
 {
 	const struct config *cfg = s->w->cfg;
 
-	if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms)
+	if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
 		session_connect_failed(s, ETIMEDOUT);
-	else if (s->state != S_CLOSED && now_ms - s->active_ms >= cfg->idle_timeout_ms) {
+	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= cfg->idle_timeout_ms) {
 		CTR_ADD(s->w, idle_timeouts, 1);
 		session_close(s, "idle-timeout");
+	} else if (s->state == S_OPEN && cfg->lowat &&
+		   (lowat_tail_waiting(&s->up) | lowat_tail_waiting(&s->down))) {
+		session_run(s);
 	}
 }
 

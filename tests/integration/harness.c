@@ -1,0 +1,1286 @@
+/* Integration-test harness for splicer; see harness.h. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "h_gen assumes a little-endian host"
+#endif
+
+int h_slow = 1;
+
+/* ---- time ---------------------------------------------------------------- */
+
+int64_t h_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t h_now_ms(void)
+{
+	return h_now_us() / 1000;
+}
+
+void h_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* ---- per-test state -------------------------------------------------------- */
+
+#define H_MAX_PROXIES 16
+
+static char h_dir[64];
+static int h_failed;
+static struct h_proxy *h_live[H_MAX_PROXIES]; /* running proxies */
+static char h_logs[H_MAX_PROXIES][256];       /* every log of this test */
+static pid_t h_log_pids[H_MAX_PROXIES];
+static int h_nlogs;
+static int h_file_seq;
+
+const char *h_tmpdir(void)
+{
+	if (!h_dir[0]) {
+		strcpy(h_dir, "/tmp/splicer-it.XXXXXX");
+		if (!mkdtemp(h_dir)) {
+			h_dir[0] = 0;
+			return "/tmp";
+		}
+	}
+	return h_dir;
+}
+
+static void h_register(struct h_proxy *p)
+{
+	for (int i = 0; i < H_MAX_PROXIES; i++)
+		if (!h_live[i]) {
+			h_live[i] = p;
+			return;
+		}
+}
+
+static void h_unregister(struct h_proxy *p)
+{
+	for (int i = 0; i < H_MAX_PROXIES; i++)
+		if (h_live[i] == p)
+			h_live[i] = NULL;
+}
+
+void h_init(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	h_failed = 0;
+	h_nlogs = 0;
+	h_slow = 1;
+	/* Make sanitizer reports as useful as possible; keep user overrides. */
+	setenv("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1", 0);
+	setenv("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0", 0);
+}
+
+static void h_rm_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	char path[512];
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+void h_fini(void)
+{
+	for (int i = 0; i < H_MAX_PROXIES; i++) {
+		struct h_proxy *p = h_live[i];
+		if (!p)
+			continue;
+		if (p->pid > 0) {
+			kill(p->pid, SIGKILL);
+			waitpid(p->pid, &p->status, 0);
+			p->pid = 0;
+		}
+		h_live[i] = NULL;
+	}
+	if (h_dir[0]) {
+		if (h_failed)
+			fprintf(stderr, "[integ] kept temp dir %s (proxy logs)\n", h_dir);
+		else
+			h_rm_tree(h_dir);
+	}
+}
+
+void h_print_tail(const char *path, int lines)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "  (cannot open %s: %s)\n", path, strerror(errno));
+		return;
+	}
+	static char buf[65536];
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t start = size > (off_t)sizeof buf - 1 ? size - (off_t)sizeof buf + 1 : 0;
+	ssize_t n = pread(fd, buf, sizeof buf - 1, start);
+	close(fd);
+	if (n <= 0) {
+		fprintf(stderr, "  (empty)\n");
+		return;
+	}
+	buf[n] = 0;
+	char *p = buf + n;
+	if (p > buf && p[-1] == '\n')
+		p--;
+	int seen = 0;
+	while (p > buf) {
+		if (p[-1] == '\n' && ++seen >= lines)
+			break;
+		p--;
+	}
+	fprintf(stderr, "%s%s", p, buf[n - 1] == '\n' ? "" : "\n");
+}
+
+void h_fail_note(const char *file, int line)
+{
+	h_failed = 1;
+	fprintf(stderr, "[integ] check failed at %s:%d\n", file, line);
+	for (int i = 0; i < h_nlogs; i++) {
+		fprintf(stderr, "[integ] proxy pid %d log %s, last lines:\n", (int)h_log_pids[i],
+			h_logs[i]);
+		h_print_tail(h_logs[i], 30);
+	}
+}
+
+/* ---- binaries ------------------------------------------------------------ */
+
+const char *h_binary(int asan)
+{
+	const char *var = asan ? "SPLICER_ASAN_BIN" : "SPLICER_BIN";
+	const char *bin = getenv(var);
+	if (!asan && (!bin || !*bin))
+		bin = "build/splicer"; /* convenience when run by hand from the repo */
+	if (!bin || !*bin || access(bin, X_OK) != 0) {
+		if (asan)
+			cr_skip_test("%s is %s%s: ASan proxy variant skipped", var,
+				     bin && *bin ? bin : "unset",
+				     bin && *bin ? " (not executable)" : "");
+		H_CHECK(0, "%s is %s (not executable); cannot run integration tests", var,
+			bin && *bin ? bin : "unset");
+	}
+	h_slow = asan ? 3 : 1;
+	return bin;
+}
+
+/* ---- addresses ----------------------------------------------------------- */
+
+void h_addr_from(struct h_addr *a, const struct sockaddr *sa, socklen_t len)
+{
+	memset(a, 0, sizeof *a);
+	if (len > sizeof a->ss)
+		len = sizeof a->ss;
+	memcpy(&a->ss, sa, len);
+	a->len = len;
+	char host[INET6_ADDRSTRLEN];
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+		snprintf(a->text, sizeof a->text, "%s:%d", host, ntohs(in->sin_port));
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+		snprintf(a->text, sizeof a->text, "[%s]:%d", host, ntohs(in6->sin6_port));
+	} else if (sa->sa_family == AF_UNIX) {
+		const struct sockaddr_un *un = (const void *)sa;
+		size_t plen = len > offsetof(struct sockaddr_un, sun_path)
+				      ? len - offsetof(struct sockaddr_un, sun_path)
+				      : 0;
+		if (plen > 0 && un->sun_path[0] == 0)
+			snprintf(a->text, sizeof a->text, "unix:@%.*s", (int)plen - 1,
+				 un->sun_path + 1);
+		else
+			snprintf(a->text, sizeof a->text, "unix:%.*s", (int)strnlen(un->sun_path, plen),
+				 un->sun_path);
+	} else {
+		snprintf(a->text, sizeof a->text, "family-%d", sa->sa_family);
+	}
+}
+
+int h_addr_parse(const char *s, struct h_addr *a)
+{
+	memset(a, 0, sizeof *a);
+	if (!strncmp(s, "unix:", 5)) {
+		struct sockaddr_un un = { .sun_family = AF_UNIX };
+		const char *path = s + 5;
+		size_t n = strlen(path);
+		if (n == 0 || n >= sizeof un.sun_path)
+			return -1;
+		socklen_t len;
+		if (path[0] == '@') {
+			memcpy(un.sun_path + 1, path + 1, n - 1);
+			len = offsetof(struct sockaddr_un, sun_path) + n;
+		} else {
+			memcpy(un.sun_path, path, n);
+			len = offsetof(struct sockaddr_un, sun_path) + n + 1;
+		}
+		h_addr_from(a, (struct sockaddr *)&un, len);
+		return 0;
+	}
+	char host[128];
+	const char *colon;
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+		if (!end || end[1] != ':' || (size_t)(end - s - 1) >= sizeof host)
+			return -1;
+		memcpy(host, s + 1, end - s - 1);
+		host[end - s - 1] = 0;
+		colon = end + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || (size_t)(colon - s) >= sizeof host)
+			return -1;
+		memcpy(host, s, colon - s);
+		host[colon - s] = 0;
+		if (!host[0])
+			strcpy(host, "127.0.0.1");
+	}
+	char *endp;
+	long port = strtol(colon + 1, &endp, 10);
+	if (*endp || endp == colon + 1 || port < 0 || port > 65535)
+		return -1;
+	struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port) };
+	if (inet_pton(AF_INET, host, &in.sin_addr) == 1) {
+		h_addr_from(a, (struct sockaddr *)&in, sizeof in);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &in6.sin6_addr) == 1) {
+		h_addr_from(a, (struct sockaddr *)&in6, sizeof in6);
+		return 0;
+	}
+	if (!strcmp(host, "localhost") || !strcmp(host, "0.0.0.0")) {
+		inet_pton(AF_INET, "127.0.0.1", &in.sin_addr);
+		h_addr_from(a, (struct sockaddr *)&in, sizeof in);
+		return 0;
+	}
+	if (!strcmp(host, "::")) {
+		in6.sin6_addr = in6addr_loopback;
+		h_addr_from(a, (struct sockaddr *)&in6, sizeof in6);
+		return 0;
+	}
+	return -1;
+}
+
+int h_addr_port(const struct h_addr *a)
+{
+	if (a->ss.ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
+	if (a->ss.ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
+	return -1;
+}
+
+/* ---- child processes ----------------------------------------------------- */
+
+/* Runs in the forked child: only async-signal-safe calls. */
+static void h_child_exec(pid_t parent, int in_fd, int out_fd, int err_fd, const char *bin,
+			 char *const *argv)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+		_exit(127);
+	syscall(SYS_close_range, 3u, ~0u, 0u);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			sigaction(sig, &sa, NULL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execv(bin, argv);
+	_exit(127);
+}
+
+#define H_MAX_ARGS 64
+
+static int h_build_argv(char **argv, const char *bin, const char *const *args)
+{
+	int n = 0;
+	argv[n++] = (char *)bin;
+	for (int i = 0; args && args[i]; i++) {
+		if (n >= H_MAX_ARGS - 1)
+			return -1;
+		argv[n++] = (char *)args[i];
+	}
+	argv[n] = NULL;
+	return n;
+}
+
+static char *h_read_file(const char *path, size_t *lenp)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	if (!buf) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	if (fd >= 0) {
+		for (;;) {
+			if (len + 1024 > cap) {
+				char *nb = realloc(buf, cap * 2);
+				if (!nb)
+					break;
+				buf = nb;
+				cap *= 2;
+			}
+			ssize_t r = read(fd, buf + len, cap - len - 1);
+			if (r <= 0)
+				break;
+			len += (size_t)r;
+		}
+		close(fd);
+	}
+	buf[len] = 0;
+	if (lenp)
+		*lenp = len;
+	return buf;
+}
+
+/* Finds the ready line in log text; on success fills p->addr and returns 1. */
+static int h_parse_ready(struct h_proxy *p, const char *text)
+{
+	static const char key[] = "ready: listening on ";
+	const char *k = strstr(text, key);
+	if (!k)
+		return 0;
+	const char *s = k + sizeof key - 1;
+	while (*s == ' ')
+		s++;
+	const char *e = s;
+	while (*e && *e != ' ' && *e != '\t' && *e != ',' && *e != '\n' && *e != '\r')
+		e++;
+	if (!*e)
+		return 0; /* line not complete yet */
+	char addr[160];
+	size_t n = (size_t)(e - s);
+	if (n == 0 || n >= sizeof addr)
+		return -1;
+	memcpy(addr, s, n);
+	addr[n] = 0;
+	const char *ls = k;
+	while (ls > text && ls[-1] != '\n')
+		ls--;
+	const char *le = strchr(k, '\n');
+	size_t ll = le ? (size_t)(le - ls) : strlen(ls);
+	if (ll >= sizeof p->ready_line)
+		ll = sizeof p->ready_line - 1;
+	memcpy(p->ready_line, ls, ll);
+	p->ready_line[ll] = 0;
+	return h_addr_parse(addr, &p->addr) == 0 ? 1 : -1;
+}
+
+int h_proxy_start(struct h_proxy *p, const char *bin, const char *const *args, char *err,
+		  size_t errlen)
+{
+	memset(p, 0, sizeof *p);
+	char *argv[H_MAX_ARGS];
+	if (h_build_argv(argv, bin, args) < 0) {
+		snprintf(err, errlen, "too many arguments");
+		return -1;
+	}
+	snprintf(p->log, sizeof p->log, "%s/proxy-%d.log", h_tmpdir(), ++h_file_seq);
+	int logfd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (logfd < 0 || nullfd < 0) {
+		snprintf(err, errlen, "open log %s: %s", p->log, strerror(errno));
+		if (logfd >= 0)
+			close(logfd);
+		if (nullfd >= 0)
+			close(nullfd);
+		return -1;
+	}
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid == 0)
+		h_child_exec(parent, nullfd, nullfd, logfd, bin, argv);
+	close(logfd);
+	close(nullfd);
+	if (pid < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		return -1;
+	}
+	p->pid = pid;
+	h_register(p);
+	if (h_nlogs < H_MAX_PROXIES) {
+		snprintf(h_logs[h_nlogs], sizeof h_logs[0], "%s", p->log);
+		h_log_pids[h_nlogs++] = pid;
+	}
+
+	int64_t deadline = h_now_ms() + 5000 * (h_slow > 1 ? 2 : 1);
+	for (;;) {
+		char *text = h_read_file(p->log, NULL);
+		int r = text ? h_parse_ready(p, text) : 0;
+		free(text);
+		if (r == 1)
+			return 0;
+		if (r < 0) {
+			snprintf(err, errlen, "cannot parse the address of the ready line in %s",
+				 p->log);
+			h_proxy_stop(p, 1000);
+			return -1;
+		}
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			p->pid = 0;
+			p->status = st;
+			h_unregister(p);
+			snprintf(err, errlen, "proxy exited (%s %d) before ready; log %s",
+				 WIFEXITED(st) ? "status" : "signal",
+				 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), p->log);
+			return -1;
+		}
+		if (h_now_ms() > deadline) {
+			snprintf(err, errlen, "no \"ready: listening on\" line within %d ms; log %s",
+				 5000 * (h_slow > 1 ? 2 : 1), p->log);
+			kill(pid, SIGKILL);
+			waitpid(pid, &p->status, 0);
+			p->pid = 0;
+			h_unregister(p);
+			return -1;
+		}
+		h_sleep_ms(5);
+	}
+}
+
+int h_proxy_alive(struct h_proxy *p)
+{
+	if (p->pid <= 0)
+		return 0;
+	int st;
+	if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+		p->status = st;
+		p->pid = 0;
+		h_unregister(p);
+		return 0;
+	}
+	return 1;
+}
+
+int h_proxy_wait(struct h_proxy *p, int timeout_ms)
+{
+	int64_t deadline = h_now_ms() + timeout_ms;
+	for (;;) {
+		if (!h_proxy_alive(p))
+			return p->status;
+		if (h_now_ms() > deadline)
+			return -1;
+		h_sleep_ms(5);
+	}
+}
+
+int h_proxy_stop(struct h_proxy *p, int timeout_ms)
+{
+	if (p->pid <= 0)
+		return p->status;
+	kill(p->pid, SIGTERM);
+	int st = h_proxy_wait(p, timeout_ms);
+	if (st != -1)
+		return st;
+	kill(p->pid, SIGKILL);
+	waitpid(p->pid, &p->status, 0);
+	p->pid = 0;
+	h_unregister(p);
+	return -1;
+}
+
+const char *h_proxy_log_problem(const struct h_proxy *p)
+{
+	static const char *const needles[] = {
+		"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+		"AddressSanitizer:DEADLYSIGNAL", "WARNING: ThreadSanitizer",
+	};
+	char *text = h_read_file(p->log, NULL);
+	const char *found = NULL;
+	for (size_t i = 0; text && i < sizeof needles / sizeof needles[0]; i++)
+		if (strstr(text, needles[i])) {
+			found = needles[i];
+			break;
+		}
+	free(text);
+	return found;
+}
+
+void h_proxy_up(struct h_proxy *p, const char *bin, const char *engine, const char *listen,
+		const char *const *backends, const char *const *extra)
+{
+	const char *args[H_MAX_ARGS];
+	int n = 0;
+	args[n++] = "-l";
+	args[n++] = listen;
+	for (int i = 0; backends && backends[i] && n < H_MAX_ARGS - 24; i++) {
+		args[n++] = "-b";
+		args[n++] = backends[i];
+	}
+	args[n++] = "--engine";
+	args[n++] = engine;
+	int has_workers = 0;
+	for (int i = 0; extra && extra[i]; i++)
+		if (!strcmp(extra[i], "--workers"))
+			has_workers = 1;
+	if (!has_workers) {
+		args[n++] = "--workers";
+		args[n++] = "2";
+	}
+	for (int i = 0; extra && extra[i] && n < H_MAX_ARGS - 1; i++)
+		args[n++] = extra[i];
+	args[n] = NULL;
+	char err[512];
+	int rc = h_proxy_start(p, bin, args, err, sizeof err);
+	H_CHECK(rc == 0, "proxy %s (engine %s) did not start: %s", bin, engine, err);
+}
+
+void h_proxy_down(struct h_proxy *p)
+{
+	/* Every session is over by now, so the drain has nothing to wait for. */
+	pid_t pid = p->pid;
+	int limit = h_slow > 1 ? 10000 : 5000;
+	int st = h_proxy_stop(p, limit);
+	H_CHECK(st != -1,
+		"proxy pid %d did not exit within %d ms of SIGTERM with no session left (killed); "
+		"log %s",
+		(int)pid, limit, p->log);
+	H_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		"proxy pid %d ended with %s %d after SIGTERM, expected exit status 0; log %s",
+		(int)pid, WIFEXITED(st) ? "exit status" : "signal",
+		WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), p->log);
+	const char *prob = h_proxy_log_problem(p);
+	H_CHECK(prob == NULL, "proxy log %s contains a sanitizer report (\"%s\")", p->log, prob);
+}
+
+long h_rss_kib(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	char line[256];
+	long kib = -1;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, "VmRSS:", 6)) {
+			kib = strtol(line + 6, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return kib;
+}
+
+int h_run_capture(const char *bin, const char *const *args, int timeout_ms, char **out,
+		  char **errout)
+{
+	char *argv[H_MAX_ARGS];
+	*out = *errout = NULL;
+	if (h_build_argv(argv, bin, args) < 0)
+		return -1;
+	char opath[256], epath[256];
+	int seq = ++h_file_seq;
+	snprintf(opath, sizeof opath, "%s/cmd-%d.out", h_tmpdir(), seq);
+	snprintf(epath, sizeof epath, "%s/cmd-%d.err", h_tmpdir(), seq);
+	int ofd = open(opath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int efd = open(epath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (ofd < 0 || efd < 0 || nfd < 0)
+		return -1;
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid == 0)
+		h_child_exec(parent, nfd, ofd, efd, bin, argv);
+	close(ofd);
+	close(efd);
+	close(nfd);
+	if (pid < 0)
+		return -1;
+	int st = -1;
+	int64_t deadline = h_now_ms() + timeout_ms;
+	for (;;) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+		if (h_now_ms() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			st = -1;
+			break;
+		}
+		h_sleep_ms(5);
+	}
+	*out = h_read_file(opath, NULL);
+	*errout = h_read_file(epath, NULL);
+	return st;
+}
+
+/* ---- sockets ------------------------------------------------------------- */
+
+void h_set_timeouts(int fd, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+void h_set_nodelay(int fd)
+{
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int h_connect(const struct h_addr *a, int timeout_ms)
+{
+	int64_t deadline = h_now_ms() + timeout_ms;
+	for (;;) {
+		int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			return -1;
+		int rc = connect(fd, (const struct sockaddr *)&a->ss, a->len);
+		if (rc < 0 && errno == EAGAIN && a->ss.ss_family == AF_UNIX) {
+			/* unix backlog full: retry */
+			close(fd);
+			if (h_now_ms() > deadline) {
+				errno = ETIMEDOUT;
+				return -1;
+			}
+			h_sleep_ms(2);
+			continue;
+		}
+		if (rc < 0 && errno == EINPROGRESS) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			int64_t left = deadline - h_now_ms();
+			int pr = poll(&pfd, 1, left > 0 ? (int)left : 0);
+			if (pr <= 0) {
+				close(fd);
+				errno = ETIMEDOUT;
+				return -1;
+			}
+			int soerr = 0;
+			socklen_t sl = sizeof soerr;
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+			rc = soerr ? -1 : 0;
+			errno = soerr;
+		}
+		if (rc < 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		int fl = fcntl(fd, F_GETFL);
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+		h_set_timeouts(fd, 1000);
+		return fd;
+	}
+}
+
+static int h_again(int e)
+{
+	return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
+}
+
+int h_send_all(int fd, const void *buf, size_t n, int64_t deadline_ms)
+{
+	const char *p = buf;
+	while (n) {
+		ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
+		if (r > 0) {
+			p += r;
+			n -= (size_t)r;
+		} else if (r < 0 && h_again(errno)) {
+			if (h_now_ms() > deadline_ms)
+				return -ETIMEDOUT;
+		} else {
+			return r < 0 ? -errno : -EIO;
+		}
+	}
+	return 0;
+}
+
+int h_recv_exact(int fd, void *buf, size_t n, int64_t deadline_ms)
+{
+	char *p = buf;
+	while (n) {
+		ssize_t r = recv(fd, p, n, 0);
+		if (r > 0) {
+			p += r;
+			n -= (size_t)r;
+		} else if (r == 0) {
+			return -ENODATA;
+		} else if (h_again(errno)) {
+			if (h_now_ms() > deadline_ms)
+				return -ETIMEDOUT;
+		} else {
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+int h_expect_eof(int fd, int64_t deadline_ms)
+{
+	char buf[4096];
+	for (;;) {
+		ssize_t r = recv(fd, buf, sizeof buf, 0);
+		if (r == 0)
+			return 0;
+		if (r > 0)
+			return -EPROTO;
+		if (!h_again(errno))
+			return -errno;
+		if (h_now_ms() > deadline_ms)
+			return -ETIMEDOUT;
+	}
+}
+
+int h_refused_open(struct h_refused *r)
+{
+	memset(r, 0, sizeof *r);
+	r->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (r->fd < 0)
+		return -1;
+	struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = 0 };
+	in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof in;
+	if (bind(r->fd, (struct sockaddr *)&in, sizeof in) < 0 ||
+	    getsockname(r->fd, (struct sockaddr *)&in, &len) < 0) {
+		close(r->fd);
+		r->fd = -1;
+		return -1;
+	}
+	r->port = ntohs(in.sin_port);
+	snprintf(r->text, sizeof r->text, "127.0.0.1:%d", r->port);
+	return 0;
+}
+
+void h_refused_close(struct h_refused *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+}
+
+int h_ipv6_available(void)
+{
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	struct sockaddr_in6 in6 = { .sin6_family = AF_INET6 };
+	in6.sin6_addr = in6addr_loopback;
+	int ok = bind(fd, (struct sockaddr *)&in6, sizeof in6) == 0;
+	close(fd);
+	return ok;
+}
+
+/* ---- data ---------------------------------------------------------------- */
+
+static inline uint64_t h_word(uint64_t seed, uint64_t w)
+{
+	uint64_t z = seed + (w + 1) * 0x9E3779B97F4A7C15ull;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+void h_gen(uint64_t seed, uint64_t off, void *buf, size_t n)
+{
+	unsigned char *p = buf;
+	while (n && (off & 7)) {
+		*p++ = (unsigned char)(h_word(seed, off >> 3) >> (8 * (off & 7)));
+		off++;
+		n--;
+	}
+	while (n >= 8) {
+		uint64_t w = h_word(seed, off >> 3);
+		memcpy(p, &w, 8);
+		p += 8;
+		off += 8;
+		n -= 8;
+	}
+	if (n) {
+		uint64_t w = h_word(seed, off >> 3);
+		memcpy(p, &w, n);
+	}
+}
+
+size_t h_gen_check(uint64_t seed, uint64_t off, const void *buf, size_t n)
+{
+	unsigned char tmp[8192];
+	const unsigned char *p = buf;
+	size_t done = 0;
+	while (done < n) {
+		size_t k = n - done < sizeof tmp ? n - done : sizeof tmp;
+		h_gen(seed, off + done, tmp, k);
+		if (memcmp(tmp, p + done, k) != 0) {
+			for (size_t i = 0; i < k; i++)
+				if (tmp[i] != p[done + i])
+					return done + i;
+		}
+		done += k;
+	}
+	return n;
+}
+
+void h_sha_init(struct h_sha *s)
+{
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	if (c)
+		EVP_DigestInit_ex(c, EVP_sha256(), NULL);
+	s->ctx = c;
+}
+
+void h_sha_update(struct h_sha *s, const void *buf, size_t n)
+{
+	if (s->ctx && n)
+		EVP_DigestUpdate(s->ctx, buf, n);
+}
+
+void h_sha_final(struct h_sha *s, unsigned char out[32])
+{
+	unsigned int len = 32;
+	memset(out, 0, 32);
+	if (s->ctx) {
+		EVP_DigestFinal_ex(s->ctx, out, &len);
+		EVP_MD_CTX_free(s->ctx);
+	}
+	s->ctx = NULL;
+}
+
+const char *h_hex32(const unsigned char d[32], char out[65])
+{
+	static const char hx[] = "0123456789abcdef";
+	for (int i = 0; i < 32; i++) {
+		out[2 * i] = hx[d[i] >> 4];
+		out[2 * i + 1] = hx[d[i] & 15];
+	}
+	out[64] = 0;
+	return out;
+}
+
+/* ---- stream transfers ---------------------------------------------------- */
+
+#define H_CHUNK (64 * 1024)
+
+void h_xfer_init(struct h_xfer *x, int fd, uint64_t seed, uint64_t len, int64_t deadline_ms)
+{
+	memset(x, 0, sizeof *x);
+	x->fd = fd;
+	x->seed = seed;
+	x->len = len;
+	x->deadline_ms = deadline_ms;
+	x->mismatch_at = -1;
+}
+
+void h_xfer_send(struct h_xfer *x)
+{
+	struct timeval tv = { 1, 0 };
+	setsockopt(x->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	unsigned char *buf = malloc(H_CHUNK);
+	struct h_sha sha;
+	h_sha_init(&sha);
+	x->err = buf ? 0 : ENOMEM;
+	while (!x->err && x->bytes < x->len) {
+		size_t chunk = x->len - x->bytes < H_CHUNK ? (size_t)(x->len - x->bytes) : H_CHUNK;
+		h_gen(x->seed, x->bytes, buf, chunk);
+		size_t off = 0;
+		while (off < chunk) {
+			ssize_t r = send(x->fd, buf + off, chunk - off, MSG_NOSIGNAL);
+			if (r > 0) {
+				h_sha_update(&sha, buf + off, (size_t)r);
+				off += (size_t)r;
+				x->bytes += (uint64_t)r;
+				atomic_store(&x->progress, x->bytes);
+			} else if (r < 0 && h_again(errno)) {
+				if (h_now_ms() > x->deadline_ms) {
+					x->err = ETIMEDOUT;
+					break;
+				}
+			} else {
+				x->err = r < 0 ? errno : EIO;
+				break;
+			}
+		}
+	}
+	if (!x->err && x->shut_wr && shutdown(x->fd, SHUT_WR) < 0)
+		x->err = errno;
+	h_sha_final(&sha, x->sha);
+	free(buf);
+	x->t_end_us = h_now_us();
+}
+
+void h_xfer_recv(struct h_xfer *x)
+{
+	struct timeval tv = { 1, 0 };
+	setsockopt(x->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	unsigned char *buf = malloc(H_CHUNK);
+	struct h_sha sha;
+	h_sha_init(&sha);
+	size_t paced = 0;
+	x->err = buf ? 0 : ENOMEM;
+	while (!x->err) {
+		size_t want = H_CHUNK;
+		if (x->pace_bytes && x->pace_bytes - paced < want)
+			want = x->pace_bytes - paced;
+		ssize_t r = recv(x->fd, buf, want, 0);
+		if (r > 0) {
+			h_sha_update(&sha, buf, (size_t)r);
+			if (x->verify && x->mismatch_at < 0) {
+				size_t bad = h_gen_check(x->seed, x->bytes, buf, (size_t)r);
+				if (bad < (size_t)r)
+					x->mismatch_at = (int64_t)(x->bytes + bad);
+			}
+			x->bytes += (uint64_t)r;
+			atomic_store(&x->progress, x->bytes);
+			if (x->pace_bytes) {
+				paced += (size_t)r;
+				if (paced >= x->pace_bytes) {
+					paced = 0;
+					h_sleep_ms(x->pace_ms);
+				}
+			}
+		} else if (r == 0) {
+			x->eof = 1;
+			break;
+		} else if (h_again(errno)) {
+			if (h_now_ms() > x->deadline_ms)
+				x->err = ETIMEDOUT;
+		} else {
+			x->err = errno;
+		}
+	}
+	h_sha_final(&sha, x->sha);
+	free(buf);
+	x->t_end_us = h_now_us();
+}
+
+static void *h_send_main(void *arg)
+{
+	h_xfer_send(arg);
+	return NULL;
+}
+
+static void *h_recv_main(void *arg)
+{
+	h_xfer_recv(arg);
+	return NULL;
+}
+
+int h_xfer_start_send(struct h_xfer *x)
+{
+	x->started = pthread_create(&x->thr, NULL, h_send_main, x) == 0;
+	return x->started ? 0 : -1;
+}
+
+int h_xfer_start_recv(struct h_xfer *x)
+{
+	x->started = pthread_create(&x->thr, NULL, h_recv_main, x) == 0;
+	return x->started ? 0 : -1;
+}
+
+int h_xfer_join(struct h_xfer *x, int grace_ms)
+{
+	if (!x->started)
+		return 0;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t wait_ms = x->deadline_ms - h_now_ms() + grace_ms;
+	if (wait_ms < grace_ms)
+		wait_ms = grace_ms;
+	ts.tv_sec += wait_ms / 1000;
+	ts.tv_nsec += (wait_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	if (pthread_timedjoin_np(x->thr, NULL, &ts) != 0)
+		return -1;
+	x->started = 0;
+	return 0;
+}
+
+void h_check_stream(const char *what, const struct h_xfer *tx, const struct h_xfer *rx,
+		    uint64_t len)
+{
+	char a[65], b[65];
+	H_CHECK(tx->err == 0, "%s: sender failed after %llu of %llu bytes: %s", what,
+		(unsigned long long)tx->bytes, (unsigned long long)len, strerror(tx->err));
+	H_CHECK(tx->bytes == len, "%s: sender sent %llu bytes, expected %llu", what,
+		(unsigned long long)tx->bytes, (unsigned long long)len);
+	H_CHECK(rx->err == 0, "%s: receiver failed after %llu of %llu bytes: %s%s", what,
+		(unsigned long long)rx->bytes, (unsigned long long)len, strerror(rx->err),
+		rx->err == ETIMEDOUT ? " (deadline passed: stalled transfer)" : "");
+	H_CHECK(rx->mismatch_at < 0, "%s: received data differs from the sent stream at offset %lld",
+		what, (long long)rx->mismatch_at);
+	H_CHECK(rx->bytes == len, "%s: receiver got %llu bytes, expected exactly %llu", what,
+		(unsigned long long)rx->bytes, (unsigned long long)len);
+	H_CHECK(rx->eof, "%s: receiver did not see EOF after the data", what);
+	H_CHECK(memcmp(tx->sha, rx->sha, 32) == 0, "%s: SHA-256 differs: sent %s, received %s",
+		what, h_hex32(tx->sha, a), h_hex32(rx->sha, b));
+}
+
+/* ---- helper backends ----------------------------------------------------- */
+
+struct h_conn_start {
+	struct h_server *s;
+	int index;
+	int fd;
+};
+
+static void *h_conn_main(void *arg)
+{
+	struct h_conn_start cs = *(struct h_conn_start *)arg;
+	free(arg);
+	cs.s->fn(cs.s, cs.fd, cs.index, cs.s->arg);
+	pthread_mutex_lock(&cs.s->mu);
+	close(cs.fd);
+	cs.s->conn_fd[cs.index] = -1;
+	pthread_mutex_unlock(&cs.s->mu);
+	atomic_fetch_add(&cs.s->done, 1);
+	return NULL;
+}
+
+static void *h_accept_main(void *arg)
+{
+	struct h_server *s = arg;
+	for (;;) {
+		struct pollfd pfd[2] = { { .fd = s->lfd, .events = POLLIN },
+					 { .fd = s->stop_fd, .events = POLLIN } };
+		int pr = poll(pfd, 2, 1000);
+		if (pr < 0 && errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			break;
+		if (!(pfd[0].revents & POLLIN))
+			continue;
+		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		h_set_timeouts(fd, 1000);
+		atomic_fetch_add(&s->accepted, 1);
+		pthread_mutex_lock(&s->mu);
+		if (s->nconn >= H_SERVER_MAX_CONNS) {
+			pthread_mutex_unlock(&s->mu);
+			atomic_fetch_add(&s->dropped, 1);
+			close(fd);
+			continue;
+		}
+		int idx = s->nconn;
+		struct h_conn_start *cs = malloc(sizeof *cs);
+		if (!cs) {
+			pthread_mutex_unlock(&s->mu);
+			close(fd);
+			continue;
+		}
+		cs->s = s;
+		cs->index = idx;
+		cs->fd = fd;
+		s->conn_fd[idx] = fd;
+		if (pthread_create(&s->conn_thr[idx], NULL, h_conn_main, cs) != 0) {
+			s->conn_fd[idx] = -1;
+			pthread_mutex_unlock(&s->mu);
+			free(cs);
+			close(fd);
+			atomic_fetch_add(&s->dropped, 1);
+			continue;
+		}
+		s->nconn++;
+		pthread_mutex_unlock(&s->mu);
+	}
+	return NULL;
+}
+
+int h_server_start(struct h_server *s, const char *where, int backlog, h_conn_fn fn, void *arg)
+{
+	memset(s, 0, sizeof *s);
+	s->lfd = s->stop_fd = -1;
+	struct h_addr a;
+	if (h_addr_parse(where, &a) < 0)
+		return -EINVAL;
+	s->lfd = socket(a.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s->lfd < 0)
+		return -errno;
+	if (a.ss.ss_family == AF_UNIX) {
+		const struct sockaddr_un *un = (const void *)&a.ss;
+		if (un->sun_path[0]) {
+			snprintf(s->unix_path, sizeof s->unix_path, "%s", un->sun_path);
+			unlink(s->unix_path);
+		}
+	} else {
+		int one = 1;
+		setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	if (bind(s->lfd, (struct sockaddr *)&a.ss, a.len) < 0 || listen(s->lfd, backlog) < 0 ||
+	    getsockname(s->lfd, (struct sockaddr *)&ss, &sl) < 0) {
+		int e = errno;
+		close(s->lfd);
+		s->lfd = -1;
+		return -e;
+	}
+	if (a.ss.ss_family == AF_UNIX)
+		s->addr = a; /* getsockname of a unix socket is the same path */
+	else
+		h_addr_from(&s->addr, (struct sockaddr *)&ss, sl);
+	s->stop_fd = eventfd(0, EFD_CLOEXEC);
+	pthread_mutex_init(&s->mu, NULL);
+	for (int i = 0; i < H_SERVER_MAX_CONNS; i++)
+		s->conn_fd[i] = -1;
+	s->fn = fn;
+	s->arg = arg;
+	if (s->stop_fd < 0 || pthread_create(&s->acc, NULL, h_accept_main, s) != 0) {
+		close(s->lfd);
+		s->lfd = -1;
+		return -ENOMEM;
+	}
+	s->running = 1;
+	return 0;
+}
+
+void h_server_stop(struct h_server *s)
+{
+	if (!s->running)
+		return;
+	uint64_t one = 1;
+	if (write(s->stop_fd, &one, sizeof one) < 0) {
+		/* cannot happen with an eventfd; the poll timeout still ends the loop */
+	}
+	pthread_join(s->acc, NULL);
+	close(s->lfd);
+	s->lfd = -1;
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < s->nconn; i++)
+		if (s->conn_fd[i] >= 0)
+			shutdown(s->conn_fd[i], SHUT_RDWR);
+	int n = s->nconn;
+	pthread_mutex_unlock(&s->mu);
+	for (int i = 0; i < n; i++)
+		pthread_join(s->conn_thr[i], NULL);
+	close(s->stop_fd);
+	s->stop_fd = -1;
+	if (s->unix_path[0])
+		unlink(s->unix_path);
+	pthread_mutex_destroy(&s->mu);
+	s->running = 0;
+}
+
+int h_server_wait_done(struct h_server *s, int n, int timeout_ms)
+{
+	int64_t deadline = h_now_ms() + timeout_ms;
+	while (atomic_load(&s->done) < n) {
+		if (h_now_ms() > deadline)
+			return -1;
+		h_sleep_ms(2);
+	}
+	return 0;
+}
+
+void h_echo_conn(struct h_server *s, int fd, int index, void *arg)
+{
+	(void)s;
+	(void)index;
+	(void)arg;
+	unsigned char *buf = malloc(H_CHUNK);
+	if (!buf)
+		return;
+	int64_t idle_deadline = h_now_ms() + 30000;
+	for (;;) {
+		ssize_t r = recv(fd, buf, H_CHUNK, 0);
+		if (r > 0) {
+			idle_deadline = h_now_ms() + 30000;
+			if (h_send_all(fd, buf, (size_t)r, h_now_ms() + 30000) < 0)
+				break;
+		} else if (r == 0) {
+			shutdown(fd, SHUT_WR);
+			break;
+		} else if (!h_again(errno) || h_now_ms() > idle_deadline) {
+			break;
+		}
+	}
+	free(buf);
+}
+
+int h_echo_roundtrip(const struct h_addr *addr, size_t n, uint64_t seed, int timeout_ms,
+		     char *why, size_t whylen)
+{
+	if (n > H_CHUNK)
+		n = H_CHUNK;
+	unsigned char *out = malloc(2 * H_CHUNK), *in = out + H_CHUNK;
+	if (!out) {
+		snprintf(why, whylen, "out of memory");
+		return -ENOMEM;
+	}
+	int64_t deadline = h_now_ms() + timeout_ms;
+	int fd = h_connect(addr, timeout_ms);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(why, whylen, "connect to %s: %s", addr->text, strerror(e));
+		free(out);
+		return -e;
+	}
+	h_set_nodelay(fd);
+	h_gen(seed, 0, out, n);
+	int rc = h_send_all(fd, out, n, deadline);
+	if (rc < 0) {
+		snprintf(why, whylen, "send %zu bytes: %s", n, strerror(-rc));
+		goto out;
+	}
+	rc = h_recv_exact(fd, in, n, deadline);
+	if (rc < 0) {
+		snprintf(why, whylen, "receiving the %zu-byte echo: %s", n,
+			 rc == -ENODATA ? "EOF before all bytes" : strerror(-rc));
+		goto out;
+	}
+	if (memcmp(in, out, n) != 0) {
+		snprintf(why, whylen, "echo differs from the request");
+		rc = -EPROTO;
+		goto out;
+	}
+	shutdown(fd, SHUT_WR);
+	rc = h_expect_eof(fd, deadline);
+	if (rc < 0)
+		snprintf(why, whylen, "after shutdown(SHUT_WR), expected EOF: %s",
+			 rc == -EPROTO ? "got extra data" : strerror(-rc));
+out:
+	close(fd);
+	free(out);
+	return rc;
+}

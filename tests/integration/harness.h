@@ -1,0 +1,294 @@
+/* Integration-test harness for splicer: runs the proxy binary as a child
+ * process, provides helper backends as threads of the test process, bounded
+ * socket I/O, a position-addressable PRNG byte stream, SHA-256 and an RSS
+ * reader.
+ *
+ * Rules the helpers follow:
+ *   - every socket call is bounded (SO_RCVTIMEO/SO_SNDTIMEO of at most 1 s,
+ *     looped against an absolute deadline), so a broken proxy fails a test
+ *     instead of hanging it;
+ *   - helper threads never call Criterion assertions (only the test's main
+ *     thread does); they record results that the main thread checks;
+ *   - every proxy started is registered and killed in h_fini() even when an
+ *     assertion aborted the test, and the child also dies with the test
+ *     process (PR_SET_PDEATHSIG).
+ * All exported names start with h_ / H_ so they cannot clash with unit tests. */
+#ifndef SPLICER_IT_HARNESS_H
+#define SPLICER_IT_HARNESS_H
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#define H_KIB 1024ull
+#define H_MIB (1024ull * 1024ull)
+
+/* ---- time ---------------------------------------------------------------- */
+
+int64_t h_now_ms(void); /* CLOCK_MONOTONIC */
+int64_t h_now_us(void);
+void h_sleep_ms(int ms);
+
+/* 1 for the plain proxy, 3 when the current case runs the ASan proxy:
+ * throughput deadlines are multiplied by it (never promptness limits). */
+extern int h_slow;
+#define H_T(ms) ((int64_t)(ms) * h_slow)
+
+/* ---- failure reporting --------------------------------------------------- */
+
+/* Prints, for every proxy of this test, its log path and the log's tail, and
+ * marks the test as failed so h_fini() keeps the temp dir for inspection. */
+void h_fail_note(const char *file, int line);
+
+/* The assertion every integration test uses instead of cr_assert. */
+#define H_CHECK(cond, ...)                                                     \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			h_fail_note(__FILE__, __LINE__);                       \
+			cr_assert_fail(__VA_ARGS__);                           \
+		}                                                              \
+	} while (0)
+
+/* Criterion .init / .fini for every integration test. */
+void h_init(void);
+void h_fini(void);
+
+/* A per-test temp dir (created on first use) under /tmp. */
+const char *h_tmpdir(void);
+
+/* ---- binaries and engines ------------------------------------------------ */
+
+/* Resolves the proxy binary for a case: SPLICER_BIN (fails the test if unset
+ * or not executable) or, when asan != 0, SPLICER_ASAN_BIN (skips the test if
+ * unset or not executable). Sets h_slow. */
+const char *h_binary(int asan);
+
+typedef void (*h_case_fn)(const char *bin, const char *engine);
+
+/* Six Criterion tests per case: engines copy, splice, auto, each with the
+ * plain and the ASan+UBSan proxy. */
+#define H_ENGINE_CASES(name, tmo)                                              \
+	Test(integ, name##_copy, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ case_##name(h_binary(0), "copy"); }                                  \
+	Test(integ, name##_splice, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ case_##name(h_binary(0), "splice"); }                                \
+	Test(integ, name##_auto, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ case_##name(h_binary(0), "auto"); }                                  \
+	Test(integ, name##_copy_asan, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ case_##name(h_binary(1), "copy"); }                                  \
+	Test(integ, name##_splice_asan, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ case_##name(h_binary(1), "splice"); }                                \
+	Test(integ, name##_auto_asan, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ case_##name(h_binary(1), "auto"); }
+
+/* ---- addresses ----------------------------------------------------------- */
+
+struct h_addr {
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char text[160]; /* "127.0.0.1:80", "[::1]:80", "unix:/path" */
+};
+
+/* Parses the proxy's address forms (numeric hosts, "[v6]:port", "unix:/p",
+ * "unix:@abstract"). Returns 0 or -1. */
+int h_addr_parse(const char *s, struct h_addr *a);
+/* Fills a from a socket address, with the same text form. */
+void h_addr_from(struct h_addr *a, const struct sockaddr *sa, socklen_t len);
+int h_addr_port(const struct h_addr *a);
+
+/* ---- the proxy process --------------------------------------------------- */
+
+struct h_proxy {
+	pid_t pid;          /* 0 once reaped */
+	int status;         /* wait status once reaped */
+	char log[256];      /* stderr of the proxy */
+	struct h_addr addr; /* first address of the ready line */
+	char ready_line[512];
+};
+
+/* Starts `bin args...` (args NULL-terminated, without argv[0]) with stderr to
+ * a log file in h_tmpdir() and stdout to /dev/null, and waits (bounded) for
+ * the "ready: listening on ADDR" line. Returns 0, or -1 with a reason in err
+ * (the proxy is then already killed and reaped). */
+int h_proxy_start(struct h_proxy *p, const char *bin, const char *const *args, char *err,
+		  size_t errlen);
+
+/* SIGTERM, then waits up to timeout_ms; SIGKILL after that. Returns the wait
+ * status, or -1 if the proxy had to be killed (or was not running). */
+int h_proxy_stop(struct h_proxy *p, int timeout_ms);
+
+/* Waits up to timeout_ms for the proxy to exit on its own (after a signal the
+ * test sent). Returns the wait status or -1 on timeout (still running). */
+int h_proxy_wait(struct h_proxy *p, int timeout_ms);
+
+/* 1 if the proxy is still running (not exited). */
+int h_proxy_alive(struct h_proxy *p);
+
+/* Checks the proxy log for sanitizer reports; returns a pointer to a static
+ * description of the first one found, or NULL. */
+const char *h_proxy_log_problem(const struct h_proxy *p);
+
+/* Convenience for the cases: starts the proxy listening on `listen`, with
+ * --engine engine --workers 2, the backends (NULL-terminated) and extra
+ * options (NULL-terminated, may be NULL). Asserts success. */
+void h_proxy_up(struct h_proxy *p, const char *bin, const char *engine, const char *listen,
+		const char *const *backends, const char *const *extra);
+
+/* Stops the proxy and asserts that it exited with status 0 and that its log
+ * holds no sanitizer report. */
+void h_proxy_down(struct h_proxy *p);
+
+/* Prints the last `lines` lines of a file to stderr. */
+void h_print_tail(const char *path, int lines);
+
+/* VmRSS of a process in KiB, or -1. */
+long h_rss_kib(pid_t pid);
+
+/* Runs a command to completion (bounded by timeout_ms, SIGKILL after that),
+ * capturing stdout and stderr (malloc'd, NUL-terminated; caller frees).
+ * Returns the wait status or -1 on timeout / spawn failure. */
+int h_run_capture(const char *bin, const char *const *args, int timeout_ms, char **out,
+		  char **errout);
+
+/* ---- sockets ------------------------------------------------------------- */
+
+/* Sets SO_RCVTIMEO and SO_SNDTIMEO. */
+void h_set_timeouts(int fd, int ms);
+void h_set_nodelay(int fd);
+
+/* Connects (bounded by timeout_ms) and returns a blocking fd with 1 s
+ * socket timeouts, or -1 with errno set (ECONNREFUSED, ETIMEDOUT, ...). */
+int h_connect(const struct h_addr *a, int timeout_ms);
+
+/* Sends all n bytes before the deadline; returns 0 or -errno. */
+int h_send_all(int fd, const void *buf, size_t n, int64_t deadline_ms);
+/* Receives exactly n bytes before the deadline; returns 0, -errno, or
+ * -ENODATA on EOF before n bytes. */
+int h_recv_exact(int fd, void *buf, size_t n, int64_t deadline_ms);
+/* Waits for EOF; returns 0 on EOF, -EPROTO if data arrived, -errno on error
+ * (e.g. -ECONNRESET) or -ETIMEDOUT. */
+int h_expect_eof(int fd, int64_t deadline_ms);
+
+/* A TCP port on 127.0.0.1 that refuses connections: a socket bound to it that
+ * never listens holds the port so nothing else takes it meanwhile. */
+struct h_refused {
+	int fd;
+	int port;
+	char text[64]; /* "127.0.0.1:PORT" */
+};
+int h_refused_open(struct h_refused *r);
+void h_refused_close(struct h_refused *r);
+
+/* 1 if an AF_INET6 socket can bind ::1. */
+int h_ipv6_available(void);
+
+/* ---- data ---------------------------------------------------------------- */
+
+/* Byte `off` of stream `seed` is a pure function of (seed, off), so any
+ * slice can be produced or checked anywhere, in any chunking. */
+void h_gen(uint64_t seed, uint64_t off, void *buf, size_t n);
+/* Returns the index of the first byte of buf that differs from the stream at
+ * off, or n if all match. */
+size_t h_gen_check(uint64_t seed, uint64_t off, const void *buf, size_t n);
+
+struct h_sha {
+	void *ctx; /* EVP_MD_CTX */
+};
+void h_sha_init(struct h_sha *s);
+void h_sha_update(struct h_sha *s, const void *buf, size_t n);
+void h_sha_final(struct h_sha *s, unsigned char out[32]);
+/* Hex of a digest into a 65-byte buffer. */
+const char *h_hex32(const unsigned char d[32], char out[65]);
+
+/* ---- stream transfers ---------------------------------------------------- */
+
+/* One direction of a transfer on fd, run inline or as a thread. */
+struct h_xfer {
+	/* inputs */
+	int fd;
+	uint64_t seed;       /* stream content (sender) / expected content (receiver, if verify) */
+	uint64_t len;        /* sender: bytes to send; receiver: limit (0: until EOF) */
+	int shut_wr;         /* sender: shutdown(SHUT_WR) when done */
+	int verify;          /* receiver: compare against h_gen(seed) */
+	int64_t deadline_ms; /* absolute, h_now_ms() clock */
+	size_t pace_bytes;   /* receiver: sleep pace_ms after each pace_bytes (0: no pacing) */
+	int pace_ms;
+	/* progress (readable from other threads) */
+	_Atomic uint64_t progress;
+	/* results */
+	uint64_t bytes;         /* sent / received */
+	unsigned char sha[32];  /* of the bytes sent / received */
+	int err;                /* 0, or errno of the failing call (ETIMEDOUT past deadline) */
+	int eof;                /* receiver: saw EOF */
+	int64_t t_end_us;       /* when it ended (h_now_us) */
+	int64_t mismatch_at;    /* receiver with verify: first bad offset, or -1 */
+	pthread_t thr;
+	int started;
+};
+
+void h_xfer_init(struct h_xfer *x, int fd, uint64_t seed, uint64_t len, int64_t deadline_ms);
+void h_xfer_send(struct h_xfer *x); /* inline */
+void h_xfer_recv(struct h_xfer *x); /* inline */
+int h_xfer_start_send(struct h_xfer *x);
+int h_xfer_start_recv(struct h_xfer *x);
+/* Joins the thread, waiting until its deadline plus grace_ms; returns 0 or
+ * -1 if it did not finish (then the thread is left running). */
+int h_xfer_join(struct h_xfer *x, int grace_ms);
+
+/* Asserts (main thread only) that rx received exactly what tx sent: both
+ * without error, rx saw EOF, exactly len bytes each, equal SHA-256, and, if
+ * rx->verify, content equal to the generated stream. `what` names the
+ * direction in messages ("client->backend"). */
+void h_check_stream(const char *what, const struct h_xfer *tx, const struct h_xfer *rx,
+		    uint64_t len);
+
+/* ---- helper backends ----------------------------------------------------- */
+
+#define H_SERVER_MAX_CONNS 64
+
+struct h_server;
+/* Handles one accepted connection in its own thread. The harness closes fd
+ * when the handler returns (set SO_LINGER {1,0} first for a reset). */
+typedef void (*h_conn_fn)(struct h_server *s, int fd, int index, void *arg);
+
+struct h_server {
+	int lfd;
+	int stop_fd; /* eventfd */
+	struct h_addr addr;
+	char unix_path[108];
+	h_conn_fn fn;
+	void *arg;
+	pthread_t acc;
+	int running;
+	pthread_mutex_t mu;
+	pthread_t conn_thr[H_SERVER_MAX_CONNS];
+	int conn_fd[H_SERVER_MAX_CONNS];
+	int nconn;
+	_Atomic int accepted;
+	_Atomic int done;   /* handlers returned */
+	_Atomic int dropped; /* connections over H_SERVER_MAX_CONNS (closed at once) */
+};
+
+/* Listens on `where` ("127.0.0.1:0", "127.0.0.1:PORT", "[::1]:0",
+ * "unix:/path") and serves each connection with fn in a new thread.
+ * Returns 0 or -errno. */
+int h_server_start(struct h_server *s, const char *where, int backlog, h_conn_fn fn, void *arg);
+/* Stops accepting, shuts down live connections, joins every thread. */
+void h_server_stop(struct h_server *s);
+/* Waits until `n` handlers have returned; returns 0 or -1 on timeout. */
+int h_server_wait_done(struct h_server *s, int n, int timeout_ms);
+
+/* Ready-made handler: echoes everything until EOF, then shuts down its write
+ * side. arg unused. */
+void h_echo_conn(struct h_server *s, int fd, int index, void *arg);
+
+/* One echo round trip of n random bytes (n <= 64 KiB) through addr; returns
+ * 0 or a negative errno-style code and a reason in why. */
+int h_echo_roundtrip(const struct h_addr *addr, size_t n, uint64_t seed, int timeout_ms,
+		     char *why, size_t whylen);
+
+#endif

@@ -1,0 +1,143 @@
+/* Integration case 13: command-line errors, --help and --version (plain
+ * proxy binary only, no engine variants). */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+struct cli_run {
+	int status; /* wait status, -1 on timeout */
+	char *out, *err;
+};
+
+static struct cli_run cli_last;
+
+static void cli_free(void)
+{
+	free(cli_last.out);
+	free(cli_last.err);
+	cli_last.out = cli_last.err = NULL;
+}
+
+static const char *cli_status(int st, char *buf, size_t len)
+{
+	if (st == -1)
+		snprintf(buf, len, "still running after 5 s (killed)");
+	else if (WIFEXITED(st))
+		snprintf(buf, len, "exit status %d", WEXITSTATUS(st));
+	else
+		snprintf(buf, len, "signal %d", WTERMSIG(st));
+	return buf;
+}
+
+static void cli_run(const char *bin, const char *const *args)
+{
+	cli_free();
+	cli_last.status = h_run_capture(bin, args, 5000, &cli_last.out, &cli_last.err);
+	if (!cli_last.out)
+		cli_last.out = strdup("");
+	if (!cli_last.err)
+		cli_last.err = strdup("");
+}
+
+static int cli_lines(const char *s)
+{
+	int n = 0;
+	for (const char *p = s; *p; p++)
+		if (*p == '\n' && p[1])
+			n++;
+	return *s ? n + 1 : 0;
+}
+
+/* Expects a prompt failure with a message on stderr that contains every
+ * needle; one_line also requires that message to be one line. */
+static void cli_expect_error(const char *bin, const char *const *args, const char *what,
+			     const char *const *needles, int one_line)
+{
+	char sb[64];
+	cli_run(bin, args);
+	int st = cli_last.status;
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0,
+		"%s: expected a prompt non-zero exit, got %s; stderr: %s", what,
+		cli_status(st, sb, sizeof sb), cli_last.err);
+	H_CHECK(cli_last.err[0], "%s: exited %d with nothing on stderr", what, WEXITSTATUS(st));
+	for (int i = 0; needles && needles[i]; i++)
+		H_CHECK(strstr(cli_last.err, needles[i]) != NULL,
+			"%s: stderr does not mention \"%s\": %s", what, needles[i], cli_last.err);
+	if (one_line)
+		H_CHECK(cli_lines(cli_last.err) == 1, "%s: expected a one-line message, stderr has %d lines: %s",
+			what, cli_lines(cli_last.err), cli_last.err);
+}
+
+Test(integ, cli_errors, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+
+	{
+		const char *args[] = { "-l", "127.0.0.1:0", "-b", "127.0.0.1:9", "--workers", "abc", NULL };
+		const char *needles[] = { "--workers", "abc", NULL };
+		cli_expect_error(bin, args, "--workers abc", needles, 1);
+	}
+	{
+		const char *args[] = { "-l", "127.0.0.1:0", "-b", "127.0.0.1:9", "--nope", NULL };
+		const char *needles[] = { "--nope", NULL };
+		cli_expect_error(bin, args, "unknown option --nope", needles, 0);
+	}
+	{
+		const char *args[] = { "-l", "127.0.0.1:0", NULL };
+		cli_expect_error(bin, args, "-l without -b", NULL, 0);
+	}
+	{
+		const char *args[] = { "-l", "127.0.0.1:0", "-b", "127.0.0.1", NULL };
+		const char *needles[] = { "127.0.0.1", NULL };
+		cli_expect_error(bin, args, "backend address without a port (-b 127.0.0.1)", needles, 0);
+	}
+
+	char sb[64];
+	{
+		const char *args[] = { "--help", NULL };
+		cli_run(bin, args);
+		H_CHECK(cli_last.status != -1 && WIFEXITED(cli_last.status) &&
+				WEXITSTATUS(cli_last.status) == 0,
+			"--help: expected exit status 0, got %s; stderr: %s",
+			cli_status(cli_last.status, sb, sizeof sb), cli_last.err);
+		size_t lo = strlen(cli_last.out), le = strlen(cli_last.err);
+		char *all = malloc(lo + le + 2);
+		H_CHECK(all != NULL, "oom");
+		memcpy(all, cli_last.out, lo);
+		all[lo] = '\n';
+		memcpy(all + lo + 1, cli_last.err, le + 1);
+		static const char *const want[] = {
+			"-l",	      "-b",	     "--engine",	  "copy",	   "splice",
+			"auto",	      "--workers",   "--buffer-size",	  "--pipe-size",   "--lowat",
+			"--max-pipes", "--max-conns", "--connect-timeout", "--idle-timeout", "--drain-timeout",
+			"-v",	      "64k",		  "5s",		   "10m",
+			"30s",	      NULL,
+		};
+		for (int i = 0; want[i]; i++) {
+			if (!strstr(all, want[i])) {
+				char w[64];
+				snprintf(w, sizeof w, "%s", want[i]);
+				free(all);
+				H_CHECK(0, "--help output does not mention \"%s\"; stdout was: %s", w,
+					cli_last.out);
+			}
+		}
+		free(all);
+	}
+	{
+		const char *args[] = { "--version", NULL };
+		cli_run(bin, args);
+		H_CHECK(cli_last.status != -1 && WIFEXITED(cli_last.status) &&
+				WEXITSTATUS(cli_last.status) == 0,
+			"--version: expected exit status 0, got %s; stderr: %s",
+			cli_status(cli_last.status, sb, sizeof sb), cli_last.err);
+		H_CHECK(strstr(cli_last.out, "splicer") || strstr(cli_last.err, "splicer"),
+			"--version does not print \"splicer\": stdout \"%s\" stderr \"%s\"", cli_last.out,
+			cli_last.err);
+	}
+	cli_free();
+}
