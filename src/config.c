@@ -96,7 +96,7 @@ static int setting_set(struct config *c, const struct setting *s, const char *op
 	char range[160];
 
 	if (s->auto_ok && !strcmp(val, "auto")) {
-		*field(c, s) = 0;
+		*field(c, s) = SETTING_AUTO;
 		return 0;
 	}
 	switch (s->type) {
@@ -231,7 +231,7 @@ int config_finalize(struct config *c)
 		fprintf(stderr, "splicer: no backend: give at least one -b ADDRESS (see --help)\n");
 		return -1;
 	}
-	if (!c->workers) {
+	if (c->workers == SETTING_AUTO) {
 		cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		c->workers = cpus > 0 ? (uint64_t)cpus : 1;
 	}
@@ -246,9 +246,9 @@ int config_finalize(struct config *c)
 	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
 		rl.rlim_cur = 1 << 20;
 	budget = rl.rlim_cur > 64 + 8 * c->workers ? rl.rlim_cur - 64 - 8 * c->workers : 0;
-	if (!c->max_conns)
+	if (c->max_conns == SETTING_AUTO)
 		c->max_conns = budget / 4 ? budget / 4 : 1;
-	if (!c->max_pipes)
+	if (c->max_pipes == SETTING_AUTO)
 		c->max_pipes = budget > 2 * c->max_conns ? (budget - 2 * c->max_conns) / 2 : 0;
 	if (2 * c->max_conns + 2 * c->max_pipes > budget)
 		fprintf(stderr, "splicer: warning: --max-conns %llu and --max-pipes %llu need up to %llu "

@@ -11,6 +11,9 @@
 #define MAX_LISTENS  16
 #define MAX_BACKENDS 64
 
+/* An "auto" setting before config_finalize() resolves it. */
+#define SETTING_AUTO UINT64_MAX
+
 enum engine_kind { ENGINE_AUTO, ENGINE_COPY, ENGINE_SPLICE };
 extern const char *const engine_names[]; /* indexed by enum engine_kind */
 
@@ -20,12 +23,12 @@ struct config {
 	struct addr backend[MAX_BACKENDS]; /* ... and its backends, in round-robin order */
 	unsigned nbackend;
 	uint64_t engine;             /* enum engine_kind */
-	uint64_t workers;            /* worker threads; 0 = one per CPU */
+	uint64_t workers;            /* worker threads; SETTING_AUTO = one per CPU */
 	uint64_t buffer_size;        /* copy engine buffer per direction */
 	uint64_t pipe_size;          /* splice engine pipe size; 0 = kernel default */
 	uint64_t lowat;              /* SO_RCVLOWAT on spliced sources; 0 = off */
-	uint64_t max_pipes;          /* pipes per process; 0 = derived from the fd limit */
-	uint64_t max_conns;          /* concurrent sessions; 0 = derived from the fd limit */
+	uint64_t max_pipes;          /* pipes per process; SETTING_AUTO = from the fd limit */
+	uint64_t max_conns;          /* concurrent sessions; SETTING_AUTO = from the fd limit */
 	uint64_t connect_timeout_ms; /* per backend attempt */
 	uint64_t idle_timeout_ms;    /* no byte either way for this long closes a session */
 	uint64_t drain_timeout_ms;   /* SIGTERM: how long running sessions may finish */
