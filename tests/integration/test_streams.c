@@ -44,7 +44,7 @@ static void duplex_conn(struct h_server *s, int fd, int index, void *arg)
 }
 
 static void duplex(const char *bin, const char *engine, const char *listen, const char *backend,
-		   uint64_t len, int budget_ms)
+		   uint64_t len, int budget_ms, const char *const *extra)
 {
 	static struct duplex_state d;
 	static struct h_server srv;
@@ -60,7 +60,7 @@ static void duplex(const char *bin, const char *engine, const char *listen, cons
 	int rc = h_server_start(&srv, backend, 128, duplex_conn, &d);
 	H_CHECK(rc == 0, "backend listen on %s: %s", backend, strerror(-rc));
 	const char *backends[] = { srv.addr.text, NULL };
-	h_proxy_up(&p, bin, engine, listen, backends, NULL);
+	h_proxy_up(&p, bin, engine, listen, backends, extra);
 
 	int fd = h_connect(&p.addr, 2000);
 	H_CHECK(fd >= 0, "connect to the proxy at %s: %s", p.addr.text, strerror(errno));
@@ -89,7 +89,26 @@ static void duplex(const char *bin, const char *engine, const char *listen, cons
 
 static void case_bulk_both_ways(const char *bin, const char *engine)
 {
-	duplex(bin, engine, "127.0.0.1:0", "127.0.0.1:0", 256 * H_MIB, 40000);
+	duplex(bin, engine, "127.0.0.1:0", "127.0.0.1:0", 256 * H_MIB, 40000, NULL);
+}
+
+/* Pipes of one page (one slot) and of 64k over Unix sockets (small skbs, so
+ * the 16 slots fill long before 64k of bytes): the ambiguous EAGAIN of a
+ * slot-full pipe must never lose a readiness edge. With --lowat on top, the
+ * tail shorter than the mark must still arrive. */
+static void case_bulk_tiny_pipe(const char *bin, const char *engine)
+{
+	const char *extra[] = { "--pipe-size", "4k", NULL };
+	duplex(bin, engine, "127.0.0.1:0", "127.0.0.1:0", 32 * H_MIB + 123, 40000, extra);
+}
+
+static void case_unix_small_pipe_lowat(const char *bin, const char *engine)
+{
+	const char *extra[] = { "--pipe-size", "64k", "--lowat", "100000", NULL };
+	char listen[160], backend[160];
+	snprintf(listen, sizeof listen, "unix:%s/proxy.sock", h_tmpdir());
+	snprintf(backend, sizeof backend, "unix:%s/backend.sock", h_tmpdir());
+	duplex(bin, engine, listen, backend, 32 * H_MIB + 4567, 40000, extra);
 }
 
 static void case_unix_sockets(const char *bin, const char *engine)
@@ -97,7 +116,7 @@ static void case_unix_sockets(const char *bin, const char *engine)
 	char listen[160], backend[160];
 	snprintf(listen, sizeof listen, "unix:%s/proxy.sock", h_tmpdir());
 	snprintf(backend, sizeof backend, "unix:%s/backend.sock", h_tmpdir());
-	duplex(bin, engine, listen, backend, 32 * H_MIB, 20000);
+	duplex(bin, engine, listen, backend, 32 * H_MIB, 20000, NULL);
 }
 
 /* ---- 2: request/response round trips ---------------------------------------- */
@@ -669,3 +688,5 @@ H_ENGINE_CASES(slow_reader, 150)
 H_ENGINE_CASES(sigterm_drain, 150)
 H_ENGINE_CASES(unix_sockets, 120)
 H_ENGINE_CASES(ipv6, 120)
+H_ENGINE_CASES(bulk_tiny_pipe, 150)
+H_ENGINE_CASES(unix_small_pipe_lowat, 150)
