@@ -39,7 +39,7 @@ static const struct setting settings[] = {
 	  "worker threads, each with its own epoll loop and SO_REUSEPORT listener (auto: one per CPU)" },
 	{ "buffer-size", 0, SET_SIZE, 1 * KiB, 64 * MiB, "64k", 0, NULL, F(buffer_size),
 	  "copy engine buffer per direction" },
-	{ "pipe-size", 0, SET_SIZE, 0, 64 * MiB, "256k", 0, NULL, F(pipe_size),
+	{ "pipe-size", 0, SET_SIZE, 0, 64 * MiB, "512k", 0, NULL, F(pipe_size),
 	  "splice engine pipe size (0: kernel default, 64k); see README, Performance" },
 	{ "lowat", 0, SET_SIZE, 0, 64 * MiB, "0", 0, NULL, F(lowat),
 	  "SO_RCVLOWAT on spliced sources so readiness waits for a batch (0: off; bulk routes only)" },

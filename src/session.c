@@ -19,8 +19,8 @@
 #include "log.h"
 #include "worker.h"
 
-/* Reads per direction per turn before other sessions get theirs: with 256k
- * pipes up to 4 MiB, with 64k buffers up to 1 MiB. */
+/* Reads per direction per turn before other sessions get theirs: with 512k
+ * pipes up to 8 MiB, with 64k buffers up to 1 MiB. */
 #define PUMP_BUDGET 16
 
 static const struct engine_ops *dir_ops(const struct dir *d)
