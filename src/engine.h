@@ -36,6 +36,15 @@ struct engine_ops {
 extern const struct engine_ops engine_copy;
 extern const struct engine_ops engine_splice;
 
+/* Records where a direction failed (for the close reason and for which
+ * side gets an RST); returns -err for pump() to return. */
+static inline int dir_fail(struct dir *d, int err, int at_dst)
+{
+	d->err = err;
+	d->err_at_dst = (uint8_t)at_dst;
+	return -err;
+}
+
 /* Bytes read from src and not yet written to dst, whatever the engine. */
 static inline uint64_t dir_pending(const struct dir *d)
 {

@@ -35,9 +35,7 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 			} else if (errno == EAGAIN) {
 				d->dst->can_write = 0;
 			} else if (errno != EINTR) {
-				d->err = errno;
-				d->err_at_dst = 1;
-				ret = -d->err;
+				ret = dir_fail(d, errno, 1);
 				break;
 			}
 		}
@@ -47,8 +45,7 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 		}
 		if (!d->eof && d->src->can_read && d->tail < size && *budget) {
 			if (!d->buf && !(d->buf = buf_pool_get(&w->bufs))) {
-				d->err = ENOMEM;
-				ret = -ENOMEM;
+				ret = dir_fail(d, ENOMEM, 0);
 				break;
 			}
 			n = recv(d->src->fd, d->buf + d->tail, size - d->tail, MSG_DONTWAIT);
@@ -72,9 +69,7 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 			} else if (errno == EAGAIN) {
 				d->src->can_read = 0;
 			} else if (errno != EINTR) {
-				d->err = errno;
-				d->err_at_dst = 0;
-				ret = -d->err;
+				ret = dir_fail(d, errno, 0);
 				break;
 			}
 		}

@@ -85,9 +85,7 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 			} else if (n < 0 && errno == EAGAIN) {
 				d->dst->can_write = 0;
 			} else if (n < 0 && errno != EINTR) {
-				d->err = errno;
-				d->err_at_dst = 1;
-				ret = -d->err;
+				ret = dir_fail(d, errno, 1);
 				break;
 			}
 		}
@@ -113,9 +111,7 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 				ret = PUMP_NOPIPE; /* this socket type cannot splice: copy */
 				break;
 			} else if (errno != EINTR) {
-				d->err = errno;
-				d->err_at_dst = 0;
-				ret = -d->err;
+				ret = dir_fail(d, errno, 0);
 				break;
 			}
 		}

@@ -113,11 +113,8 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 	/* FIN forwarding: only once every byte before it has been written. */
 	if (d->eof && !d->shut && !dir_pending(d)) {
 		d->shut = 1;
-		if (shutdown(d->dst->fd, SHUT_WR) && errno != ENOTCONN) {
-			d->err = errno;
-			d->err_at_dst = 1;
-			return -errno;
-		}
+		if (shutdown(d->dst->fd, SHUT_WR) && errno != ENOTCONN)
+			return dir_fail(d, errno, 1);
 	}
 	return 0;
 }
@@ -318,8 +315,7 @@ void session_event(struct side *sd, uint32_t events)
 		int err = sock_error(sd->fd);
 		if (err) {
 			struct dir *d = sd == &s->cli ? &s->up : &s->down;
-			d->err = err;
-			d->err_at_dst = 0;
+			dir_fail(d, err, 0);
 			session_close(s, failure_reason(s, d));
 		}
 	}
