@@ -11,7 +11,7 @@ VERSION := 0.1.0
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
 	   -DSPLICER_VERSION='"$(VERSION)"'
-LDLIBS  += -pthread -lcrypto
+LDLIBS  += -pthread -lcrypto -lm
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 ifeq ($(V),1)
@@ -32,10 +32,12 @@ TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS)
 HDRS     := $(wildcard src/*.h tests/integration/*.h)
 
 # Debian packages the build, the tests and `make run` need.
-DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev iperf3
+DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev iperf3 linux-perf
+# The peers `splicer bench` compares against, and gnuplot for its chart.
+BENCH_PKGS := haproxy nginx libnginx-mod-stream socat gnuplot-nox
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps install clean asan
+.PHONY: all run test deps bench-deps bench install clean asan
 
 all: $(B)/splicer
 
@@ -72,9 +74,24 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-run: deps
+# Installs the peers without starting their system services (policy-rc.d
+# refuses service starts while apt runs).
+bench-deps:
+	@missing=$$(for p in $(BENCH_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "  DEPS    installing:" $$missing; \
+		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		rc=$$?; rm -f /usr/sbin/policy-rc.d; exit $$rc; \
+	fi
+
+run: deps bench-deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(B)/splicer demo $(ARGS)
+	$(B)/splicer bench --quick $(ARGS)
+
+bench: deps bench-deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(B)/splicer bench --json $(B)/bench.json --chart $(B)/bench.png $(ARGS)
 
 test: deps
 	$(Q)$(MAKE) --no-print-directory all asan $(B)/tests
@@ -82,6 +99,8 @@ test: deps
 
 install: all
 	install -D -m 755 $(B)/splicer $(DESTDIR)$(PREFIX)/bin/splicer
+	install -D -m 644 bench/haproxy.cfg $(DESTDIR)$(PREFIX)/share/splicer/bench/haproxy.cfg
+	install -D -m 644 bench/nginx.conf $(DESTDIR)$(PREFIX)/share/splicer/bench/nginx.conf
 
 clean:
 	rm -rf $(B)

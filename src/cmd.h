@@ -5,4 +5,7 @@
 /* splicer demo: the main job on an embedded default (see cmd_demo.c). */
 int cmd_demo(int argc, char **argv);
 
+/* splicer bench: splicer's engines beside HAProxy, nginx and socat (cmd_bench.c). */
+int cmd_bench(int argc, char **argv);
+
 #endif

@@ -266,12 +266,13 @@ void config_print_help(const char *prog)
 
 	printf("splicer %s: a layer-4 TCP forwarding proxy with splice() engines\n\n"
 	       "usage: %s -l LISTEN -b BACKEND [-b BACKEND ...] [options]\n"
-	       "       %s demo [--size SIZE]      push a stream through each engine and report\n\n"
+	       "       %s bench [--quick] ...     measure the engines beside HAProxy, nginx, socat\n"
+	       "       %s demo [--size SIZE] [--engines LIST]   a stream through each engine, checked\n\n"
 	       "addresses: host:port, [v6addr]:port, :port (all addresses), unix:/path, unix:@abstract\n\n"
 	       "  -l, --listen ADDRESS            accept clients here (repeatable; required)\n"
 	       "  -b, --backend ADDRESS           forward to these, round-robin, trying the next on\n"
 	       "                                  connect failure (repeatable; required)\n",
-	       SPLICER_VERSION, prog, prog);
+	       SPLICER_VERSION, prog, prog, prog);
 	for (unsigned i = 0; i < NSETTINGS; i++) {
 		const struct setting *s = &settings[i];
 		const char *meta = s->type == SET_ENUM ? "NAME" : s->type == SET_SIZE ? "SIZE"

@@ -194,6 +194,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "demo"))
 		return cmd_demo(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "bench"))
+		return cmd_bench(argc, argv);
 
 	config_defaults(&cfg);
 	r = config_parse_args(&cfg, argc, argv, 1);

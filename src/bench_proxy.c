@@ -1,0 +1,405 @@
+/* bench_proxy: see bench_proxy.h. */
+#define _GNU_SOURCE
+#include "bench_proxy.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int on_path(const char *prog, char *out, size_t len)
+{
+	const char *dirs[] = { "/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin", "/sbin", "/bin" };
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(*dirs); i++) {
+		snprintf(out, len, "%s/%s", dirs[i], prog);
+		if (access(out, X_OK) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* bench/ beside the binary (build tree), or the installed copy. */
+static int template_path(const char *name, char *out, size_t len)
+{
+	char self[3072], *slash;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	const char *env = getenv("SPLICER_BENCH_DIR");
+
+	if (env) {
+		snprintf(out, len, "%s/%s", env, name);
+		if (access(out, R_OK) == 0)
+			return 1;
+	}
+	if (n > 0) {
+		self[n] = '\0';
+		if ((slash = strrchr(self, '/')))
+			*slash = '\0';
+		snprintf(out, len, "%s/../bench/%s", self, name);
+		if (access(out, R_OK) == 0)
+			return 1;
+		snprintf(out, len, "%s/../share/splicer/bench/%s", self, name);
+		if (access(out, R_OK) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+const char *bench_case_unavailable(const struct bench_case *c)
+{
+	char path[4096];
+
+	switch (c->kind) {
+	case PX_HAPROXY:
+		if (!on_path("haproxy", path, sizeof(path)))
+			return "haproxy not installed (make bench-deps)";
+		if (!template_path("haproxy.cfg", path, sizeof(path)))
+			return "bench/haproxy.cfg not found";
+		return NULL;
+	case PX_NGINX:
+		if (!on_path("nginx", path, sizeof(path)))
+			return "nginx not installed (make bench-deps)";
+		if (access("/usr/lib/nginx/modules/ngx_stream_module.so", R_OK))
+			return "nginx stream module missing (libnginx-mod-stream)";
+		if (!template_path("nginx.conf", path, sizeof(path)))
+			return "bench/nginx.conf not found";
+		return NULL;
+	case PX_SOCAT:
+		return on_path("socat", path, sizeof(path)) ? NULL : "socat not installed (make bench-deps)";
+	default:
+		return NULL;
+	}
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
+	    !getsockname(fd, (struct sockaddr *)&sin, &len))
+		port = ntohs(sin.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/* Copies a template with @KEY@ fields replaced. */
+static int fill_template(const char *tmpl, const char *out, const char *const *kv)
+{
+	char line[4096];
+	FILE *in = fopen(tmpl, "re"), *o = fopen(out, "we");
+	int r = in && o ? 0 : -1;
+
+	while (!r && fgets(line, sizeof(line), in)) {
+		char *p = line;
+		for (;;) {
+			char *at = strchr(p, '@');
+			int done = 0;
+			if (!at) {
+				fputs(p, o);
+				break;
+			}
+			fwrite(p, 1, (size_t)(at - p), o);
+			for (int i = 0; kv[i]; i += 2) {
+				size_t k = strlen(kv[i]);
+				if (!strncmp(at + 1, kv[i], k) && at[1 + k] == '@') {
+					fputs(kv[i + 1], o);
+					p = at + k + 2;
+					done = 1;
+					break;
+				}
+			}
+			if (!done) {
+				fputc('@', o);
+				p = at + 1;
+			}
+		}
+	}
+	if (in)
+		fclose(in);
+	if (o && fclose(o))
+		r = -1;
+	return r;
+}
+
+static pid_t spawn(const char *const *argv, const char *logpath)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		sigset_t all;
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		sigemptyset(&all);
+		sigprocmask(SIG_SETMASK, &all, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		dup2(null, STDIN_FILENO);
+		dup2(fd >= 0 ? fd : null, STDOUT_FILENO);
+		dup2(fd >= 0 ? fd : null, STDERR_FILENO);
+		setpgid(0, 0); /* its own group: stop reaches forked children too */
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits until something accepts on the address (the proxy is up). */
+static int wait_accepting(const struct sockaddr *sa, socklen_t len, pid_t pid, int ms)
+{
+	for (int i = 0; i < ms / 10; i++) {
+		int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int ok = fd >= 0 && connect(fd, sa, len) == 0;
+		if (fd >= 0)
+			close(fd);
+		if (ok)
+			return 0;
+		if (pid > 0 && waitpid(pid, NULL, WNOHANG) == pid)
+			return -1;
+		usleep(10000);
+	}
+	return -1;
+}
+
+int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const char *backend,
+		      unsigned threads, char *err, unsigned errlen)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)&p->ss;
+	char exe[4096], listen[64], conf[160], logp[160], tmpl[4096], thr[16], opts[512] = "";
+	const char *argv[32];
+	int n = 0, port;
+
+	memset(p, 0, sizeof(*p));
+	if (c->kind == PX_DIRECT) {
+		char *colon = strrchr(backend, ':');
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)atoi(colon + 1));
+		inet_pton(AF_INET, "127.0.0.1", &sin->sin_addr);
+		p->len = sizeof(*sin);
+		return 0;
+	}
+	snprintf(p->dir, sizeof(p->dir), "/tmp/splicer-bench-XXXXXX");
+	if (!mkdtemp(p->dir) || (port = free_port()) < 0) {
+		snprintf(err, errlen, "temp dir or port: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	snprintf(logp, sizeof(logp), "%s/proxy.log", p->dir);
+	snprintf(thr, sizeof(thr), "%u", threads);
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)port);
+	inet_pton(AF_INET, "127.0.0.1", &sin->sin_addr);
+	p->len = sizeof(*sin);
+
+	switch (c->kind) {
+	case PX_SPLICER: {
+		ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		exe[k > 0 ? k : 0] = '\0';
+		argv[n++] = exe;
+		argv[n++] = "-l";
+		argv[n++] = listen;
+		argv[n++] = "-b";
+		argv[n++] = backend;
+		argv[n++] = "--workers";
+		argv[n++] = thr;
+		for (int i = 0; c->opts[i]; i++)
+			argv[n++] = c->opts[i];
+		break;
+	}
+	case PX_HAPROXY: {
+		for (int i = 0; c->opts[i]; i++)
+			snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), "%s%s",
+				 i ? "\n    " : "", c->opts[i]);
+		const char *kv[] = { "LISTEN", listen, "BACKEND", backend, "THREADS", thr,
+				     "DIR", p->dir, "OPTIONS", opts, NULL };
+		snprintf(conf, sizeof(conf), "%s/haproxy.cfg", p->dir);
+		if (!template_path("haproxy.cfg", tmpl, sizeof(tmpl)) || fill_template(tmpl, conf, kv))
+			goto tmpl_fail;
+		on_path("haproxy", exe, sizeof(exe));
+		argv[n++] = exe;
+		argv[n++] = "-f";
+		argv[n++] = conf;
+		argv[n++] = "-db";
+		break;
+	}
+	case PX_NGINX: {
+		const char *kv[] = { "LISTEN", listen, "BACKEND", backend, "THREADS", thr,
+				     "DIR", p->dir, NULL };
+		snprintf(conf, sizeof(conf), "%s/nginx.conf", p->dir);
+		if (!template_path("nginx.conf", tmpl, sizeof(tmpl)) || fill_template(tmpl, conf, kv))
+			goto tmpl_fail;
+		on_path("nginx", exe, sizeof(exe));
+		argv[n++] = exe;
+		argv[n++] = "-p";
+		argv[n++] = p->dir;
+		argv[n++] = "-e";
+		argv[n++] = logp;
+		argv[n++] = "-c";
+		argv[n++] = conf;
+		break;
+	}
+	case PX_SOCAT: {
+		static char a1[96], a2[96];
+		snprintf(a1, sizeof(a1), "TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork,backlog=4096", port);
+		snprintf(a2, sizeof(a2), "TCP:%s,nodelay", backend);
+		on_path("socat", exe, sizeof(exe));
+		argv[n++] = exe;
+		argv[n++] = a1;
+		argv[n++] = a2;
+		break;
+	}
+	default:
+		break;
+	}
+	argv[n] = NULL;
+	p->pid = spawn(argv, logp);
+	if (p->pid < 0 || wait_accepting((struct sockaddr *)&p->ss, p->len, p->pid, 10000)) {
+		snprintf(err, errlen, "%s did not start accepting (log %s)", c->name, logp);
+		bench_proxy_stop(p);
+		return -1;
+	}
+	return 0;
+tmpl_fail:
+	snprintf(err, errlen, "%s: cannot write its config from the bench/ template", c->name);
+	return -1;
+}
+
+void bench_proxy_stop(struct bench_proxy *p)
+{
+	char cmd[256];
+
+	if (p->pid > 0) {
+		kill(-p->pid, SIGTERM);
+		kill(p->pid, SIGTERM);
+		for (int i = 0; i < 300 && waitpid(p->pid, NULL, WNOHANG) != p->pid; i++)
+			usleep(10000);
+		if (kill(p->pid, 0) == 0) {
+			kill(-p->pid, SIGKILL);
+			waitpid(p->pid, NULL, 0);
+		}
+		kill(-p->pid, SIGKILL); /* forked children (socat) left in the group */
+	}
+	p->pid = 0;
+	if (p->dir[0] && !getenv("SPLICER_BENCH_KEEP")) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p->dir);
+		if (system(cmd)) {
+			/* a temp dir left behind is harmless */
+		}
+	}
+}
+
+/* ---- /proc readings ------------------------------------------------------- */
+
+static double proc_cpu_one(pid_t pid, int with_reaped)
+{
+	char path[64], buf[2048], *p;
+	unsigned long long ut = 0, st = 0, cut = 0, cst = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
+		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+		       &ut, &st, &cut, &cst);
+	fclose(f);
+	return (double)(ut + st + (with_reaped ? cut + cst : 0)) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Calls fn for each live child of pid (all threads' children lists). */
+static void for_children(pid_t pid, void (*fn)(pid_t, void *), void *arg)
+{
+	char path[64], buf[4096];
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return;
+	while ((e = readdir(d))) {
+		FILE *f;
+		char cpath[300];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(cpath, sizeof(cpath), "/proc/%d/task/%s/children", (int)pid, e->d_name);
+		if (!(f = fopen(cpath, "re")))
+			continue;
+		if (fgets(buf, sizeof(buf), f)) {
+			char *save, *tok;
+			for (tok = strtok_r(buf, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save))
+				fn((pid_t)atoi(tok), arg);
+		}
+		fclose(f);
+	}
+	closedir(d);
+}
+
+static void add_cpu(pid_t pid, void *arg)
+{
+	*(double *)arg += proc_cpu_one(pid, 1);
+	for_children(pid, add_cpu, arg);
+}
+
+double bench_tree_cpu(pid_t pid)
+{
+	double sum = 0;
+
+	if (pid <= 0)
+		return 0;
+	add_cpu(pid, &sum);
+	return sum;
+}
+
+static void add_rss(pid_t pid, void *arg)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((f = fopen(path, "re"))) {
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "VmHWM:", 6))
+				*(long *)arg += atol(line + 6);
+		fclose(f);
+	}
+	for_children(pid, add_rss, arg);
+}
+
+long bench_tree_peak_rss_kib(pid_t pid)
+{
+	long sum = 0;
+
+	if (pid > 0)
+		add_rss(pid, &sum);
+	return sum;
+}
+
+double bench_machine_busy(void)
+{
+	unsigned long long v[10] = { 0 };
+	FILE *f = fopen("/proc/stat", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6], &v[7]) < 8) {
+		fclose(f);
+		return 0;
+	}
+	fclose(f);
+	/* user nice system idle iowait irq softirq steal: busy = all but idle,
+	 * iowait and steal (the hypervisor's, not ours) */
+	return (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)sysconf(_SC_CLK_TCK);
+}

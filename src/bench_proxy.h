@@ -1,0 +1,43 @@
+/* bench_proxy: the proxies `splicer bench` measures, started as children on
+ * a free loopback port in front of the sink: splicer itself (any engine and
+ * options), HAProxy, nginx stream and socat, plus the CPU and memory of each
+ * process tree, read from /proc. */
+#ifndef SPLICER_BENCH_PROXY_H
+#define SPLICER_BENCH_PROXY_H
+#include <sys/socket.h>
+#include <sys/types.h>
+
+enum proxy_kind { PX_DIRECT, PX_SPLICER, PX_HAPROXY, PX_NGINX, PX_SOCAT };
+
+struct bench_case {
+	const char *name;        /* "splice-256k", "haproxy", ... */
+	enum proxy_kind kind;
+	const char *opts[8];     /* splicer: its options; haproxy: config lines */
+	const char *what;        /* one line for the legend */
+};
+
+struct bench_proxy {
+	pid_t pid;                    /* 0 for direct */
+	struct sockaddr_storage ss;   /* where clients connect */
+	socklen_t len;
+	char dir[64];                 /* temp dir for configs, pid files, logs */
+};
+
+/* Why a case cannot run here ("haproxy not installed"), or NULL. */
+const char *bench_case_unavailable(const struct bench_case *c);
+
+/* Starts the case's proxy in front of `backend` ("127.0.0.1:PORT") with
+ * `threads` workers and waits until it accepts. For direct, just points at
+ * the backend. Returns 0 or -1 with err filled. */
+int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const char *backend,
+		      unsigned threads, char *err, unsigned errlen);
+void bench_proxy_stop(struct bench_proxy *p);
+
+/* user+sys CPU seconds of pid and all its descendants, alive or reaped. */
+double bench_tree_cpu(pid_t pid);
+/* Peak RSS (VmHWM) of pid and its live descendants, in KiB. */
+long bench_tree_peak_rss_kib(pid_t pid);
+/* Busy CPU seconds of the whole machine (all CPUs, /proc/stat). */
+double bench_machine_busy(void);
+
+#endif

@@ -1,0 +1,632 @@
+/* cmd_bench: `splicer bench`, the project's measurement of itself and of its
+ * peers, in one run on the machine at hand.
+ *
+ *   splicer bench [--quick] [--cases LIST] [--peers LIST] [--reps N]
+ *                 [--seconds S] [--workers N] [--ref CASE]
+ *                 [--json FILE] [--chart FILE.png|.svg]
+ *
+ * Each case (a proxy and its settings, or `direct`, the ceiling) runs four
+ * workloads against the built-in sink: one bulk stream, four bulk streams,
+ * 64-byte request/response, and short connections. Cases are interleaved
+ * (A B C A B C ...) so drift on a shared machine spreads over all of them;
+ * every figure is the median of the repetitions, with min-max, and ratios are
+ * taken against `direct` and against a reference case of the same run. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_proxy.h"
+#include "bench_traffic.h"
+#include "cmd.h"
+#include "json.h"
+#include "stats.h"
+
+#define MAX_REPS  20
+#define RR_MAX_N  2000000
+
+static const struct bench_case all_cases[] = {
+	{ "direct", PX_DIRECT, { NULL }, "no proxy: client to sink, the ceiling" },
+	{ "copy", PX_SPLICER, { "--engine", "copy", NULL }, "splicer, recv/send through 64k buffers" },
+	{ "splice-64k", PX_SPLICER, { "--engine", "splice", "--pipe-size", "64k", NULL },
+	  "splicer, splice with the kernel's default 64k pipes" },
+	{ "splice", PX_SPLICER, { "--engine", "splice", NULL }, "splicer, splice with its default 512k pipes" },
+	{ "splice-256k", PX_SPLICER, { "--engine", "splice", "--pipe-size", "256k", NULL },
+	  "splicer, splice with 256k pipes" },
+	{ "splice-1m", PX_SPLICER, { "--engine", "splice", "--pipe-size", "1m", NULL },
+	  "splicer, splice with 1m pipes (the seeds' naive size)" },
+	{ "splice-lowat64k", PX_SPLICER, { "--engine", "splice", "--lowat", "64k", NULL },
+	  "splicer, splice + SO_RCVLOWAT 64k" },
+	{ "splice-lowat256k", PX_SPLICER, { "--engine", "splice", "--lowat", "256k", NULL },
+	  "splicer, splice + SO_RCVLOWAT 256k" },
+	{ "auto", PX_SPLICER, { "--engine", "auto", NULL }, "splicer, its default: copy, then splice for streams" },
+	{ "haproxy", PX_HAPROXY, { NULL }, "HAProxy mode tcp, its defaults (no splicing)" },
+	{ "haproxy-splice-auto", PX_HAPROXY, { "option splice-auto", NULL }, "HAProxy, option splice-auto" },
+	{ "haproxy-splice", PX_HAPROXY, { "option splice-request", "option splice-response", NULL },
+	  "HAProxy, splice forced both ways" },
+	{ "nginx", PX_NGINX, { NULL }, "nginx stream proxy_pass" },
+	{ "socat", PX_SOCAT, { NULL }, "socat TCP-LISTEN,fork (a process per connection)" },
+};
+#define NCASES (sizeof(all_cases) / sizeof(all_cases[0]))
+
+/* The figures of one case in one repetition; NAN where it does not apply. */
+enum fig {
+	F_B1_GBPS, F_B1_CPU, F_B1_BUSY, F_B1_SYSC,
+	F_B4_GBPS, F_B4_CPU, F_B4_BUSY, F_B4_SYSC,
+	F_RR_P50, F_RR_P99, F_RR_P999, F_RR_RATE,
+	F_CONN_RATE, F_CONN_CPU_US, F_RSS_MIB,
+	NFIG
+};
+static const struct {
+	const char *key, *unit;
+	int higher_better;
+} figs[NFIG] = {
+	{ "bulk1_gbit_s", "Gbit/s", 1 }, { "bulk1_proxy_cpu_s_per_gb", "CPU-s/GB", 0 },
+	{ "bulk1_machine_cpu_s_per_gb", "CPU-s/GB", 0 }, { "bulk1_syscalls_per_mb", "/MB", 0 },
+	{ "bulk4_gbit_s", "Gbit/s", 1 }, { "bulk4_proxy_cpu_s_per_gb", "CPU-s/GB", 0 },
+	{ "bulk4_machine_cpu_s_per_gb", "CPU-s/GB", 0 }, { "bulk4_syscalls_per_mb", "/MB", 0 },
+	{ "rr_p50_us", "us", 0 }, { "rr_p99_us", "us", 0 }, { "rr_p999_us", "us", 0 },
+	{ "rr_round_trips_s", "/s", 1 },
+	{ "conn_per_s", "/s", 1 }, { "conn_proxy_cpu_us", "us", 0 }, { "peak_rss_mib", "MiB", 0 },
+};
+
+struct case_run {
+	const struct bench_case *c;
+	const char *skip;              /* why it did not run, or NULL */
+	double v[MAX_REPS][NFIG];
+	double med[NFIG], lo[NFIG], hi[NFIG];
+	int nrep;
+	char fail[400];
+};
+
+struct opts {
+	int quick, reps, workers;
+	double seconds;
+	const char *cases, *peers, *ref, *json, *chart;
+};
+
+/* ---- syscall counting: perf's raw_syscalls tracepoint, if available ------- */
+
+struct sysc {
+	pid_t perf;
+	char out[64];
+};
+
+static void sysc_start(struct sysc *s, pid_t target)
+{
+	char pidarg[32];
+
+	s->perf = 0;
+	if (target <= 0 || access("/usr/bin/perf", X_OK))
+		return;
+	snprintf(s->out, sizeof(s->out), "/tmp/splicer-bench-perf-%d.txt", (int)getpid());
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)target);
+	s->perf = fork();
+	if (s->perf == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (!freopen("/dev/null", "w", stderr) || !freopen("/dev/null", "w", stdout))
+			_exit(127);
+		execl("/usr/bin/perf", "perf", "stat", "-x,", "-o", s->out, "-e",
+		      "raw_syscalls:sys_enter", "-p", pidarg, (char *)NULL);
+		_exit(127);
+	}
+	usleep(150000); /* perf attaches asynchronously */
+}
+
+static double sysc_stop(struct sysc *s)
+{
+	char line[256];
+	double n = NAN;
+	FILE *f;
+
+	if (s->perf <= 0)
+		return NAN;
+	kill(s->perf, SIGINT);
+	waitpid(s->perf, NULL, 0);
+	if ((f = fopen(s->out, "re"))) {
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, "raw_syscalls:sys_enter") && line[0] >= '0' && line[0] <= '9')
+				n = strtod(line, NULL);
+		fclose(f);
+	}
+	unlink(s->out);
+	return n;
+}
+
+/* ---- one case, one repetition -------------------------------------------- */
+
+static void progress(const struct opts *o, int rep, const char *name, const char *what, double eta)
+{
+	fprintf(stderr, "\r\033[K[rep %d/%d] %-20s %-6s ETA %dm%02ds", rep + 1, o->reps, name, what,
+		(int)eta / 60, (int)eta % 60);
+	fflush(stderr);
+}
+
+static int run_bulk(const struct bench_proxy *p, unsigned streams, const struct opts *o,
+		    double *out, char *fail, size_t faillen)
+{
+	struct bulk_result r;
+	struct sysc sc;
+	double c0, b0, c1, b1, calls, gb;
+
+	sysc_start(&sc, p->pid);
+	c0 = bench_tree_cpu(p->pid);
+	b0 = bench_machine_busy();
+	bench_bulk((const struct sockaddr *)&p->ss, p->len, streams, o->seconds,
+		   0x5eed0000ULL + streams, &r);
+	c1 = bench_tree_cpu(p->pid);
+	b1 = bench_machine_busy();
+	calls = sysc_stop(&sc);
+	if (!r.ok || !r.bytes || r.seconds <= 0) {
+		snprintf(fail, faillen, "bulk x%u: %s", streams, r.why[0] ? r.why : "no bytes");
+		return -1;
+	}
+	gb = (double)r.bytes / 1e9;
+	out[0] = (double)r.bytes * 8 / r.seconds / 1e9;
+	out[1] = p->pid ? (c1 - c0) / gb : NAN;
+	out[2] = (b1 - b0) / gb;
+	out[3] = p->pid ? calls / ((double)r.bytes / 1e6) : NAN;
+	return 0;
+}
+
+static int run_case(struct case_run *cr, const struct opts *o, const char *sink, int rep,
+		    double eta)
+{
+	struct bench_proxy p;
+	struct rr_result rr;
+	struct conn_result cn;
+	double *v = cr->v[rep], c0;
+	char err[300];
+	int r = -1;
+
+	for (int i = 0; i < NFIG; i++)
+		v[i] = NAN;
+	progress(o, rep, cr->c->name, "start", eta);
+	if (bench_proxy_start(&p, cr->c, sink, (unsigned)o->workers, err, sizeof(err))) {
+		snprintf(cr->fail, sizeof(cr->fail), "%s", err);
+		return -1;
+	}
+	progress(o, rep, cr->c->name, "bulk1", eta);
+	if (run_bulk(&p, 1, o, &v[F_B1_GBPS], cr->fail, sizeof(cr->fail)))
+		goto out;
+	progress(o, rep, cr->c->name, "bulk4", eta);
+	if (run_bulk(&p, 4, o, &v[F_B4_GBPS], cr->fail, sizeof(cr->fail)))
+		goto out;
+	progress(o, rep, cr->c->name, "rr", eta);
+	if (bench_rr((const struct sockaddr *)&p.ss, p.len, o->seconds, RR_MAX_N, &rr)) {
+		snprintf(cr->fail, sizeof(cr->fail), "request/response: %s", rr.why);
+		free(rr.rtt_us);
+		goto out;
+	}
+	stats_sort(rr.rtt_us, rr.n);
+	v[F_RR_P50] = stats_percentile_sorted(rr.rtt_us, rr.n, 50);
+	v[F_RR_P99] = stats_percentile_sorted(rr.rtt_us, rr.n, 99);
+	v[F_RR_P999] = stats_percentile_sorted(rr.rtt_us, rr.n, 99.9);
+	v[F_RR_RATE] = (double)rr.n / o->seconds;
+	free(rr.rtt_us);
+	progress(o, rep, cr->c->name, "conn", eta);
+	c0 = bench_tree_cpu(p.pid);
+	if (bench_conns((const struct sockaddr *)&p.ss, p.len, 2, o->seconds, &cn)) {
+		snprintf(cr->fail, sizeof(cr->fail), "short connections: %llu ok, %llu failed: %s",
+			 (unsigned long long)cn.conns, (unsigned long long)cn.failed, cn.why);
+		goto out;
+	}
+	v[F_CONN_RATE] = (double)cn.conns / cn.seconds;
+	v[F_CONN_CPU_US] = p.pid ? (bench_tree_cpu(p.pid) - c0) * 1e6 / (double)cn.conns : NAN;
+	v[F_RSS_MIB] = p.pid ? (double)bench_tree_peak_rss_kib(p.pid) / 1024 : NAN;
+	r = 0;
+out:
+	bench_proxy_stop(&p);
+	return r;
+}
+
+/* ---- aggregation and output ---------------------------------------------- */
+
+static void aggregate(struct case_run *cr)
+{
+	double col[MAX_REPS];
+
+	for (int f = 0; f < NFIG; f++) {
+		int n = 0;
+		for (int r = 0; r < cr->nrep; r++)
+			if (!isnan(cr->v[r][f]))
+				col[n++] = cr->v[r][f];
+		cr->med[f] = n ? stats_median(col, (size_t)n) : NAN;
+		cr->lo[f] = n ? stats_min(col, (size_t)n) : NAN;
+		cr->hi[f] = n ? stats_max(col, (size_t)n) : NAN;
+	}
+}
+
+static void cell(char *buf, size_t len, double v, const char *fmt)
+{
+	if (isnan(v))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, fmt, v);
+}
+
+static void print_tables(struct case_run *runs, int n, const struct case_run *direct,
+			 const struct case_run *ref)
+{
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+
+	printf("\nBulk (medians of %d runs; [min-max]; x = ratio to %s)\n", runs[0].nrep,
+	       ref ? ref->c->name : "-");
+	printf("  %-20s %22s %7s %9s %7s %22s %9s %9s %9s %9s\n", "case", "1 stream Gbit/s",
+	       "x", "CPU-s/GB", "x", "4 streams Gbit/s", "CPU-s/GB", "x", "busy/GB", "sysc/MB");
+	for (int i = 0; i < n; i++) {
+		struct case_run *r = &runs[i];
+		char range1[48], range4[48];
+		if (r->skip) {
+			printf("  %-20s skipped: %s\n", r->c->name, r->skip);
+			continue;
+		}
+		snprintf(range1, sizeof(range1), "%.2f [%.2f-%.2f]", r->med[F_B1_GBPS], r->lo[F_B1_GBPS],
+			 r->hi[F_B1_GBPS]);
+		snprintf(range4, sizeof(range4), "%.2f [%.2f-%.2f]", r->med[F_B4_GBPS], r->lo[F_B4_GBPS],
+			 r->hi[F_B4_GBPS]);
+		cell(a, sizeof(a), ref ? stats_ratio(r->med[F_B1_GBPS], ref->med[F_B1_GBPS]) : NAN, "%.2fx");
+		cell(b, sizeof(b), r->med[F_B1_CPU], "%.3f");
+		cell(c, sizeof(c), ref ? stats_ratio(r->med[F_B1_CPU], ref->med[F_B1_CPU]) : NAN, "%.2fx");
+		cell(d, sizeof(d), r->med[F_B4_CPU], "%.3f");
+		cell(e, sizeof(e), ref ? stats_ratio(r->med[F_B4_CPU], ref->med[F_B4_CPU]) : NAN, "%.2fx");
+		cell(f, sizeof(f), r->med[F_B1_BUSY], "%.3f");
+		cell(g, sizeof(g), r->med[F_B1_SYSC], "%.1f");
+		printf("  %-20s %22s %7s %9s %7s %22s %9s %9s %9s %9s\n", r->c->name,
+		       isnan(r->med[F_B1_GBPS]) ? "FAILED" : range1, a, b, c,
+		       isnan(r->med[F_B4_GBPS]) ? "-" : range4, d, e, f, g);
+	}
+	printf("\nRequest/response (64 B ping-pong) and short connections (connect, 64 B each way, close)\n");
+	printf("  %-20s %9s %9s %9s %11s %10s %7s %11s %7s %9s\n", "case", "p50 us", "p99 us",
+	       "p99.9 us", "added p50", "conn/s", "x", "CPU-us/conn", "x", "peak MiB");
+	for (int i = 0; i < n; i++) {
+		struct case_run *r = &runs[i];
+		char h[32], k[32], m[32];
+		if (r->skip || isnan(r->med[F_RR_P50]))
+			continue;
+		cell(a, sizeof(a), r->med[F_RR_P50], "%.1f");
+		cell(b, sizeof(b), r->med[F_RR_P99], "%.1f");
+		cell(c, sizeof(c), r->med[F_RR_P999], "%.1f");
+		cell(d, sizeof(d), direct ? r->med[F_RR_P50] - direct->med[F_RR_P50] : NAN, "%+.1f us");
+		cell(e, sizeof(e), r->med[F_CONN_RATE], "%.0f");
+		cell(f, sizeof(f), ref ? stats_ratio(r->med[F_CONN_RATE], ref->med[F_CONN_RATE]) : NAN, "%.2fx");
+		cell(g, sizeof(g), r->med[F_CONN_CPU_US], "%.1f");
+		cell(h, sizeof(h), ref ? stats_ratio(r->med[F_CONN_CPU_US], ref->med[F_CONN_CPU_US]) : NAN,
+		     "%.2fx");
+		cell(k, sizeof(k), r->med[F_RSS_MIB], "%.1f");
+		(void)m;
+		printf("  %-20s %9s %9s %9s %11s %10s %7s %11s %7s %9s\n", r->c->name, a, b, c, d, e, f,
+		       g, h, k);
+	}
+	printf("\nLegend:\n");
+	for (int i = 0; i < n; i++)
+		printf("  %-20s %s\n", runs[i].c->name, runs[i].c->what);
+	printf("  CPU-s/GB: the proxy's user+sys CPU (all threads and child processes) per GB delivered;\n"
+	       "  busy/GB: the whole machine's busy CPU per GB (client, sink and proxy); sysc/MB: the\n"
+	       "  proxy's system calls per MB (perf's raw_syscalls tracepoint); added p50: p50 minus\n"
+	       "  direct's. Every byte was compared with what was sent, at the sink.\n");
+}
+
+static int write_json(const char *path, struct case_run *runs, int n, const struct opts *o,
+		      uint64_t verified, uint64_t mism)
+{
+	FILE *f = fopen(path, "w");
+	struct json j;
+	struct utsname u;
+	char when[32];
+	time_t t = time(NULL);
+
+	if (!f)
+		return -1;
+	uname(&u);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+	json_init(&j, f);
+	json_obj_begin(&j, NULL);
+	json_str(&j, "tool", "splicer bench " SPLICER_VERSION);
+	json_str(&j, "date", when);
+	json_str(&j, "kernel", u.release);
+	json_int(&j, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
+	json_num(&j, "seconds_per_workload", o->seconds);
+	json_int(&j, "reps", o->reps);
+	json_int(&j, "workers", o->workers);
+	json_str(&j, "reference", o->ref ? o->ref : "");
+	json_int(&j, "verified_bytes", (long long)verified);
+	json_int(&j, "mismatches", (long long)mism);
+	json_arr_begin(&j, "cases");
+	for (int i = 0; i < n; i++) {
+		struct case_run *r = &runs[i];
+		json_obj_begin(&j, NULL);
+		json_str(&j, "name", r->c->name);
+		json_str(&j, "what", r->c->what);
+		if (r->skip)
+			json_str(&j, "skipped", r->skip);
+		if (r->fail[0])
+			json_str(&j, "failed", r->fail);
+		json_arr_begin(&j, "samples");
+		for (int k = 0; k < r->nrep; k++) {
+			json_obj_begin(&j, NULL);
+			json_int(&j, "rep", k + 1);
+			for (int fi = 0; fi < NFIG; fi++)
+				json_num(&j, figs[fi].key, r->v[k][fi]);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		const char *agg[] = { "median", "min", "max" };
+		double *vals[] = { r->med, r->lo, r->hi };
+		for (int a = 0; a < 3; a++) {
+			json_obj_begin(&j, agg[a]);
+			for (int fi = 0; fi < NFIG; fi++)
+				json_num(&j, figs[fi].key, vals[a][fi]);
+			json_obj_end(&j);
+		}
+		json_obj_end(&j);
+	}
+	json_arr_end(&j);
+	json_obj_end(&j);
+	if (json_finish(&j)) {
+		int e = errno;
+		fclose(f);
+		errno = e;
+		return -1;
+	}
+	return fclose(f);
+}
+
+/* gnuplot, from the medians: throughput and CPU/GB bars per case, and the
+ * latency percentiles. */
+static int write_chart(const char *path, struct case_run *runs, int n)
+{
+	char dat[] = "/tmp/splicer-chart-XXXXXX", cmd[256];
+	int fd = mkstemp(dat), svg = strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".svg");
+	FILE *d = fd >= 0 ? fdopen(fd, "w") : NULL, *g;
+	int r;
+
+	if (!d)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		struct case_run *c = &runs[i];
+		if (c->skip || isnan(c->med[F_B1_GBPS]))
+			continue;
+		fprintf(d, "\"%s\"", c->c->name);
+		const int cols[] = { F_B1_GBPS, F_B4_GBPS, F_B1_CPU, F_B4_CPU, F_RR_P50, F_RR_P99,
+				     F_RR_P999, F_CONN_RATE };
+		for (size_t k = 0; k < sizeof(cols) / sizeof(*cols); k++)
+			fprintf(d, " %g", isnan(c->med[cols[k]]) ? 0 : c->med[cols[k]]);
+		fprintf(d, "\n");
+	}
+	fclose(d);
+	snprintf(cmd, sizeof(cmd), "gnuplot");
+	if (!(g = popen(cmd, "w"))) {
+		unlink(dat);
+		return -1;
+	}
+	fprintf(g, "set terminal %s size 1400,1000 font ',10'\nset output '%s'\n",
+		svg ? "svg" : "pngcairo", path);
+	fprintf(g, "set multiplot layout 2,2 title 'splicer bench: medians, one run on this machine'\n"
+		   "set style data histograms\nset style histogram clustered gap 1\n"
+		   "set style fill solid 0.8 border -1\nset boxwidth 0.9\nset grid ytics\n"
+		   "set xtics rotate by -35 scale 0\nset key top right\nset yrange [0:*]\n");
+	fprintf(g, "set title 'Throughput (Gbit/s, higher is better)'\n"
+		   "plot '%s' using 2:xtic(1) title '1 stream', '' using 3 title '4 streams'\n", dat);
+	fprintf(g, "set title 'Proxy CPU seconds per GB (lower is better)'\n"
+		   "plot '%s' using 4:xtic(1) title '1 stream', '' using 5 title '4 streams'\n", dat);
+	fprintf(g, "set title '64-byte request/response latency (us, lower is better)'\n"
+		   "plot '%s' using 6:xtic(1) title 'p50', '' using 7 title 'p99', '' using 8 title 'p99.9'\n", dat);
+	fprintf(g, "set title 'Short connections per second (higher is better)'\n"
+		   "plot '%s' using 9:xtic(1) title 'conn/s'\nunset multiplot\n", dat);
+	r = pclose(g);
+	unlink(dat);
+	return r == 0 ? 0 : -1;
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+static int in_list(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; p && *p;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		if (len == n && !strncmp(p, name, n))
+			return 1;
+		p = comma ? comma + 1 : NULL;
+	}
+	return 0;
+}
+
+static int peer_kind_selected(const struct bench_case *c, const char *peers)
+{
+	switch (c->kind) {
+	case PX_HAPROXY: return in_list(peers, "haproxy");
+	case PX_NGINX: return in_list(peers, "nginx");
+	case PX_SOCAT: return in_list(peers, "socat");
+	default: return 1;
+	}
+}
+
+static void usage(void)
+{
+	printf("usage: splicer bench [options]\n"
+	       "  --quick            about a minute: cases direct,copy,splice,auto,haproxy; 1 s per workload\n"
+	       "  --cases LIST       cases to run (comma-separated; default: all); known:\n"
+	       "                     ");
+	for (size_t i = 0; i < NCASES; i++)
+		printf("%s%s", all_cases[i].name, i + 1 < NCASES ? "," : "\n");
+	printf("  --peers LIST       peers among haproxy,nginx,socat (default: all installed; none)\n"
+	       "  --reps N           repetitions of every case, interleaved (default 3)\n"
+	       "  --seconds S        length of each workload (default 3; quick 1)\n"
+	       "  --workers N        proxy threads/processes for every proxy (default 1)\n"
+	       "  --ref CASE         reference for ratios (default haproxy, else copy)\n"
+	       "  --json FILE        every raw sample and the aggregates\n"
+	       "  --chart FILE       a chart (PNG, or SVG when FILE ends in .svg), via gnuplot\n");
+}
+
+static int parse_opts(struct opts *o, int argc, char **argv)
+{
+	*o = (struct opts){ .reps = 3, .workers = 1, .seconds = 3, .peers = "haproxy,nginx,socat" };
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char *end;
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage();
+			return 1;
+		} else if (!strcmp(a, "--quick")) {
+			o->quick = 1;
+			continue;
+		} else if (!v) {
+			fprintf(stderr, "splicer bench: option '%s' %s (see splicer bench --help)\n", a,
+				a[0] == '-' ? "needs a value or is unknown" : "is not an option");
+			return -1;
+		}
+		i++;
+		if (!strcmp(a, "--cases"))
+			o->cases = v;
+		else if (!strcmp(a, "--peers"))
+			o->peers = !strcmp(v, "none") ? "" : v;
+		else if (!strcmp(a, "--ref"))
+			o->ref = v;
+		else if (!strcmp(a, "--json"))
+			o->json = v;
+		else if (!strcmp(a, "--chart"))
+			o->chart = v;
+		else if (!strcmp(a, "--reps") || !strcmp(a, "--workers")) {
+			long n = strtol(v, &end, 10);
+			if (*end || n < 1 || n > (a[2] == 'r' ? MAX_REPS : 64)) {
+				fprintf(stderr, "splicer bench: option '%s': invalid value '%s' (expects 1..%d)\n",
+					a, v, a[2] == 'r' ? MAX_REPS : 64);
+				return -1;
+			}
+			*(a[2] == 'r' ? &o->reps : &o->workers) = (int)n;
+		} else if (!strcmp(a, "--seconds")) {
+			o->seconds = strtod(v, &end);
+			if (*end || !(o->seconds >= 0.2 && o->seconds <= 600)) {
+				fprintf(stderr, "splicer bench: option '--seconds': invalid value '%s' "
+					"(expects 0.2..600)\n", v);
+				return -1;
+			}
+		} else {
+			fprintf(stderr, "splicer bench: unknown option '%s' (see splicer bench --help)\n", a);
+			return -1;
+		}
+	}
+	if (o->quick) {
+		int seconds_given = 0;
+		for (int i = 2; i < argc; i++)
+			seconds_given |= !strcmp(argv[i], "--seconds");
+		if (!seconds_given)
+			o->seconds = 1;
+		if (!o->cases)
+			o->cases = "direct,copy,splice,auto,haproxy";
+	}
+	if (o->cases) {
+		for (const char *p = o->cases; *p;) {
+			const char *comma = strchr(p, ',');
+			size_t len = comma ? (size_t)(comma - p) : strlen(p);
+			int known = 0;
+			for (size_t k = 0; k < NCASES; k++)
+				known |= strlen(all_cases[k].name) == len && !strncmp(all_cases[k].name, p, len);
+			if (!known) {
+				fprintf(stderr, "splicer bench: option '--cases': unknown case '%.*s' "
+					"(see splicer bench --help)\n", (int)len, p);
+				return -1;
+			}
+			p = comma ? comma + 1 : p + len;
+		}
+	}
+	return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	struct opts o;
+	struct case_run runs[NCASES];
+	struct bench_sink *sink;
+	const struct case_run *direct = NULL, *ref = NULL;
+	char err[256];
+	int n = 0, active = 0, failed = 0, r;
+	uint64_t verified, mism;
+	double t_start, per_case;
+
+	if ((r = parse_opts(&o, argc, argv)))
+		return r > 0 ? 0 : 2;
+	signal(SIGPIPE, SIG_IGN);
+	for (size_t i = 0; i < NCASES; i++) {
+		const struct bench_case *c = &all_cases[i];
+		if (o.cases ? !in_list(o.cases, c->name) : !peer_kind_selected(c, o.peers))
+			continue;
+		runs[n] = (struct case_run){ .c = c, .skip = bench_case_unavailable(c) };
+		if (!runs[n].skip && o.cases && !o.quick && c->kind > PX_SPLICER &&
+		    !peer_kind_selected(c, o.peers))
+			runs[n].skip = "not in --peers";
+		active += !runs[n].skip;
+		n++;
+	}
+	if (!(sink = bench_sink_start("127.0.0.1:0", err, sizeof(err)))) {
+		fprintf(stderr, "splicer bench: %s\n", err);
+		return 1;
+	}
+	printf("splicer bench: %d cases x %d reps x 4 workloads of %.1f s, proxies with %d worker(s), "
+	       "sink at %s\n", active, o.reps, o.seconds, o.workers, bench_sink_addr(sink));
+	fflush(stdout);
+	per_case = 4 * o.seconds + 1.5;
+	t_start = bench_now();
+	for (int rep = 0; rep < o.reps; rep++)
+		for (int i = 0; i < n; i++) {
+			struct case_run *cr = &runs[i];
+			int done = rep * active, left;
+			if (cr->skip)
+				continue;
+			for (int k = 0; k < i; k++)
+				done += !runs[k].skip;
+			left = o.reps * active - done;
+			if (run_case(cr, &o, bench_sink_addr(sink), rep,
+				     done ? (bench_now() - t_start) / done * left : per_case * left)) {
+				fprintf(stderr, "\nsplicer bench: %s, rep %d: %s\n", cr->c->name, rep + 1, cr->fail);
+				failed = 1;
+			}
+			cr->nrep = rep + 1;
+		}
+	fprintf(stderr, "\r\033[K");
+	bench_sink_totals(sink, &verified, &mism);
+	bench_sink_stop(sink);
+	for (int i = 0; i < n; i++) {
+		if (runs[i].skip)
+			continue;
+		aggregate(&runs[i]);
+		if (!strcmp(runs[i].c->name, "direct"))
+			direct = &runs[i];
+	}
+	if (!o.ref)
+		o.ref = "haproxy";
+	for (int i = 0; i < n; i++)
+		if (!runs[i].skip && !strcmp(runs[i].c->name, o.ref))
+			ref = &runs[i];
+	if (!ref)
+		for (int i = 0; i < n; i++)
+			if (!runs[i].skip && !strcmp(runs[i].c->name, "copy"))
+				ref = &runs[i];
+	o.ref = ref ? ref->c->name : NULL;
+	print_tables(runs, n, direct, ref);
+	printf("\nverified: %llu bytes at the sink, %llu mismatches; %.0f s\n",
+	       (unsigned long long)verified, (unsigned long long)mism, bench_now() - t_start);
+	if (o.json && write_json(o.json, runs, n, &o, verified, mism)) {
+		fprintf(stderr, "splicer bench: cannot write %s: %s\n", o.json, strerror(errno));
+		failed = 1;
+	}
+	if (o.chart && write_chart(o.chart, runs, n)) {
+		fprintf(stderr, "splicer bench: cannot draw %s (is gnuplot installed? make bench-deps)\n",
+			o.chart);
+		failed = 1;
+	}
+	return failed || mism ? 1 : 0;
+}
