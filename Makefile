@@ -32,9 +32,9 @@ TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS)
 HDRS     := $(wildcard src/*.h tests/integration/*.h)
 
 # Debian packages the build, the tests and `make run` need.
-DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev iperf3 linux-perf
+DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev iperf3 linux-perf ethtool iproute2
 # The peers `splicer bench` compares against, and gnuplot for its chart.
-BENCH_PKGS := haproxy nginx libnginx-mod-stream socat gnuplot-nox
+BENCH_PKGS := haproxy nginx libnginx-mod-stream socat gnuplot-nox ethtool iproute2
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
 .PHONY: all run test deps bench-deps bench install clean asan

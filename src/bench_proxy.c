@@ -81,13 +81,13 @@ const char *bench_case_unavailable(const struct bench_case *c)
 	}
 }
 
-static int free_port(void)
+static int free_port(const char *host)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sin = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sin);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
 
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
+	if (fd >= 0 && inet_pton(AF_INET, host, &sin.sin_addr) == 1 && !bind(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
 	    !getsockname(fd, (struct sockaddr *)&sin, &len))
 		port = ntohs(sin.sin_port);
 	if (fd >= 0)
@@ -174,7 +174,7 @@ static int wait_accepting(const struct sockaddr *sa, socklen_t len, pid_t pid, i
 }
 
 int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const char *backend,
-		      unsigned threads, char *err, unsigned errlen)
+		      const char *host, unsigned threads, char *err, unsigned errlen)
 {
 	struct sockaddr_in *sin = (struct sockaddr_in *)&p->ss;
 	char exe[4096], listen[64], conf[160], logp[160], tmpl[4096], thr[16], opts[512] = "";
@@ -183,24 +183,29 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 
 	memset(p, 0, sizeof(*p));
 	if (c->kind == PX_DIRECT) {
-		char *colon = strrchr(backend, ':');
+		const char *colon = strrchr(backend, ':');
+		char bhost[64];
+		snprintf(bhost, sizeof(bhost), "%.*s", colon ? (int)(colon - backend) : 0, backend);
 		sin->sin_family = AF_INET;
-		sin->sin_port = htons((uint16_t)atoi(colon + 1));
-		inet_pton(AF_INET, "127.0.0.1", &sin->sin_addr);
+		sin->sin_port = htons((uint16_t)(colon ? atoi(colon + 1) : 0));
 		p->len = sizeof(*sin);
+		if (!colon || inet_pton(AF_INET, bhost, &sin->sin_addr) != 1) {
+			snprintf(err, errlen, "direct: bad sink address %s", backend);
+			return -1;
+		}
 		return 0;
 	}
 	snprintf(p->dir, sizeof(p->dir), "/tmp/splicer-bench-XXXXXX");
-	if (!mkdtemp(p->dir) || (port = free_port()) < 0) {
+	if (!mkdtemp(p->dir) || (port = free_port(host)) < 0) {
 		snprintf(err, errlen, "temp dir or port: %s", strerror(errno));
 		return -1;
 	}
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	snprintf(listen, sizeof(listen), "%s:%d", host, port);
 	snprintf(logp, sizeof(logp), "%s/proxy.log", p->dir);
 	snprintf(thr, sizeof(thr), "%u", threads);
 	sin->sin_family = AF_INET;
 	sin->sin_port = htons((uint16_t)port);
-	inet_pton(AF_INET, "127.0.0.1", &sin->sin_addr);
+	inet_pton(AF_INET, host, &sin->sin_addr);
 	p->len = sizeof(*sin);
 
 	switch (c->kind) {
@@ -252,7 +257,7 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 	}
 	case PX_SOCAT: {
 		static char a1[96], a2[96];
-		snprintf(a1, sizeof(a1), "TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork,backlog=4096", port);
+		snprintf(a1, sizeof(a1), "TCP-LISTEN:%d,bind=%s,reuseaddr,fork,backlog=4096", port, host);
 		snprintf(a2, sizeof(a2), "TCP:%s,nodelay", backend);
 		on_path("socat", exe, sizeof(exe));
 		argv[n++] = exe;

@@ -26,11 +26,12 @@ struct bench_proxy {
 /* Why a case cannot run here ("haproxy not installed"), or NULL. */
 const char *bench_case_unavailable(const struct bench_case *c);
 
-/* Starts the case's proxy in front of `backend` ("127.0.0.1:PORT") with
+/* Starts the case's proxy on a free port of `host` (an IPv4 address of
+ * the calling thread's namespace) in front of `backend` ("IPV4:PORT") with
  * `threads` workers and waits until it accepts. For direct, just points at
  * the backend. Returns 0 or -1 with err filled. */
 int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const char *backend,
-		      unsigned threads, char *err, unsigned errlen);
+		      const char *host, unsigned threads, char *err, unsigned errlen);
 void bench_proxy_stop(struct bench_proxy *p);
 
 /* user+sys CPU seconds of pid and all its descendants, alive or reaped. */

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_link.h"
 #include "bench_proxy.h"
 #include "bench_traffic.h"
 #include "cmd.h"
@@ -31,6 +32,11 @@
 
 #define MAX_REPS  20
 #define RR_MAX_N  2000000
+#define MAX_LINKS 8
+
+/* The cases run over veth links unless --cases names others: bulk is what
+ * segment sizes change, and these are the rows the seeds argue about. */
+#define VETH_CASES "direct,copy,splice-64k,splice,splice-1m,haproxy,haproxy-splice"
 
 static const struct bench_case all_cases[] = {
 	{ "direct", PX_DIRECT, { NULL }, "no proxy: client to sink, the ceiling" },
@@ -79,6 +85,9 @@ static const struct {
 
 struct case_run {
 	const struct bench_case *c;
+	struct bench_link *link;
+	struct bench_sink *sink;
+	int bulk_only;                 /* veth links: the bulk workloads only */
 	const char *skip;              /* why it did not run, or NULL */
 	double v[MAX_REPS][NFIG];
 	double med[NFIG], lo[NFIG], hi[NFIG];
@@ -89,7 +98,7 @@ struct case_run {
 struct opts {
 	int quick, reps, workers;
 	double seconds;
-	const char *cases, *peers, *ref, *json, *chart;
+	const char *cases, *peers, *ref, *json, *chart, *links;
 };
 
 /* ---- syscall counting: perf's raw_syscalls tracepoint, if available ------- */
@@ -144,15 +153,16 @@ static double sysc_stop(struct sysc *s)
 
 /* ---- one case, one repetition -------------------------------------------- */
 
-static void progress(const struct opts *o, int rep, const char *name, const char *what, double eta)
+static void progress(const struct opts *o, int rep, const struct case_run *cr, const char *what,
+		     double eta)
 {
-	fprintf(stderr, "\r\033[K[rep %d/%d] %-20s %-6s ETA %dm%02ds", rep + 1, o->reps, name, what,
-		(int)eta / 60, (int)eta % 60);
+	fprintf(stderr, "\r\033[K[rep %d/%d] %-18s %-20s %-6s ETA %dm%02ds", rep + 1, o->reps,
+		cr->link->name, cr->c->name, what, (int)eta / 60, (int)eta % 60);
 	fflush(stderr);
 }
 
-static int run_bulk(const struct bench_proxy *p, unsigned streams, const struct opts *o,
-		    double *out, char *fail, size_t faillen)
+static int run_bulk(const struct bench_proxy *p, const struct bench_link *l, unsigned streams,
+		    const struct opts *o, double *out, char *fail, size_t faillen)
 {
 	struct bulk_result r;
 	struct sysc sc;
@@ -161,8 +171,10 @@ static int run_bulk(const struct bench_proxy *p, unsigned streams, const struct 
 	sysc_start(&sc, p->pid);
 	c0 = bench_tree_cpu(p->pid);
 	b0 = bench_machine_busy();
+	bench_link_enter(l, LINK_CLIENT); /* the streams' threads inherit it */
 	bench_bulk((const struct sockaddr *)&p->ss, p->len, streams, o->seconds,
 		   0x5eed0000ULL + streams, &r);
+	bench_link_leave(l);
 	c1 = bench_tree_cpu(p->pid);
 	b1 = bench_machine_busy();
 	calls = sysc_stop(&sc);
@@ -178,8 +190,7 @@ static int run_bulk(const struct bench_proxy *p, unsigned streams, const struct 
 	return 0;
 }
 
-static int run_case(struct case_run *cr, const struct opts *o, const char *sink, int rep,
-		    double eta)
+static int run_case(struct case_run *cr, const struct opts *o, int rep, double eta)
 {
 	struct bench_proxy p;
 	struct rr_result rr;
@@ -190,19 +201,33 @@ static int run_case(struct case_run *cr, const struct opts *o, const char *sink,
 
 	for (int i = 0; i < NFIG; i++)
 		v[i] = NAN;
-	progress(o, rep, cr->c->name, "start", eta);
-	if (bench_proxy_start(&p, cr->c, sink, (unsigned)o->workers, err, sizeof(err))) {
+	progress(o, rep, cr, "start", eta);
+	bench_link_enter(cr->link, LINK_PROXY); /* the proxy is forked in there */
+	r = bench_proxy_start(&p, cr->c, bench_sink_addr(cr->sink), cr->link->host[LINK_PROXY],
+			      (unsigned)o->workers, err, sizeof(err));
+	bench_link_leave(cr->link);
+	if (r) {
 		snprintf(cr->fail, sizeof(cr->fail), "%s", err);
 		return -1;
 	}
-	progress(o, rep, cr->c->name, "bulk1", eta);
-	if (run_bulk(&p, 1, o, &v[F_B1_GBPS], cr->fail, sizeof(cr->fail)))
+	r = -1;
+	progress(o, rep, cr, "bulk1", eta);
+	if (run_bulk(&p, cr->link, 1, o, &v[F_B1_GBPS], cr->fail, sizeof(cr->fail)))
 		goto out;
-	progress(o, rep, cr->c->name, "bulk4", eta);
-	if (run_bulk(&p, 4, o, &v[F_B4_GBPS], cr->fail, sizeof(cr->fail)))
+	progress(o, rep, cr, "bulk4", eta);
+	if (run_bulk(&p, cr->link, 4, o, &v[F_B4_GBPS], cr->fail, sizeof(cr->fail)))
 		goto out;
-	progress(o, rep, cr->c->name, "rr", eta);
-	if (bench_rr((const struct sockaddr *)&p.ss, p.len, o->seconds, RR_MAX_N, &rr)) {
+	v[F_RSS_MIB] = p.pid ? (double)bench_tree_peak_rss_kib(p.pid) / 1024 : NAN;
+	if (cr->bulk_only) {
+		r = 0;
+		goto out;
+	}
+	progress(o, rep, cr, "rr", eta);
+	bench_link_enter(cr->link, LINK_CLIENT);
+	r = bench_rr((const struct sockaddr *)&p.ss, p.len, o->seconds, RR_MAX_N, &rr);
+	bench_link_leave(cr->link);
+	if (r) {
+		r = -1;
 		snprintf(cr->fail, sizeof(cr->fail), "request/response: %s", rr.why);
 		free(rr.rtt_us);
 		goto out;
@@ -213,9 +238,13 @@ static int run_case(struct case_run *cr, const struct opts *o, const char *sink,
 	v[F_RR_P999] = stats_percentile_sorted(rr.rtt_us, rr.n, 99.9);
 	v[F_RR_RATE] = (double)rr.n / o->seconds;
 	free(rr.rtt_us);
-	progress(o, rep, cr->c->name, "conn", eta);
+	progress(o, rep, cr, "conn", eta);
 	c0 = bench_tree_cpu(p.pid);
-	if (bench_conns((const struct sockaddr *)&p.ss, p.len, 2, o->seconds, &cn)) {
+	bench_link_enter(cr->link, LINK_CLIENT);
+	r = bench_conns((const struct sockaddr *)&p.ss, p.len, 2, o->seconds, &cn);
+	bench_link_leave(cr->link);
+	if (r) {
+		r = -1;
 		snprintf(cr->fail, sizeof(cr->fail), "short connections: %llu ok, %llu failed: %s",
 			 (unsigned long long)cn.conns, (unsigned long long)cn.failed, cn.why);
 		goto out;
@@ -254,17 +283,41 @@ static void cell(char *buf, size_t len, double v, const char *fmt)
 		snprintf(buf, len, fmt, v);
 }
 
-static void print_tables(struct case_run *runs, int n, const struct case_run *direct,
-			 const struct case_run *ref)
+/* The run of a case on a link, if it ran. */
+static const struct case_run *find_run(const struct case_run *runs, int n,
+				       const struct bench_link *l, const char *name)
 {
-	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+	for (int i = 0; i < n; i++)
+		if (runs[i].link == l && !runs[i].skip && name && !strcmp(runs[i].c->name, name))
+			return &runs[i];
+	return NULL;
+}
 
+/* The tables of one link; x columns are ratios to ref of the same link. */
+static void print_link(const struct case_run *all, int nall, const struct bench_link *l,
+		       const char *ref_name)
+{
+	const struct case_run *runs = NULL, *direct = find_run(all, nall, l, "direct");
+	const struct case_run *ref = find_run(all, nall, l, ref_name);
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+	int n = 0, any_rr = 0;
+
+	for (int i = 0; i < nall; i++)
+		if (all[i].link == l) {
+			if (!runs)
+				runs = &all[i];
+			n++;
+			any_rr |= !all[i].skip && !isnan(all[i].med[F_RR_P50]);
+		}
+	if (!runs)
+		return;
+	printf("\n== link %s: %s\n", l->name, l->what);
 	printf("\nBulk (medians of %d runs; [min-max]; x = ratio to %s)\n", runs[0].nrep,
 	       ref ? ref->c->name : "-");
 	printf("  %-20s %22s %7s %9s %7s %22s %9s %9s %9s %9s\n", "case", "1 stream Gbit/s",
 	       "x", "CPU-s/GB", "x", "4 streams Gbit/s", "CPU-s/GB", "x", "busy/GB", "sysc/MB");
 	for (int i = 0; i < n; i++) {
-		struct case_run *r = &runs[i];
+		const struct case_run *r = &runs[i];
 		char range1[48], range4[48];
 		if (r->skip) {
 			printf("  %-20s skipped: %s\n", r->c->name, r->skip);
@@ -285,11 +338,13 @@ static void print_tables(struct case_run *runs, int n, const struct case_run *di
 		       isnan(r->med[F_B1_GBPS]) ? "FAILED" : range1, a, b, c,
 		       isnan(r->med[F_B4_GBPS]) ? "-" : range4, d, e, f, g);
 	}
+	if (!any_rr)
+		return;
 	printf("\nRequest/response (64 B ping-pong) and short connections (connect, 64 B each way, close)\n");
 	printf("  %-20s %9s %9s %9s %11s %10s %7s %11s %7s %9s\n", "case", "p50 us", "p99 us",
 	       "p99.9 us", "added p50", "conn/s", "x", "CPU-us/conn", "x", "peak MiB");
 	for (int i = 0; i < n; i++) {
-		struct case_run *r = &runs[i];
+		const struct case_run *r = &runs[i];
 		char h[32], k[32], m[32];
 		if (r->skip || isnan(r->med[F_RR_P50]))
 			continue;
@@ -307,9 +362,18 @@ static void print_tables(struct case_run *runs, int n, const struct case_run *di
 		printf("  %-20s %9s %9s %9s %11s %10s %7s %11s %7s %9s\n", r->c->name, a, b, c, d, e, f,
 		       g, h, k);
 	}
+}
+
+static void print_legend(const struct case_run *runs, int n)
+{
 	printf("\nLegend:\n");
-	for (int i = 0; i < n; i++)
-		printf("  %-20s %s\n", runs[i].c->name, runs[i].c->what);
+	for (int i = 0; i < n; i++) {
+		int seen = 0;
+		for (int k = 0; k < i; k++)
+			seen |= runs[k].c == runs[i].c;
+		if (!seen)
+			printf("  %-20s %s\n", runs[i].c->name, runs[i].c->what);
+	}
 	printf("  CPU-s/GB: the proxy's user+sys CPU (all threads and child processes) per GB delivered;\n"
 	       "  busy/GB: the whole machine's busy CPU per GB (client, sink and proxy); sysc/MB: the\n"
 	       "  proxy's system calls per MB (perf's raw_syscalls tracepoint); added p50: p50 minus\n"
@@ -346,6 +410,7 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 		struct case_run *r = &runs[i];
 		json_obj_begin(&j, NULL);
 		json_str(&j, "name", r->c->name);
+		json_str(&j, "link", r->link->name);
 		json_str(&j, "what", r->c->what);
 		if (r->skip)
 			json_str(&j, "skipped", r->skip);
@@ -381,50 +446,102 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 	return fclose(f);
 }
 
-/* gnuplot, from the medians: throughput and CPU/GB bars per case, and the
- * latency percentiles. */
-static int write_chart(const char *path, struct case_run *runs, int n)
+/* gnuplot, from the medians: on loopback, throughput and CPU/GB bars per
+ * case, latency percentiles and connection rate; when veth links ran, one
+ * stream's throughput and CPU/GB per case with a bar per link. */
+static int write_chart(const char *path, const struct case_run *runs, int n,
+		       struct bench_link *links, int nlinks)
 {
-	char dat[] = "/tmp/splicer-chart-XXXXXX", cmd[256];
-	int fd = mkstemp(dat), svg = strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".svg");
-	FILE *d = fd >= 0 ? fdopen(fd, "w") : NULL, *g;
-	int r;
+	char dat[] = "/tmp/splicer-chart-XXXXXX", ldat[] = "/tmp/splicer-chartl-XXXXXX";
+	int fd = mkstemp(dat), lfd = mkstemp(ldat), svg, r, veth = 0;
+	FILE *d = fd >= 0 ? fdopen(fd, "w") : NULL, *ld = lfd >= 0 ? fdopen(lfd, "w") : NULL, *g;
+	size_t plen = strlen(path);
 
-	if (!d)
+	svg = plen > 4 && !strcmp(path + plen - 4, ".svg");
+	if (!d || !ld) {
+		if (d)
+			fclose(d);
+		if (ld)
+			fclose(ld);
+		unlink(dat);
+		unlink(ldat);
 		return -1;
+	}
 	for (int i = 0; i < n; i++) {
-		struct case_run *c = &runs[i];
-		if (c->skip || isnan(c->med[F_B1_GBPS]))
-			continue;
-		fprintf(d, "\"%s\"", c->c->name);
+		const struct case_run *c = &runs[i];
 		const int cols[] = { F_B1_GBPS, F_B4_GBPS, F_B1_CPU, F_B4_CPU, F_RR_P50, F_RR_P99,
 				     F_RR_P999, F_CONN_RATE };
+		if (c->skip || isnan(c->med[F_B1_GBPS]) || c->link->mtu)
+			continue;
+		fprintf(d, "\"%s\"", c->c->name);
 		for (size_t k = 0; k < sizeof(cols) / sizeof(*cols); k++)
 			fprintf(d, " %g", isnan(c->med[cols[k]]) ? 0 : c->med[cols[k]]);
 		fprintf(d, "\n");
 	}
+	/* links table: a row per case that ran on a veth link, a column pair
+	 * (Gbit/s, CPU-s/GB) per link */
+	for (int l = 0; l < nlinks; l++)
+		veth += links[l].mtu && links[l].up;
+	for (int i = 0; veth && i < n; i++) {
+		const struct case_run *c = &runs[i];
+		int first = 1;
+		if (!c->link->mtu)
+			continue;
+		for (int k = 0; k < i; k++)
+			first &= !(runs[k].link->mtu && runs[k].c == c->c);
+		if (!first)
+			continue;
+		fprintf(ld, "\"%s\"", c->c->name);
+		for (int l = 0; l < nlinks; l++) {
+			const struct case_run *x;
+			if (!links[l].mtu || !links[l].up)
+				continue;
+			x = find_run(runs, n, &links[l], c->c->name);
+			fprintf(ld, " %g %g", x && !isnan(x->med[F_B1_GBPS]) ? x->med[F_B1_GBPS] : 0,
+				x && !isnan(x->med[F_B1_CPU]) ? x->med[F_B1_CPU] : 0);
+		}
+		fprintf(ld, "\n");
+	}
 	fclose(d);
-	snprintf(cmd, sizeof(cmd), "gnuplot");
-	if (!(g = popen(cmd, "w"))) {
+	fclose(ld);
+	if (!(g = popen("gnuplot", "w"))) {
 		unlink(dat);
+		unlink(ldat);
 		return -1;
 	}
-	fprintf(g, "set terminal %s size 1400,1000 font ',10'\nset output '%s'\n",
-		svg ? "svg" : "pngcairo", path);
-	fprintf(g, "set multiplot layout 2,2 title 'splicer bench: medians, one run on this machine'\n"
+	fprintf(g, "set terminal %s size 1400,%d font ',10'\nset output '%s'\n",
+		svg ? "svg" : "pngcairo", veth ? 1500 : 1000, path);
+	fprintf(g, "set multiplot layout %d,2 title 'splicer bench: medians, one run on this machine'\n"
 		   "set style data histograms\nset style histogram clustered gap 1\n"
 		   "set style fill solid 0.8 border -1\nset boxwidth 0.9\nset grid ytics\n"
-		   "set xtics rotate by -35 scale 0\nset key top right\nset yrange [0:*]\n");
-	fprintf(g, "set title 'Throughput (Gbit/s, higher is better)'\n"
+		   "set xtics rotate by -35 scale 0\nset key top right\nset yrange [0:*]\n",
+		veth ? 3 : 2);
+	fprintf(g, "set title 'loopback: throughput (Gbit/s, higher is better)'\n"
 		   "plot '%s' using 2:xtic(1) title '1 stream', '' using 3 title '4 streams'\n", dat);
-	fprintf(g, "set title 'Proxy CPU seconds per GB (lower is better)'\n"
+	fprintf(g, "set title 'loopback: proxy CPU seconds per GB (lower is better)'\n"
 		   "plot '%s' using 4:xtic(1) title '1 stream', '' using 5 title '4 streams'\n", dat);
-	fprintf(g, "set title '64-byte request/response latency (us, lower is better)'\n"
+	fprintf(g, "set title 'loopback: 64-byte request/response latency (us, lower is better)'\n"
 		   "plot '%s' using 6:xtic(1) title 'p50', '' using 7 title 'p99', '' using 8 title 'p99.9'\n", dat);
-	fprintf(g, "set title 'Short connections per second (higher is better)'\n"
-		   "plot '%s' using 9:xtic(1) title 'conn/s'\nunset multiplot\n", dat);
+	fprintf(g, "set title 'loopback: short connections per second (higher is better)'\n"
+		   "plot '%s' using 9:xtic(1) title 'conn/s'\n", dat);
+	for (int panel = 0; veth && panel < 2; panel++) {
+		int col = 2 + panel, first = 1;
+		fprintf(g, "set title 'one stream over links: %s'\nplot ",
+			panel ? "proxy CPU seconds per GB (lower is better)" : "Gbit/s (higher is better)");
+		for (int l = 0; l < nlinks; l++) {
+			if (!links[l].mtu || !links[l].up)
+				continue;
+			fprintf(g, "%s'%s' using %d%s title '%s'", first ? "" : ", ", ldat, col,
+				first ? ":xtic(1)" : "", links[l].name);
+			first = 0;
+			col += 2;
+		}
+		fprintf(g, "\n");
+	}
+	fprintf(g, "unset multiplot\n");
 	r = pclose(g);
 	unlink(dat);
+	unlink(ldat);
 	return r == 0 ? 0 : -1;
 }
 
@@ -462,9 +579,13 @@ static void usage(void)
 	       "                     ");
 	for (size_t i = 0; i < NCASES; i++)
 		printf("%s%s", all_cases[i].name, i + 1 < NCASES ? "," : "\n");
+	printf("  --links LIST       links among %s\n"
+	       "                     (default: all; quick: loopback). veth links run the bulk\n"
+	       "                     workloads of cases " VETH_CASES "\n"
+	       "                     unless --cases is given\n", bench_link_names());
 	printf("  --peers LIST       peers among haproxy,nginx,socat (default: all installed; none)\n"
 	       "  --reps N           repetitions of every case, interleaved (default 3)\n"
-	       "  --seconds S        length of each workload (default 3; quick 1)\n"
+	       "  --seconds S        length of each workload (default 2; quick 1)\n"
 	       "  --workers N        proxy threads/processes for every proxy (default 1)\n"
 	       "  --ref CASE         reference for ratios (default haproxy, else copy)\n"
 	       "  --json FILE        every raw sample and the aggregates\n"
@@ -473,7 +594,8 @@ static void usage(void)
 
 static int parse_opts(struct opts *o, int argc, char **argv)
 {
-	*o = (struct opts){ .reps = 3, .workers = 1, .seconds = 3, .peers = "haproxy,nginx,socat" };
+	*o = (struct opts){ .reps = 3, .workers = 1, .seconds = 2, .peers = "haproxy,nginx,socat",
+			    .links = bench_link_names() };
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		char *end;
@@ -495,6 +617,8 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 			o->peers = !strcmp(v, "none") ? "" : v;
 		else if (!strcmp(a, "--ref"))
 			o->ref = v;
+		else if (!strcmp(a, "--links"))
+			o->links = v;
 		else if (!strcmp(a, "--json"))
 			o->json = v;
 		else if (!strcmp(a, "--chart"))
@@ -527,6 +651,22 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 			o->seconds = 1;
 		if (!o->cases)
 			o->cases = "direct,copy,splice,auto,haproxy";
+		int links_given = 0;
+		for (int i = 2; i < argc; i++)
+			links_given |= !strcmp(argv[i], "--links");
+		if (!links_given)
+			o->links = "loopback";
+	}
+	for (const char *p = o->links; *p;) {
+		const char *comma = strchr(p, ',');
+		char name[64];
+		snprintf(name, sizeof(name), "%.*s", comma ? (int)(comma - p) : (int)strlen(p), p);
+		if (!bench_link_find(name)) {
+			fprintf(stderr, "splicer bench: option '--links': unknown link '%s' (known: %s)\n",
+				name, bench_link_names());
+			return -1;
+		}
+		p = comma ? comma + 1 : p + strlen(p);
 	}
 	if (o->cases) {
 		for (const char *p = o->cases; *p;) {
@@ -546,84 +686,139 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 	return 0;
 }
 
+static struct bench_link *cleanup_links;
+static int cleanup_nlinks;
+
+/* Namespaces are system-wide: an interrupted run must not leave them. */
+static void on_signal(int sig)
+{
+	for (int l = 0; l < cleanup_nlinks; l++)
+		bench_link_teardown(&cleanup_links[l]);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 int cmd_bench(int argc, char **argv)
 {
 	struct opts o;
-	struct case_run runs[NCASES];
-	struct bench_sink *sink;
-	const struct case_run *direct = NULL, *ref = NULL;
+	static struct case_run runs[MAX_LINKS * NCASES];
+	struct bench_link links[MAX_LINKS];
+	struct bench_sink *sinks[MAX_LINKS] = { 0 };
+	const char *link_skip[MAX_LINKS] = { 0 };
+	static char link_why[MAX_LINKS][300];
 	char err[256];
-	int n = 0, active = 0, failed = 0, r;
-	uint64_t verified, mism;
-	double t_start, per_case;
+	int n = 0, nlinks = 0, active = 0, failed = 0, r;
+	uint64_t verified = 0, mism = 0;
+	double t_start, done_work = 0, all_work = 0;
 
 	if ((r = parse_opts(&o, argc, argv)))
 		return r > 0 ? 0 : 2;
 	signal(SIGPIPE, SIG_IGN);
-	for (size_t i = 0; i < NCASES; i++) {
-		const struct bench_case *c = &all_cases[i];
-		if (o.cases ? !in_list(o.cases, c->name) : !peer_kind_selected(c, o.peers))
+	for (const char *p = o.links; *p && nlinks < MAX_LINKS;) {
+		const char *comma = strchr(p, ',');
+		char name[64];
+		snprintf(name, sizeof(name), "%.*s", comma ? (int)(comma - p) : (int)strlen(p), p);
+		links[nlinks++] = *bench_link_find(name);
+		p = comma ? comma + 1 : p + strlen(p);
+	}
+	cleanup_links = links;
+	cleanup_nlinks = nlinks;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	for (int l = 0; l < nlinks; l++) {
+		struct bench_link *lk = &links[l];
+		if (bench_link_setup(lk, link_why[l], sizeof(link_why[l]))) {
+			link_skip[l] = link_why[l];
 			continue;
-		runs[n] = (struct case_run){ .c = c, .skip = bench_case_unavailable(c) };
-		if (!runs[n].skip && o.cases && !o.quick && c->kind > PX_SPLICER &&
-		    !peer_kind_selected(c, o.peers))
-			runs[n].skip = "not in --peers";
-		active += !runs[n].skip;
-		n++;
+		}
+		bench_link_enter(lk, LINK_SINK);
+		snprintf(err, sizeof(err), "%s:0", lk->host[LINK_SINK]);
+		sinks[l] = bench_sink_start(err, err, sizeof(err));
+		bench_link_leave(lk);
+		if (!sinks[l]) {
+			snprintf(link_why[l], sizeof(link_why[l]), "%s", err);
+			link_skip[l] = link_why[l];
+			bench_link_teardown(lk);
+		}
 	}
-	if (!(sink = bench_sink_start("127.0.0.1:0", err, sizeof(err)))) {
-		fprintf(stderr, "splicer bench: %s\n", err);
-		return 1;
+	for (int l = 0; l < nlinks; l++) {
+		const char *sel = o.cases ? o.cases : links[l].mtu ? VETH_CASES : NULL;
+		for (size_t i = 0; i < NCASES; i++) {
+			const struct bench_case *c = &all_cases[i];
+			struct case_run *cr = &runs[n];
+			if (sel ? !in_list(sel, c->name) : !peer_kind_selected(c, o.peers))
+				continue;
+			*cr = (struct case_run){ .c = c, .link = &links[l], .sink = sinks[l],
+						 .bulk_only = links[l].mtu != 0,
+						 .skip = link_skip[l] ? link_skip[l] : bench_case_unavailable(c) };
+			if (!cr->skip && sel && !o.quick && c->kind > PX_SPLICER && !peer_kind_selected(c, o.peers))
+				cr->skip = "not in --peers";
+			if (!cr->skip) {
+				active++;
+				all_work += (cr->bulk_only ? 2 : 4) * o.seconds + 0.5;
+			}
+			n++;
+		}
 	}
-	printf("splicer bench: %d cases x %d reps x 4 workloads of %.1f s, proxies with %d worker(s), "
-	       "sink at %s\n", active, o.reps, o.seconds, o.workers, bench_sink_addr(sink));
+	for (int l = 0; l < nlinks; l++)
+		if (link_skip[l])
+			fprintf(stderr, "splicer bench: link %s skipped: %s\n", links[l].name, link_skip[l]);
+	printf("splicer bench: %d case-links x %d reps, workloads of %.1f s, proxies with %d worker(s)\n",
+	       active, o.reps, o.seconds, o.workers);
 	fflush(stdout);
-	per_case = 4 * o.seconds + 1.5;
+	all_work *= o.reps;
 	t_start = bench_now();
 	for (int rep = 0; rep < o.reps; rep++)
 		for (int i = 0; i < n; i++) {
 			struct case_run *cr = &runs[i];
-			int done = rep * active, left;
+			double elapsed = bench_now() - t_start, eta;
 			if (cr->skip)
 				continue;
-			for (int k = 0; k < i; k++)
-				done += !runs[k].skip;
-			left = o.reps * active - done;
-			if (run_case(cr, &o, bench_sink_addr(sink), rep,
-				     done ? (bench_now() - t_start) / done * left : per_case * left)) {
-				fprintf(stderr, "\nsplicer bench: %s, rep %d: %s\n", cr->c->name, rep + 1, cr->fail);
+			/* ETA: the work left at the pace measured so far */
+			eta = done_work > 0 ? elapsed / done_work * (all_work - done_work) : all_work - done_work;
+			if (run_case(cr, &o, rep, eta)) {
+				fprintf(stderr, "\nsplicer bench: %s on %s, rep %d: %s\n", cr->c->name,
+					cr->link->name, rep + 1, cr->fail);
 				failed = 1;
 			}
+			done_work += (cr->bulk_only ? 2 : 4) * o.seconds + 0.5;
 			cr->nrep = rep + 1;
 		}
 	fprintf(stderr, "\r\033[K");
-	bench_sink_totals(sink, &verified, &mism);
-	bench_sink_stop(sink);
-	for (int i = 0; i < n; i++) {
-		if (runs[i].skip)
+	for (int l = 0; l < nlinks; l++) {
+		uint64_t v, m;
+		if (!sinks[l])
 			continue;
-		aggregate(&runs[i]);
-		if (!strcmp(runs[i].c->name, "direct"))
-			direct = &runs[i];
+		bench_sink_totals(sinks[l], &v, &m);
+		verified += v;
+		mism += m;
+		bench_sink_stop(sinks[l]);
+		bench_link_teardown(&links[l]);
 	}
-	if (!o.ref)
-		o.ref = "haproxy";
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	for (int i = 0; i < n; i++)
-		if (!runs[i].skip && !strcmp(runs[i].c->name, o.ref))
-			ref = &runs[i];
-	if (!ref)
+		if (!runs[i].skip)
+			aggregate(&runs[i]);
+	if (!o.ref) {
+		o.ref = "copy";
 		for (int i = 0; i < n; i++)
-			if (!runs[i].skip && !strcmp(runs[i].c->name, "copy"))
-				ref = &runs[i];
-	o.ref = ref ? ref->c->name : NULL;
-	print_tables(runs, n, direct, ref);
+			if (!runs[i].skip && !strcmp(runs[i].c->name, "haproxy"))
+				o.ref = "haproxy";
+	}
+	for (int l = 0; l < nlinks; l++)
+		if (link_skip[l])
+			printf("\n== link %s skipped: %s\n", links[l].name, link_skip[l]);
+		else
+			print_link(runs, n, &links[l], o.ref);
+	print_legend(runs, n);
 	printf("\nverified: %llu bytes at the sink, %llu mismatches; %.0f s\n",
 	       (unsigned long long)verified, (unsigned long long)mism, bench_now() - t_start);
 	if (o.json && write_json(o.json, runs, n, &o, verified, mism)) {
 		fprintf(stderr, "splicer bench: cannot write %s: %s\n", o.json, strerror(errno));
 		failed = 1;
 	}
-	if (o.chart && write_chart(o.chart, runs, n)) {
+	if (o.chart && write_chart(o.chart, runs, n, links, nlinks)) {
 		fprintf(stderr, "splicer bench: cannot draw %s (is gnuplot installed? make bench-deps)\n",
 			o.chart);
 		failed = 1;

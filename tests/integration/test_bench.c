@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static const char *const bench_figs[] = {
 	"bulk1_gbit_s", "bulk1_proxy_cpu_s_per_gb", "bulk1_machine_cpu_s_per_gb", "bulk1_syscalls_per_mb",
@@ -72,6 +73,57 @@ Test(integ, bench_quick_smoke, .init = h_init, .fini = h_fini, .timeout = 240)
 				H_CHECK(x > 0, "case %s: figure %s is %g (absent: -1, null: nan)\n%s",
 					cases[c], bench_figs[i], x, out);
 		}
+	free(out);
+	free(err);
+}
+
+/* A veth link the bench builds in its own namespaces: bulk figures present
+ * and positive, every byte verified, and no namespace left behind. */
+Test(integ, bench_veth_link, .init = h_init, .fini = h_fini, .timeout = 120)
+{
+	if (geteuid() != 0)
+		cr_skip_test("veth links need root (network namespaces)");
+	const char *bin = h_binary(0);
+	char json[256], *out = NULL, *err = NULL, *ns = NULL, *nserr = NULL;
+	snprintf(json, sizeof json, "%s/bench-veth.json", h_tmpdir());
+	const char *args[] = { "bench", "--links", "veth1500-nooffload", "--cases", "direct,splice",
+			       "--reps", "1", "--seconds", "0.3", "--json", json, NULL };
+	int st = h_run_capture(bin, args, 100000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		"splicer bench on veth failed (status %d):\n%s\n%s", st, out ? out : "", err ? err : "");
+	H_CHECK(strstr(out, "== link veth1500-nooffload"), "no table for the link:\n%s", out);
+	const char *v = strstr(out, "verified: ");
+	H_CHECK(v && strtoull(v + 10, NULL, 10) > 0 && strstr(v, " 0 mismatches"),
+		"no verified bytes, or mismatches:\n%s", out);
+
+	FILE *f = fopen(json, "re");
+	H_CHECK(f, "no JSON written at %s", json);
+	static char buf[1 << 18];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	H_CHECK(strstr(buf, "\"link\": \"veth1500-nooffload\""), "JSON lacks the link name");
+	double g = median_of(buf, "splice", "bulk1_gbit_s"), c = median_of(buf, "splice", "bulk1_proxy_cpu_s_per_gb");
+	H_CHECK(g > 0 && c > 0, "splice over veth: %g Gbit/s, %g CPU-s/GB", g, c);
+	H_CHECK(isnan(median_of(buf, "splice", "rr_p50_us")), "veth links run bulk only");
+
+	const char *ip[] = { "netns", "list", NULL };
+	st = h_run_capture("/usr/sbin/ip", ip, 10000, &ns, &nserr);
+	H_CHECK(st == 0 && !strstr(ns, "sb"), "namespaces left behind:\n%s", ns);
+	free(out);
+	free(err);
+	free(ns);
+	free(nserr);
+}
+
+Test(integ, bench_rejects_unknown_link, .init = h_init, .fini = h_fini)
+{
+	char *out = NULL, *err = NULL;
+	const char *args[] = { "bench", "--links", "ethernet", NULL };
+	int st = h_run_capture(h_binary(0), args, 10000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
+			strstr(err, "unknown link 'ethernet'"),
+		"status %d, stderr:\n%s", st, err);
 	free(out);
 	free(err);
 }
