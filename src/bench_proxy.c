@@ -157,6 +157,27 @@ static pid_t spawn(const char *const *argv, const char *logpath)
 }
 
 /* Waits until something accepts on the address (the proxy is up). */
+/* The line of a proxy's log that says why it failed: its first alert or
+ * error, else its last line; the log itself goes with the temp dir. */
+static void log_reason(const char *logpath, char *out, size_t len)
+{
+	char line[512];
+	FILE *f = fopen(logpath, "re");
+
+	out[0] = '\0';
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\r\n")] = '\0';
+		if (!line[0])
+			continue;
+		snprintf(out, len, "%s", line);
+		if (strstr(line, "ALERT") || strstr(line, "[emerg]") || strstr(line, "rror"))
+			break;
+	}
+	fclose(f);
+}
+
 static int wait_accepting(const struct sockaddr *sa, socklen_t len, pid_t pid, int ms)
 {
 	for (int i = 0; i < ms / 10; i++) {
@@ -224,11 +245,17 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		break;
 	}
 	case PX_HAPROXY: {
-		for (int i = 0; c->opts[i]; i++)
-			snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), "%s%s",
-				 i ? "\n    " : "", c->opts[i]);
+		/* "global:LINE" goes into the global section, the rest into defaults */
+		char glob[256] = "";
+		for (int i = 0; c->opts[i]; i++) {
+			int g = !strncmp(c->opts[i], "global:", 7);
+			char *buf = g ? glob : opts;
+			size_t size = g ? sizeof(glob) : sizeof(opts);
+			snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? "\n    " : "",
+				 c->opts[i] + (g ? 7 : 0));
+		}
 		const char *kv[] = { "LISTEN", listen, "BACKEND", backend, "THREADS", thr,
-				     "DIR", p->dir, "OPTIONS", opts, NULL };
+				     "DIR", p->dir, "OPTIONS", opts, "GLOBAL", glob, NULL };
 		snprintf(conf, sizeof(conf), "%s/haproxy.cfg", p->dir);
 		if (!template_path("haproxy.cfg", tmpl, sizeof(tmpl)) || fill_template(tmpl, conf, kv))
 			goto tmpl_fail;
@@ -271,7 +298,10 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 	argv[n] = NULL;
 	p->pid = spawn(argv, logp);
 	if (p->pid < 0 || wait_accepting((struct sockaddr *)&p->ss, p->len, p->pid, 10000)) {
-		snprintf(err, errlen, "%s did not start accepting (log %s)", c->name, logp);
+		char why[512];
+		log_reason(logp, why, sizeof(why));
+		snprintf(err, errlen, "%s did not start accepting: %s", c->name,
+			 why[0] ? why : "(its log is empty)");
 		bench_proxy_stop(p);
 		return -1;
 	}
@@ -365,6 +395,29 @@ double bench_tree_cpu(pid_t pid)
 		return 0;
 	add_cpu(pid, &sum);
 	return sum;
+}
+
+struct pid_list {
+	char *buf;
+	size_t len;
+};
+
+static void add_pid(pid_t pid, void *arg)
+{
+	struct pid_list *l = arg;
+	size_t used = strlen(l->buf);
+
+	snprintf(l->buf + used, l->len - used, "%s%d", used ? "," : "", (int)pid);
+	for_children(pid, add_pid, arg);
+}
+
+void bench_tree_pids(pid_t pid, char *out, size_t len)
+{
+	struct pid_list l = { out, len };
+
+	out[0] = '\0';
+	if (pid > 0)
+		add_pid(pid, &l);
 }
 
 static void add_rss(pid_t pid, void *arg)

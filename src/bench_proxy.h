@@ -36,6 +36,8 @@ void bench_proxy_stop(struct bench_proxy *p);
 
 /* user+sys CPU seconds of pid and all its descendants, alive or reaped. */
 double bench_tree_cpu(pid_t pid);
+/* "PID,CHILD,..." of pid and its live descendants (perf -p's list). */
+void bench_tree_pids(pid_t pid, char *out, size_t len);
 /* Peak RSS (VmHWM) of pid and its live descendants, in KiB. */
 long bench_tree_peak_rss_kib(pid_t pid);
 /* Busy CPU seconds of the whole machine (all CPUs, /proc/stat). */

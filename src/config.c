@@ -43,6 +43,8 @@ static const struct setting settings[] = {
 	  "splice engine pipe size (0: kernel default, 64k); see README, Performance" },
 	{ "lowat", 0, SET_SIZE, 0, 64 * MiB, "0", 0, NULL, F(lowat),
 	  "SO_RCVLOWAT on spliced sources so readiness waits for a batch (0: off; bulk routes only)" },
+	{ "busy-poll", 0, SET_UINT, 0, 100000, "0", 0, NULL, F(busy_poll_us),
+	  "microseconds a worker keeps polling without sleeping after its last event: lower latency, more CPU (0: off)" },
 	{ "max-pipes", 0, SET_UINT, 0, 1000000, "auto", 1, NULL, F(max_pipes),
 	  "pipes per process, shared out among workers (auto: a quarter of the fd limit)" },
 	{ "max-conns", 0, SET_UINT, 1, 10000000, "auto", 1, NULL, F(max_conns),

@@ -27,6 +27,7 @@ struct config {
 	uint64_t buffer_size;        /* copy engine buffer per direction */
 	uint64_t pipe_size;          /* splice engine pipe size; 0 = kernel default */
 	uint64_t lowat;              /* SO_RCVLOWAT on spliced sources; 0 = off */
+	uint64_t busy_poll_us;       /* poll without sleeping this long after an event; 0 = off */
 	uint64_t max_pipes;          /* pipes per process; SETTING_AUTO = from the fd limit */
 	uint64_t max_conns;          /* concurrent sessions; SETTING_AUTO = from the fd limit */
 	uint64_t connect_timeout_ms; /* per backend attempt */

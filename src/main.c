@@ -37,10 +37,11 @@ static void log_startup(const struct config *c, unsigned pipe_actual)
 	format_size(pipe_actual ? pipe_actual : c->pipe_size, psz, sizeof(psz));
 	format_size(c->lowat, lw, sizeof(lw));
 	log_info("splicer %s: route default: %s -> %s (roundrobin); engine %s; workers %llu; "
-		 "buffer %s; pipe %s; lowat %s; max-conns %llu; max-pipes %llu",
+		 "buffer %s; pipe %s; lowat %s; busy-poll %llu us; max-conns %llu; max-pipes %llu",
 		 SPLICER_VERSION, listens, backends, engine_names[c->engine],
 		 (unsigned long long)c->workers, bsz, psz, c->lowat ? lw : "off",
-		 (unsigned long long)c->max_conns, (unsigned long long)c->max_pipes);
+		 (unsigned long long)c->busy_poll_us, (unsigned long long)c->max_conns,
+		 (unsigned long long)c->max_pipes);
 	log_info("ready: listening on %s", listens);
 }
 

@@ -392,6 +392,43 @@ static void case_lowat_short_messages(const char *bin, const char *engine)
 	h_proxy_down(&p);
 }
 
+/* --busy-poll: replies still arrive, and the polling stops once traffic does:
+ * an idle proxy must not keep a CPU busy. */
+static void case_busy_poll(const char *bin, const char *engine)
+{
+	static struct h_server srv;
+	static struct h_proxy p;
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	const char *backends[] = { srv.addr.text, NULL };
+	const char *extra[] = { "--busy-poll", "200", NULL };
+	h_proxy_up(&p, bin, engine, "127.0.0.1:0", backends, extra);
+	H_CHECK(strstr(p.ready_line, "ready") != NULL, "no ready line");
+
+	int fd = h_connect(&p.addr, 2000);
+	H_CHECK(fd >= 0, "connect to the proxy at %s: %s", p.addr.text, strerror(errno));
+	h_set_nodelay(fd);
+	int64_t deadline = h_now_ms() + H_T(20000);
+	unsigned char req[64], rep[64];
+	for (int i = 0; i < 2000; i++) {
+		h_gen(0xB5B5, (uint64_t)i * 64, req, sizeof req);
+		H_CHECK(h_send_all(fd, req, sizeof req, deadline) == 0, "round trip %d: send", i);
+		rc = h_recv_exact(fd, rep, sizeof rep, deadline);
+		H_CHECK(rc == 0 && !memcmp(req, rep, sizeof req), "round trip %d: %s", i,
+			rc ? strerror(-rc) : "reply differs");
+	}
+	/* Idle for a second with the session open: polling for 200 us after
+	 * each event must not turn into spinning (a spinning worker would burn
+	 * about a CPU-second here). */
+	double c0 = proc_cpu_s(p.pid);
+	h_sleep_ms(1000);
+	double used = proc_cpu_s(p.pid) - c0;
+	H_CHECK(c0 >= 0 && used < 0.3, "idle proxy with --busy-poll 200 used %.2f CPU-s in 1 s", used);
+	close(fd);
+	h_server_stop(&srv);
+	h_proxy_down(&p);
+}
+
 #define PLAIN_AND_ASAN(name, tmo)                                                         \
 	Test(integ, name, .init = h_init, .fini = h_fini, .timeout = tmo)                 \
 	{ case_##name(h_binary(0), "splice"); }                                           \
@@ -406,3 +443,4 @@ PLAIN_AND_ASAN(pipe_fallback, 60)
 PLAIN_AND_ASAN(auto_choice, 60)
 PLAIN_AND_ASAN(session_log, 60)
 PLAIN_AND_ASAN(lowat_short_messages, 60)
+PLAIN_AND_ASAN(busy_poll, 60)
