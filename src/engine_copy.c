@@ -53,13 +53,15 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 				/* A read shorter than asked drained the socket: the
 				 * next byte brings a new edge, unless a FIN is already
 				 * queued behind it (rdhup), which needs one more read. */
-				if ((size_t)n < size - d->tail) {
-					d->full_reads = 0;
-					if (!d->src->rdhup)
-						d->src->can_read = 0;
-				} else if (d->tail == 0) {
+				if ((size_t)n < size - d->tail && !d->src->rdhup)
+					d->src->can_read = 0;
+				/* auto: big reads in a row make a stream. Not only
+				 * reads that fill the buffer: a worker serving
+				 * several streams finds each queue part full. */
+				if ((size_t)n >= size / AUTO_BIG_READ_DIV)
 					d->full_reads++;
-				}
+				else
+					d->full_reads = 0;
 				d->tail += (uint32_t)n;
 				d->used |= DIR_USED_COPY;
 				(*budget)--;

@@ -36,7 +36,7 @@ struct dir {
 	uint8_t shut;         /* shutdown(dst, SHUT_WR) done */
 	uint8_t pipe_full;    /* splice-in said EAGAIN with bytes in the pipe */
 	uint8_t lowat_set;    /* SO_RCVLOWAT applied to src */
-	uint32_t full_reads;  /* auto: reads in a row that filled the buffer */
+	uint32_t full_reads;  /* auto: big reads in a row (see AUTO_STREAM_READS) */
 	char *buf;            /* copy: buffer from the worker's pool, NULL when empty */
 	uint32_t head, tail;  /* copy: bytes [head, tail) wait to be sent */
 	struct pipe_pair pipe;/* splice: rd/wr, -1 when none is held */
@@ -50,14 +50,16 @@ enum session_state { S_CONNECTING, S_OPEN, S_CLOSED };
 
 struct session {
 	struct worker *w;
+	struct route *route;   /* the route it was accepted on: backends, engine, timeouts */
 	uint64_t id;
 	struct side cli, srv;
 	struct dir up, down;
 	uint8_t state;         /* enum session_state */
 	uint8_t in_runq;
-	unsigned rr_start;     /* first backend tried */
+	unsigned first;        /* first backend tried */
 	unsigned tries;        /* backends tried so far */
 	unsigned backend;      /* index of the current backend */
+	uint8_t counted;       /* counted in route->active[backend] (leastconn) */
 	uint64_t start_ms, active_ms, connect_deadline_ms;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
@@ -66,9 +68,10 @@ struct session {
 	struct session *dead_next;   /* worker's list of closed sessions to free */
 };
 
-/* Takes ownership of an accepted client fd and starts connecting to a
- * backend. Returns 0, or -errno after closing fd. */
-int session_new(struct worker *w, int fd, const struct sockaddr *peer, socklen_t peerlen);
+/* Takes ownership of a client fd accepted on one of route's listeners and
+ * starts connecting to a backend. Returns 0, or -errno after closing fd. */
+int session_new(struct worker *w, struct route *route, int fd, const struct sockaddr *peer,
+		socklen_t peerlen);
 
 /* Handles an epoll event on one side of a session. */
 void session_event(struct side *sd, uint32_t events);
