@@ -11,7 +11,7 @@ VERSION := 0.1.0
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
 	   -DSPLICER_VERSION='"$(VERSION)"'
-LDLIBS  += -pthread -lcrypto -lm
+LDLIBS  += -pthread -lcrypto -lm -linih
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 ifeq ($(V),1)
@@ -32,7 +32,7 @@ TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS)
 HDRS     := $(wildcard src/*.h tests/integration/*.h)
 
 # Debian packages the build, the tests and `make run` need.
-DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev iperf3 linux-perf ethtool iproute2
+DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2
 # The peers `splicer bench` compares against, and gnuplot for its chart.
 BENCH_PKGS := haproxy nginx libnginx-mod-stream socat gnuplot-nox ethtool iproute2
 CRITERION_ARGS ?= --jobs 1 --timeout 300

@@ -8,4 +8,8 @@ int cmd_demo(int argc, char **argv);
 /* splicer bench: splicer's engines beside HAProxy, nginx and socat (cmd_bench.c). */
 int cmd_bench(int argc, char **argv);
 
+/* splicer check -c FILE: validates a config; FILE:LINE: message per problem
+ * and exit 1, or a one-line summary and exit 0 (cmd_check.c). */
+int cmd_check(int argc, char **argv);
+
 #endif

@@ -1,8 +1,12 @@
-/* config: the settings table, the command-line parser and --help. */
+/* config: the settings table, the command-line parser, route resolution and
+ * --help. The config file's reader is config_file.c; both set values through
+ * setting_parse() so a value means the same wherever it is written. */
 #define _GNU_SOURCE
 #include "config.h"
+#include "config_table.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,55 +16,61 @@
 #include "units.h"
 
 const char *const engine_names[] = { "auto", "copy", "splice", NULL };
+const char *const balance_names[] = { "roundrobin", "leastconn", NULL };
 
-enum set_type { SET_UINT, SET_SIZE, SET_DURATION, SET_ENUM };
-
-struct setting {
-	const char *name;            /* long option and (later) config key */
-	char short_opt;              /* 0 when none */
-	enum set_type type;
-	uint64_t min, max;           /* accepted range (after units) */
-	const char *def;             /* default, as the user would write it */
-	int auto_ok;                 /* "auto" (stored as 0) is accepted */
-	const char *const *choices;  /* SET_ENUM */
-	size_t off;                  /* field in struct config */
-	const char *help;
-};
-
-#define F(field) offsetof(struct config, field)
+#define G(field) offsetof(struct config, field)
+#define R(field) offsetof(struct route_opts, field)
 #define KiB 1024ULL
 #define MiB (1024ULL * 1024)
 #define DAY_MS (24ULL * 3600 * 1000)
 
-static const struct setting settings[] = {
-	{ "engine", 'e', SET_ENUM, 0, 0, "auto", 0, engine_names, F(engine),
+const struct setting settings[] = {
+	{ "engine", 'e', SET_ENUM, 0, 0, "auto", 0, engine_names, SCOPE_ROUTE, R(engine),
 	  "how bytes move: copy (recv/send), splice (socket->pipe->socket), auto (copy, then splice for streams)" },
-	{ "workers", 'w', SET_UINT, 1, 256, "auto", 1, NULL, F(workers),
+	{ "balance", 0, SET_ENUM, 0, 0, "roundrobin", 0, balance_names, SCOPE_ROUTE, R(balance),
+	  "how a session picks its backend: roundrobin (by weight) or leastconn (fewest sessions per weight)" },
+	{ "workers", 'w', SET_UINT, 1, 256, "auto", 1, NULL, SCOPE_GLOBAL, G(workers),
 	  "worker threads, each with its own epoll loop and SO_REUSEPORT listener (auto: one per CPU)" },
-	{ "buffer-size", 0, SET_SIZE, 1 * KiB, 64 * MiB, "64k", 0, NULL, F(buffer_size),
+	{ "buffer-size", 0, SET_SIZE, 1 * KiB, 64 * MiB, "64k", 0, NULL, SCOPE_GLOBAL, G(buffer_size),
 	  "copy engine buffer per direction" },
-	{ "pipe-size", 0, SET_SIZE, 0, 64 * MiB, "512k", 0, NULL, F(pipe_size),
+	{ "pipe-size", 0, SET_SIZE, 0, 64 * MiB, "512k", 0, NULL, SCOPE_GLOBAL, G(pipe_size),
 	  "splice engine pipe size (0: kernel default, 64k); see README, Performance" },
-	{ "lowat", 0, SET_SIZE, 0, 64 * MiB, "0", 0, NULL, F(lowat),
+	{ "lowat", 0, SET_SIZE, 0, 64 * MiB, "0", 0, NULL, SCOPE_ROUTE, R(lowat),
 	  "SO_RCVLOWAT on spliced sources so readiness waits for a batch (0: off; bulk routes only)" },
-	{ "busy-poll", 0, SET_UINT, 0, 100000, "0", 0, NULL, F(busy_poll_us),
+	{ "busy-poll", 0, SET_UINT, 0, 100000, "0", 0, NULL, SCOPE_GLOBAL, G(busy_poll_us),
 	  "microseconds a worker keeps polling without sleeping after its last event: lower latency, more CPU (0: off)" },
-	{ "max-pipes", 0, SET_UINT, 0, 1000000, "auto", 1, NULL, F(max_pipes),
+	{ "max-pipes", 0, SET_UINT, 0, 1000000, "auto", 1, NULL, SCOPE_GLOBAL, G(max_pipes),
 	  "pipes per process, shared out among workers (auto: a quarter of the fd limit)" },
-	{ "max-conns", 0, SET_UINT, 1, 10000000, "auto", 1, NULL, F(max_conns),
+	{ "max-conns", 0, SET_UINT, 1, 10000000, "auto", 1, NULL, SCOPE_GLOBAL, G(max_conns),
 	  "concurrent sessions; beyond it accepting pauses (auto: a quarter of the fd limit)" },
-	{ "connect-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, F(connect_timeout_ms),
+	{ "connect-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, SCOPE_ROUTE, R(connect_timeout_ms),
 	  "backend connect attempt limit before trying the next backend" },
-	{ "idle-timeout", 0, SET_DURATION, 1, 365 * DAY_MS, "10m", 0, NULL, F(idle_timeout_ms),
+	{ "idle-timeout", 0, SET_DURATION, 1, 365 * DAY_MS, "10m", 0, NULL, SCOPE_ROUTE, R(idle_timeout_ms),
 	  "close a session after this long without a byte either way" },
-	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, F(drain_timeout_ms),
+	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, SCOPE_GLOBAL, G(drain_timeout_ms),
 	  "on SIGTERM/SIGINT, how long running sessions may finish" },
 };
-#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+const unsigned nsettings = sizeof(settings) / sizeof(settings[0]);
 
-static uint64_t *field(struct config *c, const struct setting *s)
+const struct setting *setting_find(const char *name)
 {
-	return (uint64_t *)((char *)c + s->off);
+	char norm[64];
+	size_t i;
+
+	/* config files often spell keys with '_' */
+	for (i = 0; name[i] && i < sizeof(norm) - 1; i++)
+		norm[i] = name[i] == '_' ? '-' : name[i];
+	norm[i] = '\0';
+	for (unsigned k = 0; k < nsettings; k++)
+		if (!strcmp(norm, settings[k].name))
+			return &settings[k];
+	return NULL;
+}
+
+uint64_t *setting_field(struct config *c, struct route_opts *o, const struct setting *s)
+{
+	return s->scope == SCOPE_ROUTE ? (uint64_t *)((char *)o + s->off)
+				       : (uint64_t *)((char *)c + s->off);
 }
 
 static void range_text(const struct setting *s, char *buf, size_t len)
@@ -70,6 +80,7 @@ static void range_text(const struct setting *s, char *buf, size_t len)
 
 	switch (s->type) {
 	case SET_ENUM:
+		buf[0] = '\0';
 		for (const char *const *ch = s->choices; *ch; ch++)
 			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "|" : "", *ch);
 		return;
@@ -90,15 +101,14 @@ static void range_text(const struct setting *s, char *buf, size_t len)
 	}
 }
 
-/* Sets one setting from its text. Returns 0 or -1 after printing the error. */
-static int setting_set(struct config *c, const struct setting *s, const char *opt, const char *val)
+int setting_parse(const struct setting *s, const char *val, uint64_t *out, char *why, size_t len)
 {
 	uint64_t v = 0;
 	int r = 0;
 	char range[160];
 
 	if (s->auto_ok && !strcmp(val, "auto")) {
-		*field(c, s) = SETTING_AUTO;
+		*out = SETTING_AUTO;
 		return 0;
 	}
 	switch (s->type) {
@@ -118,45 +128,86 @@ static int setting_set(struct config *c, const struct setting *s, const char *op
 		r = -ERANGE;
 	if (r) {
 		range_text(s, range, sizeof(range));
-		fprintf(stderr, "splicer: option '%s': invalid value '%s' (expects %s)\n", opt, val, range);
+		snprintf(why, len, "invalid value '%s' (expects %s)", val, range);
 		return -1;
 	}
-	*field(c, s) = v;
+	*out = v;
 	return 0;
 }
 
 void config_defaults(struct config *c)
 {
+	char why[256];
+
 	memset(c, 0, sizeof(*c));
-	for (unsigned i = 0; i < NSETTINGS; i++)
-		if (setting_set(c, &settings[i], settings[i].name, settings[i].def))
+	for (unsigned i = 0; i < nsettings; i++)
+		if (setting_parse(&settings[i], settings[i].def, setting_field(c, &c->o, &settings[i]),
+				  why, sizeof(why)))
 			abort(); /* a default that does not parse is a bug in the table */
 }
 
-static int add_addr(struct addr *arr, unsigned *n, unsigned max, const char *opt,
-		    const char *val, enum addr_use use)
+void config_free(struct config *c)
 {
-	char err[256];
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		free(c->route[i]->sched);
+		free(c->route[i]->active);
+		free(c->route[i]);
+		c->route[i] = NULL;
+	}
+	c->nroutes = 0;
+}
 
-	if (*n >= max) {
-		fprintf(stderr, "splicer: option '%s': at most %u allowed\n", opt, max);
-		return -1;
+struct route *config_add_route(struct config *c, const char *name, unsigned line)
+{
+	struct route *r;
+
+	if (c->nroutes >= MAX_ROUTES || !(r = calloc(1, sizeof(*r))))
+		return NULL;
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	r->line = line;
+	c->route[c->nroutes++] = r;
+	return r;
+}
+
+static struct route *cli_route(struct config *c)
+{
+	for (unsigned i = 0; i < c->nroutes; i++)
+		if (!c->route[i]->line)
+			return c->route[i];
+	return config_add_route(c, "default", 0);
+}
+
+static int check_routes(struct config *c);
+
+/* The value of -c/--config in argv, or NULL. */
+static const char *config_file_arg(int argc, char **argv, int first)
+{
+	for (int i = first; i < argc; i++) {
+		if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc)
+			return argv[i + 1];
+		if (!strncmp(argv[i], "--config=", 9))
+			return argv[i] + 9;
 	}
-	if (addr_parse(val, use, &arr[*n], err, sizeof(err))) {
-		fprintf(stderr, "splicer: option '%s': %s\n", opt, err);
-		return -1;
-	}
-	(*n)++;
-	return 0;
+	return NULL;
 }
 
 int config_parse_args(struct config *c, int argc, char **argv, int first)
 {
+	const char *file = config_file_arg(argc, argv, first);
+
+	if (file) {
+		snprintf(c->file, sizeof(c->file), "%s", file);
+		int problems = config_load_file(c, file);
+		if (problems > 0)
+			check_routes(c); /* the rest of the problems, in the same go */
+		if (problems)
+			return -1;
+	}
 	for (int i = first; i < argc; i++) {
 		const char *arg = argv[i], *val = NULL, *eq;
-		char name[64];
+		char name[64], why[256];
 		const struct setting *s = NULL;
-		int is_listen = 0, is_backend = 0;
+		int is_listen = 0, is_backend = 0, is_config = 0;
 
 		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
 			config_print_help(argv[0]);
@@ -185,17 +236,20 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 				val = eq + 1;
 			is_listen = !strcmp(name, "listen");
 			is_backend = !strcmp(name, "backend");
-			for (unsigned k = 0; k < NSETTINGS && !is_listen && !is_backend; k++)
-				if (!strcmp(name, settings[k].name))
-					s = &settings[k];
+			is_config = !strcmp(name, "config");
+			if (!is_listen && !is_backend && !is_config)
+				for (unsigned k = 0; k < nsettings; k++)
+					if (!strcmp(name, settings[k].name))
+						s = &settings[k];
 		} else if (!arg[2]) { /* -x value */
 			is_listen = arg[1] == 'l';
 			is_backend = arg[1] == 'b';
-			for (unsigned k = 0; k < NSETTINGS; k++)
+			is_config = arg[1] == 'c';
+			for (unsigned k = 0; k < nsettings; k++)
 				if (settings[k].short_opt && settings[k].short_opt == arg[1])
 					s = &settings[k];
 		}
-		if (!s && !is_listen && !is_backend) {
+		if (!s && !is_listen && !is_backend && !is_config) {
 			fprintf(stderr, "splicer: unknown option '%s' (see --help)\n", arg);
 			return -1;
 		}
@@ -206,31 +260,193 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 			}
 			val = argv[++i];
 		}
-		if (is_listen) {
-			if (add_addr(c->listen, &c->nlisten, MAX_LISTENS, arg, val, ADDR_LISTEN))
-				return -1;
-		} else if (is_backend) {
-			if (add_addr(c->backend, &c->nbackend, MAX_BACKENDS, arg, val, ADDR_CONNECT))
-				return -1;
-		} else if (setting_set(c, s, arg, val)) {
+		if (is_config)
+			continue; /* loaded above */
+		if ((is_listen || is_backend) && file) {
+			fprintf(stderr, "splicer: option '%s': routes come from %s when -c is given; "
+				"add the address to a [route NAME] section there\n", arg, file);
 			return -1;
 		}
+		if (is_listen || is_backend) {
+			struct route *r = cli_route(c);
+			unsigned *n = is_listen ? &r->nlisten : &r->nbackend;
+			struct addr *a;
+			if (!r || *n >= (is_listen ? MAX_LISTENS : MAX_BACKENDS)) {
+				fprintf(stderr, "splicer: option '%s': at most %u allowed\n", arg,
+					is_listen ? MAX_LISTENS : MAX_BACKENDS);
+				return -1;
+			}
+			a = is_listen ? &r->listen[*n] : &r->backend[*n].addr;
+			if (addr_parse(val, is_listen ? ADDR_LISTEN : ADDR_CONNECT, a, why, sizeof(why))) {
+				fprintf(stderr, "splicer: option '%s': %s\n", arg, why);
+				return -1;
+			}
+			if (is_backend)
+				r->backend[*n].weight = 1;
+			(*n)++;
+			continue;
+		}
+		if (setting_parse(s, val, setting_field(c, &c->o, s), why, sizeof(why))) {
+			fprintf(stderr, "splicer: option '%s': %s\n", arg, why);
+			return -1;
+		}
+		if (s->scope == SCOPE_ROUTE)
+			c->cli_set |= 1u << (s - settings);
 	}
 	return 0;
+}
+
+/* "FILE:LINE: " for a route's problems, "splicer: " without a file. */
+static void where(const struct config *c, unsigned line, char *buf, size_t len)
+{
+	if (c->file[0] && line)
+		snprintf(buf, len, "%s:%u: ", c->file, line);
+	else
+		snprintf(buf, len, "splicer: ");
+}
+
+static int inet_port(const struct addr *a)
+{
+	if (a->ss.ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
+	if (a->ss.ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
+	return -1;
+}
+
+static int inet_any(const struct addr *a)
+{
+	if (a->ss.ss_family == AF_INET)
+		return ((const struct sockaddr_in *)&a->ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return a->ss.ss_family == AF_INET6 &&
+	       !memcmp(&((const struct sockaddr_in6 *)&a->ss)->sin6_addr, &in6addr_any,
+		       sizeof(in6addr_any));
+}
+
+/* Two listen addresses that cannot both be bound: equal, or the same port
+ * of one family where one side is the wildcard. Port 0 never clashes. */
+static int listen_clash(const struct addr *a, const struct addr *b)
+{
+	if (a->ss.ss_family != b->ss.ss_family)
+		return 0;
+	if (a->ss.ss_family == AF_UNIX)
+		return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
+	if (inet_port(a) <= 0 || inet_port(a) != inet_port(b))
+		return 0;
+	return inet_any(a) || inet_any(b) || (a->len == b->len && !memcmp(&a->ss, &b->ss, a->len));
+}
+
+/* Smooth weighted round robin (as nginx spreads weights): the order visits
+ * backend i weight_i times per cycle, interleaved rather than in runs. */
+static int build_schedule(struct route *r)
+{
+	unsigned total = 0;
+	long cur[MAX_BACKENDS] = { 0 };
+
+	for (unsigned i = 0; i < r->nbackend; i++)
+		total += r->backend[i].weight;
+	free(r->sched);
+	free(r->active);
+	r->sched = calloc(total, sizeof(*r->sched));
+	r->active = calloc(r->nbackend, sizeof(*r->active));
+	if (!r->sched || !r->active)
+		return -1;
+	for (unsigned k = 0; k < total; k++) {
+		unsigned best = 0;
+		for (unsigned i = 0; i < r->nbackend; i++) {
+			cur[i] += r->backend[i].weight;
+			if (cur[i] > cur[best])
+				best = i;
+		}
+		cur[best] -= (long)total;
+		r->sched[k] = best;
+	}
+	r->nsched = total;
+	return 0;
+}
+
+/* Each route's settings: its own section's values, else [global]'s or the
+ * default, and the command line's above both. */
+static void resolve_route_opts(struct config *c, struct route *r)
+{
+	for (unsigned k = 0; k < nsettings; k++) {
+		const struct setting *s = &settings[k];
+		uint32_t bit = 1u << k;
+		if (s->scope != SCOPE_ROUTE)
+			continue;
+		if ((c->cli_set & bit) || !(r->set & bit))
+			*setting_field(c, &r->o, s) = *setting_field(c, &c->o, s);
+	}
+}
+
+static int check_routes(struct config *c)
+{
+	char at[300];
+	int bad = 0;
+
+	if (!c->nroutes) {
+		if (c->file[0])
+			fprintf(stderr, "%s: no [route NAME] section: nothing to listen on\n", c->file);
+		else
+			fprintf(stderr, "splicer: no listener: give -l ADDRESS (see --help)\n");
+		return -1;
+	}
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		struct route *r = c->route[i];
+		where(c, r->line, at, sizeof(at));
+		if (!r->nlisten) {
+			fprintf(stderr, c->file[0] ? "%sroute '%s' has no listen address\n"
+						   : "%sno listener: give -l ADDRESS (see --help)\n",
+				at, r->name);
+			bad++;
+		}
+		if (!r->nbackend) {
+			fprintf(stderr, c->file[0] ? "%sroute '%s' has no backend\n"
+						   : "%sno backend: give at least one -b ADDRESS (see --help)\n",
+				at, r->name);
+			bad++;
+		}
+		for (unsigned l = 0; l < r->nlisten; l++)
+			for (unsigned j = 0; j <= i; j++) {
+				const struct route *q = c->route[j];
+				for (unsigned m = 0; m < (j == i ? l : q->nlisten); m++) {
+					if (!listen_clash(&r->listen[l], &q->listen[m]))
+						continue;
+					where(c, r->listen_line[l], at, sizeof(at));
+					if (q->listen_line[m])
+						fprintf(stderr, "%slisten %s clashes with %s of route '%s' "
+							"(line %u)\n", at, r->listen[l].text,
+							q->listen[m].text, q->name, q->listen_line[m]);
+					else
+						fprintf(stderr, "%slisten %s given twice\n", at,
+							r->listen[l].text);
+					bad++;
+				}
+			}
+	}
+	return bad ? -1 : 0;
 }
 
 int config_finalize(struct config *c)
 {
 	struct rlimit rl;
 	uint64_t budget;
+	unsigned nlisteners = 0;
 	long cpus;
 
-	if (!c->nlisten) {
-		fprintf(stderr, "splicer: no listener: give -l ADDRESS (see --help)\n");
+	if (check_routes(c))
 		return -1;
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		nlisteners += c->route[i]->nlisten;
+		resolve_route_opts(c, c->route[i]);
+		if (build_schedule(c->route[i])) {
+			fprintf(stderr, "splicer: out of memory\n");
+			return -1;
+		}
 	}
-	if (!c->nbackend) {
-		fprintf(stderr, "splicer: no backend: give at least one -b ADDRESS (see --help)\n");
+	if (nlisteners > MAX_LISTENERS) {
+		fprintf(stderr, "%s%s%u listen addresses in all; at most %u are supported\n", c->file,
+			c->file[0] ? ": " : "splicer: ", nlisteners, MAX_LISTENERS);
 		return -1;
 	}
 	if (c->workers == SETTING_AUTO) {
@@ -247,7 +463,8 @@ int config_finalize(struct config *c)
 	 * (after a reserve for listeners, epoll and logs) between them. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
 		rl.rlim_cur = 1 << 20;
-	budget = rl.rlim_cur > 64 + 8 * c->workers ? rl.rlim_cur - 64 - 8 * c->workers : 0;
+	budget = rl.rlim_cur > 64 + (8 + nlisteners) * c->workers
+			 ? rl.rlim_cur - 64 - (8 + nlisteners) * c->workers : 0;
 	if (c->max_conns == SETTING_AUTO)
 		c->max_conns = budget / 4 ? budget / 4 : 1;
 	if (c->max_pipes == SETTING_AUTO)
@@ -268,14 +485,20 @@ void config_print_help(const char *prog)
 
 	printf("splicer %s: a layer-4 TCP forwarding proxy with splice() engines\n\n"
 	       "usage: %s -l LISTEN -b BACKEND [-b BACKEND ...] [options]\n"
+	       "       %s -c FILE [options]          routes from a config file (options override it)\n"
+	       "       %s check -c FILE              validate a config file: FILE:LINE: message\n"
 	       "       %s bench [--quick] ...     measure the engines beside HAProxy, nginx, socat\n"
 	       "       %s demo [--size SIZE] [--engines LIST]   a stream through each engine, checked\n\n"
 	       "addresses: host:port, [v6addr]:port, :port (all addresses), unix:/path, unix:@abstract\n\n"
-	       "  -l, --listen ADDRESS            accept clients here (repeatable; required)\n"
+	       "  -l, --listen ADDRESS            accept clients here (repeatable)\n"
 	       "  -b, --backend ADDRESS           forward to these, round-robin, trying the next on\n"
-	       "                                  connect failure (repeatable; required)\n",
-	       SPLICER_VERSION, prog, prog, prog);
-	for (unsigned i = 0; i < NSETTINGS; i++) {
+	       "                                  connect failure (repeatable)\n"
+	       "  -c, --config FILE               INI file: [global] with the options below as keys,\n"
+	       "                                  [route NAME] with listen, backend (ADDR [weight=N])\n"
+	       "                                  and the route options (engine, balance, lowat,\n"
+	       "                                  connect-timeout, idle-timeout)\n",
+	       SPLICER_VERSION, prog, prog, prog, prog, prog);
+	for (unsigned i = 0; i < nsettings; i++) {
 		const struct setting *s = &settings[i];
 		const char *meta = s->type == SET_ENUM ? "NAME" : s->type == SET_SIZE ? "SIZE"
 				   : s->type == SET_DURATION ? "DURATION" : "N";
@@ -284,7 +507,8 @@ void config_print_help(const char *prog)
 		else
 			snprintf(optname, sizeof(optname), "    --%s %s", s->name, meta);
 		range_text(s, range, sizeof(range));
-		printf("  %-30s  %s\n  %-30s  [default %s; %s]\n", optname, s->help, "", s->def, range);
+		printf("  %-30s  %s\n  %-30s  [default %s; %s%s]\n", optname, s->help, "", s->def, range,
+		       s->scope == SCOPE_ROUTE ? "; per route" : "");
 	}
 	printf("  -v, --verbose                   log each session at close (-vv: debug)\n"
 	       "  -h, --help                      this text\n"

@@ -1,6 +1,12 @@
 /* config: the settings of a run and the one table that describes them. The
- * table (name, type, range, default, help) drives command-line parsing and
- * --help, so an option cannot exist in one and be missing from the other. */
+ * table (name, type, range, default, help, scope) drives command-line
+ * parsing, the config file's keys and --help, so an option cannot exist in
+ * one and be missing from another.
+ *
+ * A run has routes. Each route is listeners plus a backend pool, and carries
+ * its own copy of the route-scope settings (engine, balance, timeouts, lowat):
+ * a route section sets them for itself, [global] and the command line set
+ * them for every route, and the command line wins over the file. */
 #ifndef SPLICER_CONFIG_H
 #define SPLICER_CONFIG_H
 #include <stddef.h>
@@ -8,8 +14,12 @@
 
 #include "addr.h"
 
-#define MAX_LISTENS  16
-#define MAX_BACKENDS 64
+#define MAX_ROUTES    64
+#define MAX_LISTENS   16  /* per route */
+#define MAX_LISTENERS 64  /* all routes together */
+#define MAX_BACKENDS  64  /* per route */
+#define MAX_WEIGHT    256
+#define ROUTE_NAME_MAX 64
 
 /* An "auto" setting before config_finalize() resolves it. */
 #define SETTING_AUTO UINT64_MAX
@@ -17,37 +27,86 @@
 enum engine_kind { ENGINE_AUTO, ENGINE_COPY, ENGINE_SPLICE };
 extern const char *const engine_names[]; /* indexed by enum engine_kind */
 
-struct config {
-	struct addr listen[MAX_LISTENS];   /* one route: its listeners ... */
-	unsigned nlisten;
-	struct addr backend[MAX_BACKENDS]; /* ... and its backends, in round-robin order */
-	unsigned nbackend;
+enum balance_kind { BALANCE_ROUNDROBIN, BALANCE_LEASTCONN };
+extern const char *const balance_names[]; /* indexed by enum balance_kind */
+
+/* The settings a route may set for itself. */
+struct route_opts {
 	uint64_t engine;             /* enum engine_kind */
+	uint64_t balance;            /* enum balance_kind */
+	uint64_t lowat;              /* SO_RCVLOWAT on spliced sources; 0 = off */
+	uint64_t connect_timeout_ms; /* per backend attempt */
+	uint64_t idle_timeout_ms;    /* no byte either way for this long closes a session */
+};
+
+struct backend_conf {
+	struct addr addr;
+	unsigned weight;             /* 1..MAX_WEIGHT: share of new sessions */
+};
+
+struct route {
+	char name[ROUTE_NAME_MAX];
+	unsigned line;                     /* its [route NAME] line; 0 from the command line */
+	struct addr listen[MAX_LISTENS];
+	unsigned listen_line[MAX_LISTENS]; /* where each was given (file line, 0: command line) */
+	unsigned nlisten;
+	struct backend_conf backend[MAX_BACKENDS];
+	unsigned nbackend;
+	struct route_opts o;
+	uint32_t set;                      /* route_opts given in the route's own section */
+	/* Run time, shared by the workers. */
+	unsigned *sched;                   /* weighted round-robin order of backend indices */
+	unsigned nsched;
+	uint64_t rr;                       /* cursor into sched (atomic) */
+	int64_t *active;                   /* sessions per backend (atomic), for leastconn */
+};
+
+struct config {
+	struct route *route[MAX_ROUTES];
+	unsigned nroutes;
+	char file[256];              /* -c FILE, "" when routes come from -l/-b */
+	struct route_opts o;         /* [global] and command-line values for every route */
+	uint32_t cli_set;            /* route_opts given on the command line: they win */
 	uint64_t workers;            /* worker threads; SETTING_AUTO = one per CPU */
 	uint64_t buffer_size;        /* copy engine buffer per direction */
 	uint64_t pipe_size;          /* splice engine pipe size; 0 = kernel default */
-	uint64_t lowat;              /* SO_RCVLOWAT on spliced sources; 0 = off */
 	uint64_t busy_poll_us;       /* poll without sleeping this long after an event; 0 = off */
 	uint64_t max_pipes;          /* pipes per process; SETTING_AUTO = from the fd limit */
 	uint64_t max_conns;          /* concurrent sessions; SETTING_AUTO = from the fd limit */
-	uint64_t connect_timeout_ms; /* per backend attempt */
-	uint64_t idle_timeout_ms;    /* no byte either way for this long closes a session */
 	uint64_t drain_timeout_ms;   /* SIGTERM: how long running sessions may finish */
 	uint64_t verbose;            /* -v count */
 };
 
-/* Fills *c with every default. */
+/* Fills *c with every default and no route. */
 void config_defaults(struct config *c);
 
-/* Parses argv[first..argc) into *c. Returns 0 to run, 1 when --help or
- * --version was printed (exit 0), -1 after printing a one-line error naming
- * the option and the value (exit 2). */
+/* Frees the routes (and their run-time tables). */
+void config_free(struct config *c);
+
+/* Parses argv[first..argc) into *c. `-c FILE` loads the file first, so the
+ * other options override it wherever they stand. Returns 0 to run, 1 when
+ * --help or --version was printed (exit 0), -1 after printing the error:
+ * a one-line error naming the option and the value (exit 2), or every
+ * problem of the file as FILE:LINE: message. */
 int config_parse_args(struct config *c, int argc, char **argv, int first);
 
-/* Resolves the derived values (workers, max_conns, max_pipes) against the
- * CPU count and RLIMIT_NOFILE, and checks what the options cannot check one
- * by one. Returns 0 or -1 after printing why. */
+/* Loads an INI file into *c: [global] keys are the long option names (with
+ * '-' or '_'), [route NAME] sections take listen, backend and the route-scope
+ * settings. Prints every problem as "FILE:LINE: message" to stderr and
+ * returns how many there were (0: loaded), or -1 when the file cannot be
+ * opened. */
+int config_load_file(struct config *c, const char *path);
+
+/* Resolves the derived values (workers, max_conns, max_pipes, each route's
+ * settings and balancing tables) against the CPU count and RLIMIT_NOFILE,
+ * and checks what the options cannot check one by one (a route without
+ * listener or backend, a listen address used twice). Returns 0 or -1 after
+ * printing why. */
 int config_finalize(struct config *c);
+
+/* Adds a route named `name` (from the file at `line`, or 0). Returns it, or
+ * NULL when MAX_ROUTES are taken. */
+struct route *config_add_route(struct config *c, const char *name, unsigned line);
 
 void config_print_help(const char *prog);
 

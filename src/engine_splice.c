@@ -57,7 +57,7 @@ out:
 
 static void set_lowat(struct worker *w, struct dir *d)
 {
-	int v = (int)w->cfg->lowat;
+	int v = (int)d->src->s->route->o.lowat;
 
 	d->lowat_set = 1;
 	if (setsockopt(d->src->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)))
@@ -69,7 +69,7 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 	int ret = 0;
 	ssize_t n;
 
-	if (w->cfg->lowat && !d->lowat_set)
+	if (d->src->s->route->o.lowat && !d->lowat_set)
 		set_lowat(w, d);
 	for (;;) {
 		int did = 0;

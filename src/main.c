@@ -21,28 +21,46 @@
 #include "units.h"
 #include "worker.h"
 
-static void log_startup(const struct config *c, unsigned pipe_actual)
+/* "A, B, C" of a route's listen addresses, or of its backends with weights. */
+static void addr_list(const struct route *r, int backends, char *buf, size_t len)
 {
-	char backends[1024] = "", listens[512] = "", psz[16], bsz[16], lw[16];
 	size_t n = 0;
 
-	for (unsigned i = 0; i < c->nbackend && n < sizeof(backends); i++)
-		n += (size_t)snprintf(backends + n, sizeof(backends) - n, "%s%s", i ? "," : "",
-				      c->backend[i].text);
-	n = 0;
-	for (unsigned i = 0; i < c->nlisten && n < sizeof(listens); i++)
-		n += (size_t)snprintf(listens + n, sizeof(listens) - n, "%s%s", i ? ", " : "",
-				      c->listen[i].text);
+	buf[0] = '\0';
+	for (unsigned i = 0; i < (backends ? r->nbackend : r->nlisten) && n < len; i++) {
+		const struct addr *a = backends ? &r->backend[i].addr : &r->listen[i];
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", a->text);
+		if (backends && r->backend[i].weight != 1 && n < len)
+			n += (size_t)snprintf(buf + n, len - n, " weight=%u", r->backend[i].weight);
+	}
+}
+
+static void log_startup(const struct config *c, unsigned pipe_actual)
+{
+	char backends[2048], listens[1024], all[2048] = "", psz[16], bsz[16], lw[16];
+	size_t n = 0;
+
 	format_size(c->buffer_size, bsz, sizeof(bsz));
 	format_size(pipe_actual ? pipe_actual : c->pipe_size, psz, sizeof(psz));
-	format_size(c->lowat, lw, sizeof(lw));
-	log_info("splicer %s: route default: %s -> %s (roundrobin); engine %s; workers %llu; "
-		 "buffer %s; pipe %s; lowat %s; busy-poll %llu us; max-conns %llu; max-pipes %llu",
-		 SPLICER_VERSION, listens, backends, engine_names[c->engine],
-		 (unsigned long long)c->workers, bsz, psz, c->lowat ? lw : "off",
-		 (unsigned long long)c->busy_poll_us, (unsigned long long)c->max_conns,
-		 (unsigned long long)c->max_pipes);
-	log_info("ready: listening on %s", listens);
+	log_info("splicer %s: %u route%s%s%s; workers %llu; buffer %s; pipe %s; busy-poll %llu us; "
+		 "max-conns %llu; max-pipes %llu", SPLICER_VERSION, c->nroutes,
+		 c->nroutes == 1 ? "" : "s", c->file[0] ? " from " : "", c->file,
+		 (unsigned long long)c->workers, bsz, psz, (unsigned long long)c->busy_poll_us,
+		 (unsigned long long)c->max_conns, (unsigned long long)c->max_pipes);
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		const struct route *r = c->route[i];
+		addr_list(r, 0, listens, sizeof(listens));
+		addr_list(r, 1, backends, sizeof(backends));
+		format_size(r->o.lowat, lw, sizeof(lw));
+		log_info("route %s: %s -> %s (%s); engine %s; lowat %s; timeouts: connect %llu ms, "
+			 "idle %llu ms", r->name, listens, backends,
+			 balance_names[r->o.balance], engine_names[r->o.engine],
+			 r->o.lowat ? lw : "off", (unsigned long long)r->o.connect_timeout_ms,
+			 (unsigned long long)r->o.idle_timeout_ms);
+		if (n < sizeof(all))
+			n += (size_t)snprintf(all + n, sizeof(all) - n, "%s%s", i ? ", " : "", listens);
+	}
+	log_info("ready: listening on %s", all);
 }
 
 static void log_totals(struct worker *ws, unsigned n)
@@ -91,16 +109,20 @@ static int run_proxy(struct config *cfg)
 {
 	struct shared sh = { .cfg = cfg };
 	struct worker *ws;
-	int (*fds)[MAX_LISTENS];
+	int (*fds)[MAX_LISTENERS];
 	char *joined; /* a thread may be joined once only */
 	char err[256];
 	sigset_t sigs;
 	unsigned started = 0;
-	int rc = 0;
+	int rc = 0, any_splice = 0;
 
-	if (cfg->engine != ENGINE_COPY && engine_splice.probe(err, sizeof(err))) {
-		log_warn("splice engine unavailable (%s): using copy", err);
-		cfg->engine = ENGINE_COPY;
+	if (engine_splice.probe(err, sizeof(err))) {
+		for (unsigned i = 0; i < cfg->nroutes; i++) {
+			if (cfg->route[i]->o.engine != ENGINE_COPY)
+				log_warn("route %s: splice engine unavailable (%s): using copy",
+					 cfg->route[i]->name, err);
+			cfg->route[i]->o.engine = ENGINE_COPY;
+		}
 	}
 	/* Signals go to this thread only, through sigtimedwait(). splice()
 	 * into a socket the peer closed raises SIGPIPE: ignore it, the EPIPE
@@ -119,15 +141,17 @@ static int run_proxy(struct config *cfg)
 		fprintf(stderr, "splicer: out of memory\n");
 		return 1;
 	}
-	for (unsigned l = 0; l < cfg->nlisten; l++) {
-		int tmp[256];
-		if (listener_open_n(&cfg->listen[l], (unsigned)cfg->workers, tmp, err, sizeof(err))) {
-			log_err("%s", err);
-			return 1;
+	for (unsigned r = 0, l = 0; r < cfg->nroutes; r++)
+		for (unsigned k = 0; k < cfg->route[r]->nlisten; k++, l++) {
+			int tmp[256];
+			if (listener_open_n(&cfg->route[r]->listen[k], (unsigned)cfg->workers, tmp, err,
+					    sizeof(err))) {
+				log_err("route %s: %s", cfg->route[r]->name, err);
+				return 1;
+			}
+			for (unsigned i = 0; i < cfg->workers; i++)
+				fds[i][l] = tmp[i];
 		}
-		for (unsigned i = 0; i < cfg->workers; i++)
-			fds[i][l] = tmp[i];
-	}
 	for (unsigned i = 0; i < cfg->workers; i++) {
 		int r = worker_init(&ws[i], i, &sh, fds[i]);
 		if (r) {
@@ -141,7 +165,9 @@ static int run_proxy(struct config *cfg)
 			rc = 1;
 			break;
 		}
-	log_startup(cfg, cfg->engine == ENGINE_COPY ? 0 : granted_pipe_size(cfg));
+	for (unsigned r = 0; r < cfg->nroutes; r++)
+		any_splice |= cfg->route[r]->o.engine != ENGINE_COPY;
+	log_startup(cfg, any_splice ? granted_pipe_size(cfg) : 0);
 
 	for (int stopping = 0; started;) {
 		struct timespec tick = { 0, 100 * 1000 * 1000 };
@@ -165,7 +191,7 @@ static int run_proxy(struct config *cfg)
 			for (unsigned i = 0; i < started; i++)
 				worker_wake(&ws[i]);
 		} else if (sig == SIGHUP) {
-			log_warn("SIGHUP: reload needs a config file (-c), which this build lacks; ignored");
+			log_warn("SIGHUP: reload is not implemented yet; ignored");
 		}
 		if (!stopping)
 			continue;
@@ -180,8 +206,9 @@ static int run_proxy(struct config *cfg)
 	log_totals(ws, (unsigned)cfg->workers);
 	for (unsigned i = 0; i < cfg->workers; i++)
 		worker_destroy(&ws[i]);
-	for (unsigned l = 0; l < cfg->nlisten; l++)
-		listener_unlink(&cfg->listen[l]);
+	for (unsigned r = 0; r < cfg->nroutes; r++)
+		for (unsigned l = 0; l < cfg->route[r]->nlisten; l++)
+			listener_unlink(&cfg->route[r]->listen[l]);
 	free(ws);
 	free(fds);
 	free(joined);
@@ -198,12 +225,17 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "bench"))
 		return cmd_bench(argc, argv);
 
+	if (argc > 1 && !strcmp(argv[1], "check"))
+		return cmd_check(argc, argv);
+
 	config_defaults(&cfg);
 	r = config_parse_args(&cfg, argc, argv, 1);
-	if (r)
+	if (r || config_finalize(&cfg)) {
+		config_free(&cfg);
 		return r > 0 ? 0 : 2;
-	if (config_finalize(&cfg))
-		return 2;
+	}
 	log_level = LOG_INFO + (int)cfg.verbose > LOG_DEBUG ? LOG_DEBUG : LOG_INFO + (int)cfg.verbose;
-	return run_proxy(&cfg);
+	r = run_proxy(&cfg);
+	config_free(&cfg);
+	return r;
 }

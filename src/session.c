@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "backend.h"
 #include "engine.h"
 #include "log.h"
 #include "worker.h"
@@ -46,12 +47,12 @@ static int side_register(struct worker *w, struct side *sd)
 	return epoll_ctl(w->epfd, EPOLL_CTL_ADD, sd->fd, &ev) ? -errno : 0;
 }
 
-static void dir_init(struct dir *d, struct side *src, struct side *dst, const struct config *cfg)
+static void dir_init(struct dir *d, struct side *src, struct side *dst, const struct route *r)
 {
 	d->src = src;
 	d->dst = dst;
-	d->mode = cfg->engine == ENGINE_SPLICE ? DIR_SPLICE : DIR_COPY;
-	d->can_switch = cfg->engine == ENGINE_AUTO;
+	d->mode = r->o.engine == ENGINE_SPLICE ? DIR_SPLICE : DIR_COPY;
+	d->can_switch = r->o.engine == ENGINE_AUTO;
 	d->pipe.rd = d->pipe.wr = -1;
 }
 
@@ -175,14 +176,14 @@ void session_resume(struct session *s)
 static int session_connect(struct session *s)
 {
 	struct worker *w = s->w;
-	const struct config *cfg = w->cfg;
+	struct route *rt = s->route;
 
-	while (s->tries < cfg->nbackend) {
+	while (s->tries < rt->nbackend) {
 		const struct addr *b;
 		int fd, r;
 
-		s->backend = (s->rr_start + s->tries) % cfg->nbackend;
-		b = &cfg->backend[s->backend];
+		s->backend = (s->first + s->tries) % rt->nbackend;
+		b = &rt->backend[s->backend].addr;
 		if (s->tries++)
 			CTR_ADD(w, connect_retries, 1);
 		fd = socket(b->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -195,12 +196,14 @@ static int session_connect(struct session *s)
 		r = connect(fd, (const struct sockaddr *)&b->ss, b->len);
 		if (r == 0 || errno == EINPROGRESS) {
 			s->srv.fd = fd;
+			backend_hold(rt, s->backend);
+			s->counted = 1;
 			if (side_register(w, &s->srv)) {
 				log_warn("session %llx: epoll_ctl: %s", (unsigned long long)s->id,
 					 strerror(errno));
 				break;
 			}
-			s->connect_deadline_ms = w->now_ms + cfg->connect_timeout_ms;
+			s->connect_deadline_ms = w->now_ms + rt->o.connect_timeout_ms;
 			if (r == 0)
 				s->state = S_OPEN;
 			return 0;
@@ -223,7 +226,9 @@ static void session_connect_failed(struct session *s, int err)
 
 	CTR_ADD(w, connect_errors, 1);
 	log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id,
-		    w->cfg->backend[s->backend].text, strerror(err));
+		    s->route->backend[s->backend].addr.text, strerror(err));
+	backend_release(s->route, s->backend);
+	s->counted = 0;
 	close(s->srv.fd); /* also leaves the epoll set */
 	s->srv.fd = -1;
 	s->srv.can_read = s->srv.can_write = s->srv.rdhup = 0;
@@ -231,7 +236,8 @@ static void session_connect_failed(struct session *s, int err)
 		session_run(s);
 }
 
-int session_new(struct worker *w, int fd, const struct sockaddr *peer, socklen_t peerlen)
+int session_new(struct worker *w, struct route *route, int fd, const struct sockaddr *peer,
+		socklen_t peerlen)
 {
 	struct session *s = calloc(1, sizeof(*s));
 
@@ -240,17 +246,17 @@ int session_new(struct worker *w, int fd, const struct sockaddr *peer, socklen_t
 		return -ENOMEM;
 	}
 	s->w = w;
+	s->route = route;
 	s->id = ((uint64_t)w->id << 56) | ++w->next_id;
 	s->cli = (struct side){ .kind = EV_CLIENT, .fd = fd, .s = s };
 	s->srv = (struct side){ .kind = EV_BACKEND, .fd = -1, .s = s };
-	dir_init(&s->up, &s->cli, &s->srv, w->cfg);
-	dir_init(&s->down, &s->srv, &s->cli, w->cfg);
+	dir_init(&s->up, &s->cli, &s->srv, route);
+	dir_init(&s->down, &s->srv, &s->cli, route);
 	s->state = S_CONNECTING;
 	s->start_ms = s->active_ms = w->now_ms;
 	memcpy(&s->peer, peer, peerlen);
 	s->peerlen = peerlen;
-	s->rr_start = (unsigned)(__atomic_fetch_add(&w->sh->rr, 1, __ATOMIC_RELAXED) %
-				 w->cfg->nbackend);
+	s->first = backend_pick(route);
 	s->next = w->sessions;
 	if (w->sessions)
 		w->sessions->prev = s;
@@ -339,14 +345,14 @@ static int lowat_tail_waiting(struct dir *d)
 
 void session_check_timeouts(struct session *s, uint64_t now_ms)
 {
-	const struct config *cfg = s->w->cfg;
+	const struct route_opts *o = &s->route->o;
 
 	if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
 		session_connect_failed(s, ETIMEDOUT);
-	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= cfg->idle_timeout_ms) {
+	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= o->idle_timeout_ms) {
 		CTR_ADD(s->w, idle_timeouts, 1);
 		session_close(s, "idle-timeout");
-	} else if (s->state == S_OPEN && cfg->lowat &&
+	} else if (s->state == S_OPEN && o->lowat &&
 		   (lowat_tail_waiting(&s->up) | lowat_tail_waiting(&s->down))) {
 		session_run(s);
 	}
@@ -389,6 +395,9 @@ void session_close(struct session *s, const char *reason)
 		 side_close(&s->srv, dir_pending(&s->up) || (s->up.err && !s->up.err_at_dst));
 	if (resets)
 		CTR_ADD(w, resets_sent, (uint64_t)resets);
+	if (s->counted)
+		backend_release(s->route, s->backend);
+	s->counted = 0;
 	/* A direction that switched engines may hold a buffer and a pipe. */
 	engine_copy.release(w, &s->up);
 	engine_copy.release(w, &s->down);
@@ -399,10 +408,10 @@ void session_close(struct session *s, const char *reason)
 		addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));
 		engines_text(&s->up, eu, sizeof(eu));
 		engines_text(&s->down, ed, sizeof(ed));
-		log_verbose("session %llx: close client=%s backend=%s up=%llu down=%llu "
+		log_verbose("session %llx: close route=%s client=%s backend=%s up=%llu down=%llu "
 			    "duration_ms=%llu engine=%s/%s reason=%s",
-			    (unsigned long long)s->id, peer,
-			    s->tries ? w->cfg->backend[s->backend].text : "-",
+			    (unsigned long long)s->id, s->route->name, peer,
+			    s->tries ? s->route->backend[s->backend].addr.text : "-",
 			    (unsigned long long)s->up.bytes, (unsigned long long)s->down.bytes,
 			    (unsigned long long)(w->now_ms - s->start_ms), eu, ed, reason);
 	}

@@ -83,11 +83,14 @@ int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *lis
 	w->bufs.free = calloc(BUF_POOL_KEEP, sizeof(char *));
 	if (!w->bufs.free)
 		return -ENOMEM;
-	for (unsigned i = 0; i < cfg->nlisten; i++) {
-		w->lst[i] = (struct listener){ .kind = EV_LISTENER, .fd = listen_fds[i],
-					       .addr = &cfg->listen[i] };
-		w->nlst++;
-	}
+	for (unsigned r = 0; r < cfg->nroutes; r++)
+		for (unsigned i = 0; i < cfg->route[r]->nlisten; i++) {
+			w->lst[w->nlst] = (struct listener){ .kind = EV_LISTENER,
+							     .fd = listen_fds[w->nlst],
+							     .addr = &cfg->route[r]->listen[i],
+							     .route = cfg->route[r] };
+			w->nlst++;
+		}
 	w->now_ms = now_monotonic_ms();
 	return 0;
 }
@@ -164,7 +167,7 @@ static void listener_accept(struct worker *w, struct listener *l)
 			plen = sizeof(sa_family_t);
 		}
 		__atomic_add_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
-		if (session_new(w, fd, (struct sockaddr *)&peer, plen) == -ENOMEM) {
+		if (session_new(w, l->route, fd, (struct sockaddr *)&peer, plen) == -ENOMEM) {
 			__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
 			log_warn("accept: out of memory for a session");
 		}

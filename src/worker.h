@@ -40,7 +40,6 @@ struct counters {
 struct shared {
 	const struct config *cfg;
 	int64_t active;             /* sessions open in the process (atomic) */
-	uint64_t rr;                /* round-robin cursor over backends (atomic) */
 	int stopping;               /* set once by the signal handler thread (atomic) */
 	uint64_t drain_deadline_ms; /* monotonic ms after which sessions are cut */
 	int fd_warned;              /* EMFILE logged once (atomic) */
@@ -51,6 +50,7 @@ struct listener {
 	int fd;                  /* this worker's socket (TCP: own SO_REUSEPORT socket; Unix: a dup) */
 	int armed;               /* registered in epoll */
 	const struct addr *addr; /* as configured */
+	struct route *route;     /* whose clients it accepts */
 };
 
 struct buf_pool {
@@ -68,7 +68,7 @@ struct worker {
 	struct { uint8_t kind; int fd; } wake; /* EV_WAKE eventfd: stop requests */
 	struct shared *sh;
 	const struct config *cfg;
-	struct listener lst[MAX_LISTENS];
+	struct listener lst[MAX_LISTENERS];
 	unsigned nlst;
 	uint64_t accept_resume_ms;  /* accept paused until then (0: not paused on fds) */
 	int paused_max_conns;       /* listeners down because of --max-conns */
@@ -85,8 +85,8 @@ struct worker {
 	struct counters ctr;
 };
 
-/* Prepares w (epoll, pools, listeners from fds already bound by the caller).
- * Returns 0 or -errno. */
+/* Prepares w (epoll, pools, listeners from fds already bound by the caller,
+ * one per listen address of every route, in route order). Returns 0 or -errno. */
 int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *listen_fds);
 
 /* Thread body: runs the loop until stop was requested and every session is

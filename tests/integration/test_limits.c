@@ -337,7 +337,7 @@ static void case_auto_choice(const char *bin, const char *engine)
 	(void)engine;
 }
 
-/* -v: one line per session at close with client, backend, bytes, duration,
+/* -v: one line per session at close with route, client, backend, bytes, duration,
  * engines and reason. */
 static void case_session_log(const char *bin, const char *engine)
 {
@@ -356,7 +356,7 @@ static void case_session_log(const char *bin, const char *engine)
 	h_proxy_down(&p);
 	char *log = read_log(&p);
 	snprintf(want, sizeof want, "backend=%s up=1000 down=1000 duration_ms=", srv.addr.text);
-	H_CHECK(strstr(log, "close client=127.0.0.1:") && strstr(log, want) &&
+	H_CHECK(strstr(log, "close route=default client=127.0.0.1:") && strstr(log, want) &&
 		strstr(log, "reason=done"), "no session line with \"%s\" in:\n%s", want, log);
 	free(log);
 }

@@ -20,14 +20,16 @@ Test(unit_config, defaults)
 	struct config c;
 
 	config_defaults(&c);
-	cr_assert_eq(c.engine, ENGINE_AUTO);
+	cr_assert_eq(c.o.engine, ENGINE_AUTO);
+	cr_assert_eq(c.o.balance, BALANCE_ROUNDROBIN);
+	cr_assert_eq(c.nroutes, 0);
 	cr_assert_eq(c.buffer_size, 64 * 1024);
-	cr_assert_eq(c.connect_timeout_ms, 5000);
-	cr_assert_eq(c.idle_timeout_ms, 600000);
+	cr_assert_eq(c.o.connect_timeout_ms, 5000);
+	cr_assert_eq(c.o.idle_timeout_ms, 600000);
 	cr_assert_eq(c.drain_timeout_ms, 30000);
 	cr_assert_eq(c.workers, SETTING_AUTO);
 	cr_assert_eq(c.max_pipes, SETTING_AUTO);
-	cr_assert_eq(c.lowat, 0);
+	cr_assert_eq(c.o.lowat, 0);
 }
 
 Test(unit_config, values_with_units_and_both_spellings)
@@ -39,20 +41,25 @@ Test(unit_config, values_with_units_and_both_spellings)
 			       "--max-pipes", "0" };
 
 	cr_assert_eq(parse(&c, sizeof(argv) / sizeof(*argv), argv), 0);
-	cr_assert_eq(c.nlisten, 1);
-	cr_assert_eq(c.nbackend, 2);
-	cr_assert_str_eq(c.backend[1].text, "unix:/x");
-	cr_assert_eq(c.engine, ENGINE_SPLICE);
+	cr_assert_eq(c.nroutes, 1);
+	cr_assert_eq(c.route[0]->nlisten, 1);
+	cr_assert_eq(c.route[0]->nbackend, 2);
+	cr_assert_str_eq(c.route[0]->backend[1].addr.text, "unix:/x");
+	cr_assert_eq(c.route[0]->backend[1].weight, 1);
+	cr_assert_eq(c.o.engine, ENGINE_SPLICE);
 	cr_assert_eq(c.workers, 3);
 	cr_assert_eq(c.pipe_size, 1 << 20);
-	cr_assert_eq(c.lowat, 64 * 1024);
-	cr_assert_eq(c.connect_timeout_ms, 250);
-	cr_assert_eq(c.idle_timeout_ms, 120000);
+	cr_assert_eq(c.o.lowat, 64 * 1024);
+	cr_assert_eq(c.o.connect_timeout_ms, 250);
+	cr_assert_eq(c.o.idle_timeout_ms, 120000);
 	cr_assert_eq(c.verbose, 2);
 	cr_assert_eq(c.max_pipes, 0, "an explicit 0 is not auto");
 	cr_assert_eq(config_finalize(&c), 0);
 	cr_assert_eq(c.max_pipes, 0, "finalize keeps an explicit 0");
 	cr_assert_eq(c.workers, 3);
+	cr_assert_eq(c.route[0]->o.engine, ENGINE_SPLICE, "the command line's values reach the route");
+	cr_assert_eq(c.route[0]->o.idle_timeout_ms, 120000);
+	config_free(&c);
 }
 
 Test(unit_config, finalize_derives_auto_values)
@@ -123,4 +130,64 @@ Test(unit_config, finalize_requires_listen_and_backend, .init = cr_redirect_stde
 	cr_assert_eq(config_finalize(&c), -1);
 	cr_assert_eq(parse(&c, 3, a2), 0);
 	cr_assert_eq(config_finalize(&c), -1);
+}
+
+#include "backend.h"
+
+/* A route with n backends of the given weights, finalized as the proxy would. */
+static struct config *weighted(const unsigned *w, unsigned n, const char *balance)
+{
+	static struct config c;
+	struct route *r;
+
+	config_defaults(&c);
+	r = config_add_route(&c, "t", 0);
+	cr_assert(r);
+	r->listen[0].ss.ss_family = AF_UNIX; /* never bound here */
+	r->listen[0].len = sizeof(sa_family_t);
+	r->nlisten = 1;
+	for (unsigned i = 0; i < n; i++)
+		r->backend[i].weight = w[i];
+	r->nbackend = n;
+	c.o.balance = !strcmp(balance, "leastconn") ? BALANCE_LEASTCONN : BALANCE_ROUNDROBIN;
+	cr_assert_eq(config_finalize(&c), 0);
+	return &c;
+}
+
+Test(unit_config, roundrobin_follows_weights_interleaved)
+{
+	const unsigned w[] = { 1, 3, 2 };
+	struct config *c = weighted(w, 3, "roundrobin");
+	unsigned seen[3] = { 0 }, run = 0, longest = 0, last = 99;
+
+	for (unsigned k = 0; k < 600; k++) {
+		unsigned b = backend_pick(c->route[0]);
+		cr_assert_lt(b, 3);
+		seen[b]++;
+		run = b == last ? run + 1 : 1;
+		longest = run > longest ? run : longest;
+		last = b;
+	}
+	cr_assert_eq(seen[0], 100);
+	cr_assert_eq(seen[1], 300);
+	cr_assert_eq(seen[2], 200);
+	cr_assert_leq(longest, 2, "weight 3 of 6 should interleave, not come in runs of %u", longest);
+	config_free(c);
+}
+
+Test(unit_config, leastconn_picks_fewest_per_weight)
+{
+	const unsigned w[] = { 1, 1, 2 };
+	struct config *c = weighted(w, 3, "leastconn");
+	struct route *r = c->route[0];
+
+	backend_hold(r, 0);
+	backend_hold(r, 1);
+	cr_assert_eq(backend_pick(r), 2, "the idle backend wins");
+	backend_hold(r, 2);
+	backend_hold(r, 2); /* 2 sessions at weight 2 = 1 per weight, like the others */
+	backend_release(r, 1);
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(backend_pick(r), 1, "backend 1 has none left");
+	config_free(c);
 }

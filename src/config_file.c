@@ -1,0 +1,269 @@
+/* config_file: reads the INI config with libinih into struct config.
+ *
+ *   [global]
+ *   workers = 2
+ *   [route web]
+ *   listen = :8080 [::]:8080
+ *   backend = 10.0.0.1:80 weight=3 10.0.0.2:80
+ *   balance = leastconn
+ *
+ * libinih does not tell its handler the line number, and skips sections
+ * that hold no key; so the reader below counts lines and opens sections
+ * itself, and the handler only sees keys. Every problem is printed as
+ * FILE:LINE: message and reading goes on, so `splicer check` lists them all. */
+#define _GNU_SOURCE
+#include "config.h"
+#include "config_table.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "units.h"
+
+struct file_ctx {
+	struct config *c;
+	const char *path;
+	FILE *f;
+	unsigned line;           /* of the line inih is handling */
+	int errors;
+	enum { SEC_NONE, SEC_GLOBAL, SEC_ROUTE, SEC_BAD } sec;
+	struct route *route;     /* SEC_ROUTE */
+	unsigned key_line[32];   /* per setting: where this section set it (duplicates) */
+};
+
+static void problem(struct file_ctx *x, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s:%u: ", x->path, x->line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	x->errors++;
+}
+
+static int valid_route_name(const char *s)
+{
+	if (!*s || strlen(s) >= ROUTE_NAME_MAX)
+		return 0;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("-_.", *s))
+			return 0;
+	return 1;
+}
+
+/* A "[...]" line: opens the section (also when it will hold no key). */
+static void open_section(struct file_ctx *x, const char *line)
+{
+	char text[256], *end, *name;
+
+	snprintf(text, sizeof(text), "%s", line); /* inih parses the line after us */
+	end = strchr(text, ']');
+	memset(x->key_line, 0, sizeof(x->key_line));
+	x->route = NULL;
+	x->sec = SEC_BAD;
+	if (!end)
+		return; /* inih reports the syntax error */
+	*end = '\0';
+	name = text + 1;
+	while (isspace((unsigned char)*name))
+		name++;
+	for (char *e = name + strlen(name); e > name && isspace((unsigned char)e[-1]);)
+		*--e = '\0';
+	if (!strcmp(name, "global")) {
+		x->sec = SEC_GLOBAL;
+		return;
+	}
+	if (strncmp(name, "route", 5) || (name[5] && !isspace((unsigned char)name[5]))) {
+		problem(x, "unknown section [%s] (expected [global] or [route NAME])", name);
+		return;
+	}
+	name += 5;
+	while (isspace((unsigned char)*name))
+		name++;
+	if (!valid_route_name(name)) {
+		problem(x, "[route %s]: a route needs a name of letters, digits, '-', '_' or '.' "
+			   "(at most %d)", name, ROUTE_NAME_MAX - 1);
+		return;
+	}
+	for (unsigned i = 0; i < x->c->nroutes; i++)
+		if (!strcmp(x->c->route[i]->name, name)) {
+			problem(x, "duplicate route '%s' (first defined at line %u)", name,
+				x->c->route[i]->line);
+			return;
+		}
+	if (!(x->route = config_add_route(x->c, name, x->line))) {
+		problem(x, "route '%s': at most %d routes are supported", name, MAX_ROUTES);
+		return;
+	}
+	x->sec = SEC_ROUTE;
+}
+
+/* inih's line source: counts lines, opens sections, and turns a line too
+ * long for inih's buffer into an error instead of two broken lines. */
+static char *reader(char *str, int num, void *stream)
+{
+	struct file_ctx *x = stream;
+	size_t n;
+	char *p;
+
+	if (!fgets(str, num, x->f))
+		return NULL;
+	x->line++;
+	n = strlen(str);
+	if (n == (size_t)num - 1 && str[n - 1] != '\n' && !feof(x->f)) {
+		int ch;
+		while ((ch = fgetc(x->f)) != EOF && ch != '\n')
+			;
+		problem(x, "line longer than %d characters (split a long backend or listen list "
+			   "over several 'backend =' lines)", num - 2);
+		str[0] = '\n';
+		str[1] = '\0';
+		return str;
+	}
+	for (p = str; isspace((unsigned char)*p); p++)
+		;
+	if (*p == '[')
+		open_section(x, p);
+	return str;
+}
+
+static void add_listens(struct file_ctx *x, struct route *r, char *val)
+{
+	char *save, *tok, why[256];
+
+	for (tok = strtok_r(val, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
+		if (r->nlisten >= MAX_LISTENS) {
+			problem(x, "listen: at most %d addresses per route", MAX_LISTENS);
+			return;
+		}
+		if (addr_parse(tok, ADDR_LISTEN, &r->listen[r->nlisten], why, sizeof(why))) {
+			problem(x, "listen: %s", why);
+			continue;
+		}
+		r->listen_line[r->nlisten++] = x->line;
+	}
+}
+
+/* "ADDR [weight=N] ADDR ...": a weight applies to the address before it. */
+static void add_backends(struct file_ctx *x, struct route *r, char *val)
+{
+	char *save, *tok, why[256];
+	int last_ok = 0;
+
+	for (tok = strtok_r(val, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
+		if (!strncmp(tok, "weight=", 7)) {
+			uint64_t w;
+			if (!last_ok) {
+				problem(x, "backend: '%s' follows no backend address", tok);
+			} else if (parse_uint(tok + 7, &w) || w < 1 || w > MAX_WEIGHT) {
+				problem(x, "backend %s: invalid weight '%s' (expects an integer 1..%d)",
+					r->backend[r->nbackend - 1].addr.text, tok + 7, MAX_WEIGHT);
+			} else {
+				r->backend[r->nbackend - 1].weight = (unsigned)w;
+			}
+			continue;
+		}
+		last_ok = 0;
+		if (r->nbackend >= MAX_BACKENDS) {
+			problem(x, "backend: at most %d backends per route", MAX_BACKENDS);
+			return;
+		}
+		if (strchr(tok, '=')) {
+			problem(x, "backend: unknown backend option '%s' (expects weight=N)", tok);
+			continue;
+		}
+		if (addr_parse(tok, ADDR_CONNECT, &r->backend[r->nbackend].addr, why, sizeof(why))) {
+			problem(x, "backend '%s': %s", tok, why);
+			continue;
+		}
+		r->backend[r->nbackend++].weight = 1;
+		last_ok = 1;
+	}
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct file_ctx *x = user;
+	const struct setting *s;
+	char why[256], *val;
+	unsigned k;
+	(void)section; /* the reader tracks sections, with their lines */
+
+	if (x->sec == SEC_BAD)
+		return 1; /* already reported at the section line */
+	if (x->sec == SEC_NONE) {
+		problem(x, "'%s' outside a section: put it under [global] or [route NAME]", name);
+		return 1;
+	}
+	if (!*value) {
+		problem(x, "'%s' has no value", name);
+		return 1;
+	}
+	if (!strcmp(name, "listen") || !strcmp(name, "backend")) {
+		if (x->sec != SEC_ROUTE) {
+			problem(x, "'%s' belongs in a [route NAME] section", name);
+			return 1;
+		}
+		if (!(val = strdup(value)))
+			return 0;
+		if (name[0] == 'l')
+			add_listens(x, x->route, val);
+		else
+			add_backends(x, x->route, val);
+		free(val);
+		return 1;
+	}
+	if (!(s = setting_find(name))) {
+		problem(x, "unknown key '%s'%s", name,
+			x->sec == SEC_ROUTE ? " in a route (expects listen, backend, engine, balance, "
+					      "lowat, connect_timeout, idle_timeout)" : "");
+		return 1;
+	}
+	if (s->scope == SCOPE_GLOBAL && x->sec == SEC_ROUTE) {
+		problem(x, "'%s' is a [global] setting; a route cannot set it", name);
+		return 1;
+	}
+	k = (unsigned)(s - settings);
+	if (x->key_line[k]) {
+		problem(x, "duplicate key '%s' (first set at line %u)", name, x->key_line[k]);
+		return 1;
+	}
+	x->key_line[k] = x->line;
+	if (setting_parse(s, value, x->sec == SEC_ROUTE ? setting_field(x->c, &x->route->o, s)
+						       : setting_field(x->c, &x->c->o, s),
+			  why, sizeof(why))) {
+		problem(x, "%s: %s", name, why);
+		return 1;
+	}
+	if (x->sec == SEC_ROUTE)
+		x->route->set |= 1u << k;
+	return 1;
+}
+
+int config_load_file(struct config *c, const char *path)
+{
+	struct file_ctx x = { .c = c, .path = path };
+	int r;
+
+	if (!(x.f = fopen(path, "re"))) {
+		fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno));
+		return -1;
+	}
+	r = ini_parse_stream(reader, &x, handler, &x);
+	fclose(x.f);
+	if (r > 0) { /* inih's own error: the first line it could not parse */
+		x.line = (unsigned)r;
+		problem(&x, "syntax error: expected '[section]', 'key = value' or a comment");
+	} else if (r < 0) {
+		fprintf(stderr, "%s: cannot read: out of memory\n", path);
+		x.errors++;
+	}
+	return x.errors;
+}

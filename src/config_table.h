@@ -1,0 +1,39 @@
+/* config_table: the settings table, shared by the command-line parser
+ * (config.c) and the config file reader (config_file.c). Internal. */
+#ifndef SPLICER_CONFIG_TABLE_H
+#define SPLICER_CONFIG_TABLE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+enum set_type { SET_UINT, SET_SIZE, SET_DURATION, SET_ENUM };
+enum set_scope { SCOPE_GLOBAL, SCOPE_ROUTE };
+
+struct setting {
+	const char *name;            /* long option, and the config key ('-' or '_') */
+	char short_opt;              /* 0 when none */
+	enum set_type type;
+	uint64_t min, max;           /* accepted range (after units) */
+	const char *def;             /* default, as the user would write it */
+	int auto_ok;                 /* "auto" (stored as SETTING_AUTO) is accepted */
+	const char *const *choices;  /* SET_ENUM */
+	enum set_scope scope;        /* SCOPE_ROUTE: off is into struct route_opts */
+	size_t off;                  /* field in struct config or struct route_opts */
+	const char *help;
+};
+
+extern const struct setting settings[];
+extern const unsigned nsettings;
+
+/* The setting called name (a long option name, '_' read as '-'), or NULL. */
+const struct setting *setting_find(const char *name);
+
+/* Where s is stored: in c, or in o for route-scope settings. */
+uint64_t *setting_field(struct config *c, struct route_opts *o, const struct setting *s);
+
+/* Parses val for s into *out. Returns 0, or -1 with why = "invalid value
+ * 'X' (expects RANGE)". */
+int setting_parse(const struct setting *s, const char *val, uint64_t *out, char *why, size_t len);
+
+#endif

@@ -1,0 +1,441 @@
+/* Integration cases for the config file (-c) and `splicer check`: one test
+ * per error class with its exact FILE:LINE: message, a valid file, two
+ * routes end to end, weighted round robin over 3,000 connections, leastconn
+ * preferring the idle backend, and the command line overriding the file. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Writes text to a new file in the test's temp dir; returns its path. */
+static const char *conf_write(const char *name, const char *text)
+{
+	static char path[4][300];
+	static int next;
+	char *p = path[next++ % 4];
+	snprintf(p, sizeof path[0], "%s/%s", h_tmpdir(), name);
+	FILE *f = fopen(p, "we");
+	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", p);
+	return p;
+}
+
+/* Runs `splicer check -c FILE` and expects exit 1 with exactly one line on
+ * stderr: "FILE:" + expected. */
+static void check_one_error(const char *bin, const char *name, const char *text,
+			    const char *expected)
+{
+	const char *path = conf_write(name, text);
+	const char *args[] = { "check", "-c", path, NULL };
+	char *out = NULL, *err = NULL, want[600];
+	int st = h_run_capture(bin, args, 5000, &out, &err);
+
+	/* "PATH" in expected stands for the file's path on further lines */
+	int n = snprintf(want, sizeof want, "%s:", path);
+	for (const char *e = expected; *e && n < (int)sizeof want - 2; e++)
+		n += !strncmp(e, "PATH", 4) ? (e += 3, snprintf(want + n, sizeof want - (size_t)n, "%s", path))
+					  : (want[n] = *e, 1);
+	snprintf(want + n, sizeof want - (size_t)n, "\n");
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1,
+		"%s: check expected exit 1, got status %d; stderr: %s", name, st, err ? err : "");
+	H_CHECK(err && !strcmp(err, want), "%s: check printed\n%s\nexpected exactly\n%s", name,
+		err ? err : "(nothing)", want);
+	H_CHECK(!out || !out[0], "%s: check printed on stdout for a bad file: %s", name, out);
+	free(out);
+	free(err);
+}
+
+/* One file per error class: text before + a valid route + text after. */
+static const struct {
+	const char *name, *before, *after, *expected;
+} error_cases[] = {
+	{ "unknown-key.conf", "[global]\nworkers = 1\nnonsense = 3\n", "", "3: unknown key 'nonsense'" },
+	{ "unknown-route-key.conf", "", "bogus = 1\n",
+	  "4: unknown key 'bogus' in a route (expects listen, backend, engine, balance, lowat, "
+	  "connect_timeout, idle_timeout)" },
+	{ "bad-value.conf", "[global]\nworkers = zero\n", "",
+	  "2: workers: invalid value 'zero' (expects an integer 1..256 or auto)" },
+	{ "bad-enum.conf", "", "engine = fast\n",
+	  "4: engine: invalid value 'fast' (expects auto|copy|splice)" },
+	{ "bad-duration.conf", "", "idle_timeout = 5 minutes\n",
+	  "4: idle_timeout: invalid value '5 minutes' (expects a duration 1ms..8760h (suffix ms, s, m, h))" },
+	{ "duplicate-route.conf", "", "\n[route web]\nlisten = 127.0.0.1:18081\nbackend = :9\n",
+	  "5: duplicate route 'web' (first defined at line 1)" },
+	{ "listen-clash.conf", "", "[route api]\nlisten = 0.0.0.0:18080\nbackend = :9\n",
+	  "5: listen 0.0.0.0:18080 clashes with 127.0.0.1:18080 of route 'web' (line 2)" },
+	{ "no-backend.conf", "[global]\n\n[route web]\nlisten = 127.0.0.1:18080\n#", "",
+	  "3: route 'web' has no backend" },
+	{ "no-listen.conf", "[route web]\nbackend = 127.0.0.1:18090\n#", "",
+	  "1: route 'web' has no listen address" },
+	{ "empty-route.conf", "", "[route empty]\n",
+	  "4: route 'empty' has no listen address\nPATH:4: route 'empty' has no backend" },
+	{ "bad-weight.conf", "", "backend = 127.0.0.1:18091 weight=999\n",
+	  "4: backend 127.0.0.1:18091: invalid weight '999' (expects an integer 1..256)" },
+	{ "bad-address.conf", "", "backend = 127.0.0.1\n",
+	  "4: backend '127.0.0.1': address '127.0.0.1': missing ':port' (forms: host:port, "
+	  "[v6]:port, :port, unix:/path)" },
+	{ "global-in-route.conf", "", "workers = 2\n",
+	  "4: 'workers' is a [global] setting; a route cannot set it" },
+	{ "duplicate-key.conf", "", "engine = copy\nengine = splice\n",
+	  "5: duplicate key 'engine' (first set at line 4)" },
+	{ "unknown-section.conf", "[listener x]\n", "",
+	  "1: unknown section [listener x] (expected [global] or [route NAME])" },
+	{ "outside-section.conf", "workers = 2\n", "",
+	  "1: 'workers' outside a section: put it under [global] or [route NAME]" },
+	{ "syntax.conf", "", "this is not a key\n",
+	  "4: syntax error: expected '[section]', 'key = value' or a comment" },
+	{ "listen-in-global.conf", "[global]\nlisten = :80\n", "",
+	  "2: 'listen' belongs in a [route NAME] section" },
+};
+
+Test(integ, config_check_each_error_class, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	/* A "#" ending `before` comments the route out (cases about a bad route). */
+	const char *route = "[route web]\nlisten = 127.0.0.1:18080\nbackend = 127.0.0.1:18090\n";
+	char text[600];
+
+	for (unsigned i = 0; i < sizeof error_cases / sizeof *error_cases; i++) {
+		const char *b = error_cases[i].before;
+		size_t bl = strlen(b);
+		int commented = bl && b[bl - 1] == '#';
+		snprintf(text, sizeof text, "%.*s%s%s", (int)(bl - (size_t)commented), b,
+			 commented ? "" : route, error_cases[i].after);
+		check_one_error(bin, error_cases[i].name, text, error_cases[i].expected);
+	}
+}
+
+Test(integ, config_check_lists_every_problem_and_missing_file, .init = h_init, .fini = h_fini,
+     .timeout = 30)
+{
+	const char *bin = h_binary(0);
+	const char *path = conf_write("many.conf", "[global]\nworkers = 0\n[route a]\nlisten = :1\n"
+						  "[route b]\nbackend = :9\nnope = 1\n");
+	const char *args[] = { "check", "-c", path, NULL };
+	char *out = NULL, *err = NULL;
+	int st = h_run_capture(bin, args, 5000, &out, &err);
+	const char *needles[] = { ":2: workers: invalid value '0'", ":7: unknown key 'nope'",
+				  ":3: route 'a' has no backend", ":5: route 'b' has no listen address" };
+
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "check: status %d", st);
+	for (unsigned i = 0; i < sizeof needles / sizeof *needles; i++)
+		H_CHECK(err && strstr(err, needles[i]), "check did not report \"%s\"; stderr:\n%s",
+			needles[i], err ? err : "");
+	free(out);
+	free(err);
+
+	const char *args2[] = { "check", "-c", "/nonexistent/splicer.conf", NULL };
+	st = h_run_capture(bin, args2, 5000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && err &&
+			!strcmp(err, "/nonexistent/splicer.conf: cannot open: No such file or directory\n"),
+		"missing file: status %d, stderr: %s", st, err ? err : "");
+	free(out);
+	free(err);
+}
+
+Test(integ, config_check_valid_file, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	const char *bin = h_binary(0);
+	const char *path = conf_write("ok.conf",
+				      "# a comment\n"
+				      "[global]\n"
+				      "workers = 2\n"
+				      "pipe_size = 256k   ; inline comment\n"
+				      "\n"
+				      "[route web]\n"
+				      "listen = 127.0.0.1:18080 [::1]:18080\n"
+				      "backend = 127.0.0.1:18090 weight=3\n"
+				      "backend = 127.0.0.1:18091\n"
+				      "balance = leastconn\n"
+				      "connect-timeout = 2s\n"
+				      "\n"
+				      "[route api]\n"
+				      "listen = unix:@splicer-check-test\n"
+				      "backend = unix:/run/app.sock\n"
+				      "engine = copy\n");
+	const char *args[] = { "check", "-c", path, NULL };
+	char *out = NULL, *err = NULL, want[400];
+	int st = h_run_capture(bin, args, 5000, &out, &err);
+
+	snprintf(want, sizeof want, "%s: ok: 2 routes, 3 listen addresses, 3 backends\n", path);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "check of a valid file: status %d, "
+		"stderr: %s", st, err ? err : "");
+	H_CHECK(out && !strcmp(out, want), "check printed '%s', expected '%s'", out ? out : "", want);
+	free(out);
+	free(err);
+}
+
+/* ---- backends that say who they are ---------------------------------------- */
+
+/* Accepts connections in a thread, writes its one-byte tag to each and
+ * closes it; or, with hold, keeps each open until the client closes. */
+struct tag_server {
+	int lfd;
+	char tag;
+	int hold;
+	int port;
+	_Atomic int stop;
+	_Atomic int accepted;
+	pthread_t thr;
+	int held[64];
+	int nheld;
+};
+
+static void *tag_loop(void *arg)
+{
+	struct tag_server *t = arg;
+
+	while (!atomic_load(&t->stop)) {
+		struct pollfd pfd[65] = { { .fd = t->lfd, .events = POLLIN } };
+		for (int i = 0; i < t->nheld; i++)
+			pfd[i + 1] = (struct pollfd){ .fd = t->held[i], .events = POLLIN };
+		if (poll(pfd, (nfds_t)t->nheld + 1, 50) <= 0)
+			continue;
+		/* a held session ends when its client side closes (EOF) */
+		for (int i = t->nheld - 1; i >= 0; i--) {
+			char c;
+			if (pfd[i + 1].revents && read(t->held[i], &c, 1) <= 0) {
+				close(t->held[i]);
+				t->held[i] = t->held[--t->nheld];
+			}
+		}
+		if (!pfd[0].revents)
+			continue;
+		int fd = accept(t->lfd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		atomic_fetch_add(&t->accepted, 1);
+		if (write(fd, &t->tag, 1) != 1) {
+			/* the client left already; it counts as accepted */
+		}
+		if (t->hold && t->nheld < 64)
+			t->held[t->nheld++] = fd;
+		else
+			close(fd);
+	}
+	for (int i = 0; i < t->nheld; i++)
+		close(t->held[i]);
+	return NULL;
+}
+
+static void tag_start(struct tag_server *t, char tag, int hold)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof sin;
+
+	memset(t, 0, sizeof *t);
+	t->tag = tag;
+	t->hold = hold;
+	t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	H_CHECK(t->lfd >= 0 && bind(t->lfd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
+			listen(t->lfd, 1024) == 0 &&
+			getsockname(t->lfd, (struct sockaddr *)&sin, &len) == 0,
+		"tag server %c: %s", tag, strerror(errno));
+	t->port = ntohs(sin.sin_port);
+	H_CHECK(pthread_create(&t->thr, NULL, tag_loop, t) == 0, "tag server thread");
+}
+
+static void tag_stop(struct tag_server *t)
+{
+	atomic_store(&t->stop, 1);
+	pthread_join(t->thr, NULL);
+	close(t->lfd);
+}
+
+/* Connects to a, reads the backend's tag; returns it, or 0. With keep, the
+ * fd is returned in *keep instead of closed. */
+static char tag_of(const struct h_addr *a, int *keep)
+{
+	char c = 0;
+	int fd = h_connect(a, 2000);
+
+	if (fd < 0)
+		return 0;
+	if (h_recv_exact(fd, &c, 1, h_now_ms() + 2000))
+		c = 0;
+	if (keep)
+		*keep = fd;
+	else
+		close(fd);
+	return c;
+}
+
+/* The n-th address of the proxy's ready line. */
+static void ready_addr(const struct h_proxy *p, int n, struct h_addr *out)
+{
+	const char *s = strstr(p->ready_line, "listening on ");
+	char buf[160];
+
+	H_CHECK(s, "no ready line");
+	s += strlen("listening on ");
+	for (int i = 0; i < n && s; i++)
+		if ((s = strchr(s, ',')))
+			s += 2;
+	H_CHECK(s && sscanf(s, "%159[^, ]", buf) == 1 && h_addr_parse(buf, out) == 0,
+		"ready line '%s' has no address %d", p->ready_line, n);
+}
+
+static void proxy_from_file(struct h_proxy *p, const char *bin, const char *path,
+			    const char *const *extra)
+{
+	const char *args[16] = { "-c", path };
+	int n = 2;
+	char err[512];
+
+	for (int i = 0; extra && extra[i] && n < 15; i++)
+		args[n++] = extra[i];
+	args[n] = NULL;
+	H_CHECK(h_proxy_start(p, bin, args, err, sizeof err) == 0, "proxy -c %s: %s", path, err);
+}
+
+static void case_routes(const char *bin, const char *engine)
+{
+	static struct tag_server a, b;
+	static struct h_proxy p;
+	struct h_addr web, api;
+	char text[600];
+
+	tag_start(&a, 'A', 0);
+	tag_start(&b, 'B', 0);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 2\n\n"
+		 "[route web]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d\nengine = %s\n\n"
+		 "[route api]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d\nengine = %s\n",
+		 a.port, engine, b.port, engine);
+	proxy_from_file(&p, bin, conf_write("routes.conf", text), NULL);
+	ready_addr(&p, 0, &web);
+	ready_addr(&p, 1, &api);
+	for (int i = 0; i < 20; i++) {
+		char t1 = tag_of(&web, NULL), t2 = tag_of(&api, NULL);
+		H_CHECK(t1 == 'A' && t2 == 'B', "round %d: route web reached '%c', api reached '%c' "
+						 "(expected A and B)", i, t1 ? t1 : '-', t2 ? t2 : '-');
+	}
+	h_proxy_down(&p);
+	tag_stop(&a);
+	tag_stop(&b);
+}
+
+H_ENGINE_CASES(routes, 60)
+
+Test(integ, config_weighted_roundrobin_3000, .init = h_init, .fini = h_fini, .timeout = 120)
+{
+	const char *bin = h_binary(0);
+	static struct tag_server a, b, c;
+	static struct h_proxy p;
+	char text[600];
+	int count[3] = { 0 }, fails = 0;
+	const int total = 3000, weight[3] = { 1, 3, 2 };
+
+	tag_start(&a, 'A', 0);
+	tag_start(&b, 'B', 0);
+	tag_start(&c, 'C', 0);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 2\n[route w]\nlisten = 127.0.0.1:0\n"
+		 "backend = 127.0.0.1:%d 127.0.0.1:%d weight=3 127.0.0.1:%d weight=2\n",
+		 a.port, b.port, c.port);
+	proxy_from_file(&p, bin, conf_write("weights.conf", text), NULL);
+	for (int i = 0; i < total; i++) {
+		char t = tag_of(&p.addr, NULL);
+		if (t >= 'A' && t <= 'C')
+			count[t - 'A']++;
+		else
+			fails++;
+	}
+	H_CHECK(fails == 0, "%d of %d sessions got no tag", fails, total);
+	for (int i = 0; i < 3; i++) {
+		double want = total * weight[i] / 6.0;
+		H_CHECK(count[i] >= want * 0.95 && count[i] <= want * 1.05,
+			"backend %c (weight %d) got %d of %d sessions, expected %.0f +-5%% (A %d, B %d, C %d)",
+			'A' + i, weight[i], count[i], total, want, count[0], count[1], count[2]);
+	}
+	h_proxy_down(&p);
+	tag_stop(&a);
+	tag_stop(&b);
+	tag_stop(&c);
+}
+
+Test(integ, config_leastconn_prefers_idle_backend, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct tag_server a, b;
+	static struct h_proxy p;
+	char text[600];
+	int held[4], nheld = 0;
+
+	/* Backends hold their sessions open: leastconn must see them as busy. */
+	tag_start(&a, 'A', 1);
+	tag_start(&b, 'B', 1);
+	snprintf(text, sizeof text,
+		 "[route lc]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d 127.0.0.1:%d\n"
+		 "balance = leastconn\n", a.port, b.port);
+	proxy_from_file(&p, bin, conf_write("leastconn.conf", text), NULL);
+	/* Three sessions held on whichever backend they land: then the next
+	 * ones must all go to the one with fewer, until the counts are equal. */
+	char first = tag_of(&p.addr, &held[nheld++]);
+	H_CHECK(first == 'A' || first == 'B', "first session got no tag");
+	char second = tag_of(&p.addr, &held[nheld++]);
+	H_CHECK(second && second != first, "with %c busy (1 session) and the other idle, leastconn "
+					   "sent the second session to %c", first, second ? second : '-');
+	/* Both hold one now; release the first: its backend is idle again. */
+	close(held[0]);
+	h_sleep_ms(300); /* the proxy sees the close and releases the backend */
+	for (int i = 0; i < 3; i++) {
+		int fd;
+		char t = tag_of(&p.addr, &fd);
+		H_CHECK(t == first, "after %c's session ended, session %d went to %c, not the idle %c",
+			first, i, t ? t : '-', first);
+		close(fd);
+		h_sleep_ms(200);
+	}
+	close(held[1]);
+	h_proxy_down(&p);
+	tag_stop(&a);
+	tag_stop(&b);
+}
+
+Test(integ, config_command_line_overrides_file, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct tag_server a;
+	static struct h_proxy p;
+	char text[600];
+
+	tag_start(&a, 'A', 0);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 1\n[route r]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d\n"
+		 "engine = splice\nidle_timeout = 1m\n", a.port);
+	const char *extra[] = { "--engine", "copy", "--workers", "2", NULL };
+	proxy_from_file(&p, bin, conf_write("override.conf", text), extra);
+	H_CHECK(tag_of(&p.addr, NULL) == 'A', "no session through the proxy");
+	FILE *f = fopen(p.log, "re");
+	char line[1024];
+	int route_ok = 0, workers_ok = 0;
+	while (f && fgets(line, sizeof line, f)) {
+		route_ok |= strstr(line, "route r:") && strstr(line, "engine copy") &&
+			    strstr(line, "idle 60000 ms");
+		workers_ok |= strstr(line, "workers 2;") != NULL;
+	}
+	if (f)
+		fclose(f);
+	H_CHECK(route_ok && workers_ok, "the startup log does not show --engine copy over the file's "
+					"splice (with its idle_timeout kept) and --workers 2 (route %d, "
+					"workers %d)", route_ok, workers_ok);
+	h_proxy_down(&p);
+	tag_stop(&a);
+
+	/* -l/-b cannot be mixed with -c. */
+	const char *args[] = { "-c", "/dev/null", "-l", "127.0.0.1:0", NULL };
+	char *out = NULL, *err = NULL;
+	int st = h_run_capture(bin, args, 5000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 && err &&
+			strstr(err, "option '-l': routes come from /dev/null when -c is given"),
+		"-c with -l: status %d, stderr %s", st, err ? err : "");
+	free(out);
+	free(err);
+}
