@@ -477,6 +477,15 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 	return fclose(f);
 }
 
+/* Whether any case ran on link l (links are torn down before the chart). */
+static int link_ran(const struct case_run *runs, int n, const struct bench_link *l)
+{
+	for (int i = 0; i < n; i++)
+		if (runs[i].link == l && !runs[i].skip && !isnan(runs[i].med[F_B1_GBPS]))
+			return 1;
+	return 0;
+}
+
 /* gnuplot, from the medians: on loopback, throughput and CPU/GB bars per
  * case, latency percentiles and connection rate; when veth links ran, one
  * stream's throughput and CPU/GB per case with a bar per link. */
@@ -512,7 +521,7 @@ static int write_chart(const char *path, const struct case_run *runs, int n,
 	/* links table: a row per case that ran on a veth link, a column pair
 	 * (Gbit/s, CPU-s/GB) per link */
 	for (int l = 0; l < nlinks; l++)
-		veth += links[l].mtu && links[l].up;
+		veth += links[l].mtu && link_ran(runs, n, &links[l]);
 	for (int i = 0; veth && i < n; i++) {
 		const struct case_run *c = &runs[i];
 		int first = 1;
@@ -525,7 +534,7 @@ static int write_chart(const char *path, const struct case_run *runs, int n,
 		fprintf(ld, "\"%s\"", c->c->name);
 		for (int l = 0; l < nlinks; l++) {
 			const struct case_run *x;
-			if (!links[l].mtu || !links[l].up)
+			if (!links[l].mtu || !link_ran(runs, n, &links[l]))
 				continue;
 			x = find_run(runs, n, &links[l], c->c->name);
 			fprintf(ld, " %g %g", x && !isnan(x->med[F_B1_GBPS]) ? x->med[F_B1_GBPS] : 0,
@@ -551,8 +560,11 @@ static int write_chart(const char *path, const struct case_run *runs, int n,
 		   "plot '%s' using 2:xtic(1) title '1 stream', '' using 3 title '4 streams'\n", dat);
 	fprintf(g, "set title 'loopback: proxy CPU seconds per GB (lower is better)'\n"
 		   "plot '%s' using 4:xtic(1) title '1 stream', '' using 5 title '4 streams'\n", dat);
-	fprintf(g, "set title 'loopback: 64-byte request/response latency (us, lower is better)'\n"
-		   "plot '%s' using 6:xtic(1) title 'p50', '' using 7 title 'p99', '' using 8 title 'p99.9'\n", dat);
+	/* log scale: --lowat cases wait for the proxy's 100 ms scan, 1000x the others */
+	fprintf(g, "set title 'loopback: 64-byte request/response latency (us, log scale, lower is better)'\n"
+		   "set logscale y\nset yrange [10:*]\n"
+		   "plot '%s' using 6:xtic(1) title 'p50', '' using 7 title 'p99', '' using 8 title 'p99.9'\n"
+		   "unset logscale y\nset yrange [0:*]\n", dat);
 	fprintf(g, "set title 'loopback: short connections per second (higher is better)'\n"
 		   "plot '%s' using 9:xtic(1) title 'conn/s'\n", dat);
 	for (int panel = 0; veth && panel < 2; panel++) {
@@ -560,7 +572,7 @@ static int write_chart(const char *path, const struct case_run *runs, int n,
 		fprintf(g, "set title 'one stream over links: %s'\nplot ",
 			panel ? "proxy CPU seconds per GB (lower is better)" : "Gbit/s (higher is better)");
 		for (int l = 0; l < nlinks; l++) {
-			if (!links[l].mtu || !links[l].up)
+			if (!links[l].mtu || !link_ran(runs, n, &links[l]))
 				continue;
 			fprintf(g, "%s'%s' using %d%s title '%s'", first ? "" : ", ", ldat, col,
 				first ? ":xtic(1)" : "", links[l].name);
