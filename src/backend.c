@@ -1,12 +1,130 @@
 /* backend: see backend.h. */
 #include "backend.h"
 
-unsigned backend_pick(struct route *r)
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(MAX_BACKENDS < 0xff, "maglev stores backend indices in a byte, 0xff marks a free slot");
+
+/* FNV-1a, then a splitmix64 finish so nearby inputs spread over all bits. */
+static uint64_t hash64(const void *data, size_t n, uint64_t seed)
+{
+	const unsigned char *p = data;
+	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	h ^= h >> 30;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	h ^= h >> 27;
+	h *= 0x94d049bb133111ebULL;
+	return h ^ (h >> 31);
+}
+
+/* Smooth weighted round robin (as nginx spreads weights): the order visits
+ * backend i weight_i times per cycle, interleaved rather than in runs. */
+static int build_schedule(struct route *r)
+{
+	unsigned total = 0;
+	long cur[MAX_BACKENDS] = { 0 };
+
+	for (unsigned i = 0; i < r->nbackend; i++)
+		total += r->backend[i].weight;
+	if (!(r->sched = calloc(total, sizeof(*r->sched))))
+		return -1;
+	for (unsigned k = 0; k < total; k++) {
+		unsigned best = 0;
+		for (unsigned i = 0; i < r->nbackend; i++) {
+			cur[i] += r->backend[i].weight;
+			if (cur[i] > cur[best])
+				best = i;
+		}
+		cur[best] -= (long)total;
+		r->sched[k] = best;
+	}
+	r->nsched = total;
+	return 0;
+}
+
+/* Maglev population: each backend walks its own permutation of the table
+ * (offset and skip from hashes of its address text, so the table depends
+ * only on the backend list, not on the instance) and takes the next free
+ * slot, weight times per round. A backend's removal frees only its slots,
+ * so about 1/N of clients move. */
+static int build_maglev(struct route *r)
+{
+	const uint32_t m = MAGLEV_SIZE;
+	uint32_t offset[MAX_BACKENDS], skip[MAX_BACKENDS], next[MAX_BACKENDS] = { 0 };
+	uint32_t filled = 0;
+
+	if (!(r->maglev = malloc(m * sizeof(*r->maglev))))
+		return -1;
+	memset(r->maglev, 0xff, m * sizeof(*r->maglev));
+	for (unsigned i = 0; i < r->nbackend; i++) {
+		const char *t = r->backend[i].addr.text;
+		offset[i] = (uint32_t)(hash64(t, strlen(t), 0x6d61676c6576ULL) % m);
+		skip[i] = (uint32_t)(hash64(t, strlen(t), 0x736b6970ULL) % (m - 1)) + 1;
+	}
+	while (filled < m) {
+		for (unsigned i = 0; i < r->nbackend && filled < m; i++) {
+			for (unsigned w = 0; w < r->backend[i].weight && filled < m; w++) {
+				uint32_t c;
+				do
+					c = (uint32_t)((offset[i] + (uint64_t)next[i]++ * skip[i]) % m);
+				while (r->maglev[c] != 0xff);
+				r->maglev[c] = (uint8_t)i;
+				filled++;
+			}
+		}
+	}
+	return 0;
+}
+
+int backend_tables_build(struct route *r)
+{
+	backend_tables_free(r);
+	if (!(r->active = calloc(r->nbackend, sizeof(*r->active))) || build_schedule(r) ||
+	    (r->o.balance == BALANCE_MAGLEV && build_maglev(r)))
+		return -1;
+	return 0;
+}
+
+void backend_tables_free(struct route *r)
+{
+	free(r->sched);
+	free(r->active);
+	free(r->maglev);
+	r->sched = NULL;
+	r->active = NULL;
+	r->maglev = NULL;
+	r->nsched = 0;
+}
+
+/* The client's IP address picks the slot; its port does not, so all of a
+ * client's connections go to one backend. */
+static unsigned maglev_pick(const struct route *r, const struct sockaddr *peer, uint64_t turn)
+{
+	if (peer->sa_family == AF_INET) {
+		const struct in_addr *a = &((const struct sockaddr_in *)peer)->sin_addr;
+		return r->maglev[hash64(a, sizeof(*a), 0) % MAGLEV_SIZE];
+	}
+	if (peer->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)peer)->sin6_addr;
+		return r->maglev[hash64(a, sizeof(*a), 0) % MAGLEV_SIZE];
+	}
+	return r->sched[turn % r->nsched];
+}
+
+unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t peerlen)
 {
 	uint64_t turn = __atomic_fetch_add(&r->rr, 1, __ATOMIC_RELAXED);
 	unsigned best, n = r->nbackend;
 	int64_t best_load;
 
+	(void)peerlen;
+	if (r->o.balance == BALANCE_MAGLEV)
+		return maglev_pick(r, peer, turn);
 	if (r->o.balance != BALANCE_LEASTCONN || n == 1)
 		return r->sched[turn % r->nsched];
 	/* Compare active/weight as active_i * weight_j against active_j * weight_i,

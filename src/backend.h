@@ -1,15 +1,29 @@
 /* backend: which backend of a route a new session tries first, and the
  * per-backend session counts that leastconn reads. Lock-free: the cursor and
- * the counts are atomics in struct route, shared by every worker. */
+ * the counts are atomics in struct route, shared by every worker; the tables
+ * are built once by config_finalize() and only read afterwards. */
 #ifndef SPLICER_BACKEND_H
 #define SPLICER_BACKEND_H
+#include <sys/socket.h>
 
 #include "config.h"
 
-/* roundrobin: the next entry of the route's weighted schedule. leastconn:
- * the backend with the fewest sessions per unit of weight, ties going
- * round-robin so equal backends share the load. */
-unsigned backend_pick(struct route *r);
+/* Maglev lookup table size: a prime well above 100 x MAX_BACKENDS, as the
+ * paper (Eisenbud et al., NSDI 2016) advises for an even spread. */
+#define MAGLEV_SIZE 65537
+
+/* Builds a route's tables: the weighted round-robin order, the Maglev
+ * table (for balance = maglev) and the session counts. Returns 0 or -1
+ * (out of memory). */
+int backend_tables_build(struct route *r);
+void backend_tables_free(struct route *r);
+
+/* roundrobin: the next entry of the weighted schedule. leastconn: the
+ * backend with the fewest sessions per unit of weight, ties going in turn.
+ * maglev: the Maglev table's entry for the client's IP address (not its
+ * port), so every splicer with the same backends picks the same one for a
+ * client; a Unix-socket client has no address and goes round-robin. */
+unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t peerlen);
 
 /* A session is (no longer) attempting or using backend i. */
 void backend_hold(struct route *r, unsigned i);

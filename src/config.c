@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "config_table.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -16,7 +17,7 @@
 #include "units.h"
 
 const char *const engine_names[] = { "auto", "copy", "splice", NULL };
-const char *const balance_names[] = { "roundrobin", "leastconn", NULL };
+const char *const balance_names[] = { "roundrobin", "leastconn", "maglev", NULL };
 
 #define G(field) offsetof(struct config, field)
 #define R(field) offsetof(struct route_opts, field)
@@ -28,7 +29,8 @@ const struct setting settings[] = {
 	{ "engine", 'e', SET_ENUM, 0, 0, "auto", 0, engine_names, SCOPE_ROUTE, R(engine),
 	  "how bytes move: copy (recv/send), splice (socket->pipe->socket), auto (copy, then splice for streams)" },
 	{ "balance", 0, SET_ENUM, 0, 0, "roundrobin", 0, balance_names, SCOPE_ROUTE, R(balance),
-	  "how a session picks its backend: roundrobin (by weight) or leastconn (fewest sessions per weight)" },
+	  "how a session picks its backend: roundrobin (by weight), leastconn (fewest sessions per weight), "
+	  "maglev (consistent hash of the client IP)" },
 	{ "workers", 'w', SET_UINT, 1, 256, "auto", 1, NULL, SCOPE_GLOBAL, G(workers),
 	  "worker threads, each with its own epoll loop and SO_REUSEPORT listener (auto: one per CPU)" },
 	{ "buffer-size", 0, SET_SIZE, 1 * KiB, 64 * MiB, "64k", 0, NULL, SCOPE_GLOBAL, G(buffer_size),
@@ -149,8 +151,7 @@ void config_defaults(struct config *c)
 void config_free(struct config *c)
 {
 	for (unsigned i = 0; i < c->nroutes; i++) {
-		free(c->route[i]->sched);
-		free(c->route[i]->active);
+		backend_tables_free(c->route[i]);
 		free(c->route[i]);
 		c->route[i] = NULL;
 	}
@@ -336,35 +337,6 @@ static int listen_clash(const struct addr *a, const struct addr *b)
 	return inet_any(a) || inet_any(b) || (a->len == b->len && !memcmp(&a->ss, &b->ss, a->len));
 }
 
-/* Smooth weighted round robin (as nginx spreads weights): the order visits
- * backend i weight_i times per cycle, interleaved rather than in runs. */
-static int build_schedule(struct route *r)
-{
-	unsigned total = 0;
-	long cur[MAX_BACKENDS] = { 0 };
-
-	for (unsigned i = 0; i < r->nbackend; i++)
-		total += r->backend[i].weight;
-	free(r->sched);
-	free(r->active);
-	r->sched = calloc(total, sizeof(*r->sched));
-	r->active = calloc(r->nbackend, sizeof(*r->active));
-	if (!r->sched || !r->active)
-		return -1;
-	for (unsigned k = 0; k < total; k++) {
-		unsigned best = 0;
-		for (unsigned i = 0; i < r->nbackend; i++) {
-			cur[i] += r->backend[i].weight;
-			if (cur[i] > cur[best])
-				best = i;
-		}
-		cur[best] -= (long)total;
-		r->sched[k] = best;
-	}
-	r->nsched = total;
-	return 0;
-}
-
 /* Each route's settings: its own section's values, else [global]'s or the
  * default, and the command line's above both. */
 static void resolve_route_opts(struct config *c, struct route *r)
@@ -439,7 +411,7 @@ int config_finalize(struct config *c)
 	for (unsigned i = 0; i < c->nroutes; i++) {
 		nlisteners += c->route[i]->nlisten;
 		resolve_route_opts(c, c->route[i]);
-		if (build_schedule(c->route[i])) {
+		if (backend_tables_build(c->route[i])) {
 			fprintf(stderr, "splicer: out of memory\n");
 			return -1;
 		}

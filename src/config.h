@@ -27,7 +27,7 @@
 enum engine_kind { ENGINE_AUTO, ENGINE_COPY, ENGINE_SPLICE };
 extern const char *const engine_names[]; /* indexed by enum engine_kind */
 
-enum balance_kind { BALANCE_ROUNDROBIN, BALANCE_LEASTCONN };
+enum balance_kind { BALANCE_ROUNDROBIN, BALANCE_LEASTCONN, BALANCE_MAGLEV };
 extern const char *const balance_names[]; /* indexed by enum balance_kind */
 
 /* The settings a route may set for itself. */
@@ -59,6 +59,7 @@ struct route {
 	unsigned nsched;
 	uint64_t rr;                       /* cursor into sched (atomic) */
 	int64_t *active;                   /* sessions per backend (atomic), for leastconn */
+	uint8_t *maglev;                   /* balance = maglev: MAGLEV_SIZE backend indices */
 };
 
 struct config {

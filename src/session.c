@@ -256,7 +256,7 @@ int session_new(struct worker *w, struct route *route, int fd, const struct sock
 	s->start_ms = s->active_ms = w->now_ms;
 	memcpy(&s->peer, peer, peerlen);
 	s->peerlen = peerlen;
-	s->first = backend_pick(route);
+	s->first = backend_pick(route, peer, peerlen);
 	s->next = w->sessions;
 	if (w->sessions)
 		w->sessions->prev = s;

@@ -439,3 +439,59 @@ Test(integ, config_command_line_overrides_file, .init = h_init, .fini = h_fini, 
 	free(out);
 	free(err);
 }
+
+/* The backend tag seen by a client bound to source address 127.0.0.src. */
+static char tag_from(const struct h_addr *proxy, unsigned src)
+{
+	struct sockaddr_in from = { .sin_family = AF_INET };
+	char c = 0;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	from.sin_addr.s_addr = htonl(0x7f000000u | src);
+	h_set_timeouts(fd, 1000);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&from, sizeof from) == 0 &&
+	    connect(fd, (const struct sockaddr *)&proxy->ss, proxy->len) == 0 &&
+	    h_recv_exact(fd, &c, 1, h_now_ms() + 2000) != 0)
+		c = 0;
+	if (fd >= 0)
+		close(fd);
+	return c;
+}
+
+Test(integ, config_maglev_same_client_same_backend_across_restarts, .init = h_init,
+     .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct tag_server srv[3];
+	static struct h_proxy p;
+	char text[600], first[41] = "", again[41] = "";
+	enum { CLIENTS = 40 };
+
+	for (int i = 0; i < 3; i++)
+		tag_start(&srv[i], (char)('A' + i), 0);
+	snprintf(text, sizeof text,
+		 "[route m]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d\n"
+		 "balance = maglev\n", srv[0].port, srv[1].port, srv[2].port);
+	const char *path = conf_write("maglev.conf", text);
+	for (int run = 0; run < 2; run++) {
+		char *seen = run ? again : first;
+		proxy_from_file(&p, bin, path, NULL);
+		for (unsigned k = 0; k < CLIENTS; k++) {
+			seen[k] = tag_from(&p.addr, 2 + k);
+			H_CHECK(seen[k], "client 127.0.0.%u: no backend tag", 2 + k);
+			/* the same client again, from another port: the same backend */
+			char t = tag_from(&p.addr, 2 + k);
+			H_CHECK(t == seen[k], "client 127.0.0.%u went to %c, then to %c", 2 + k, seen[k],
+				t ? t : '-');
+		}
+		h_proxy_down(&p);
+	}
+	H_CHECK(!strcmp(first, again), "a restart moved clients: before %s, after %s", first, again);
+	int used[3] = { 0 };
+	for (int k = 0; k < CLIENTS; k++)
+		used[first[k] - 'A'] = 1;
+	H_CHECK(used[0] + used[1] + used[2] == 3, "%d clients used only some backends: %s", CLIENTS,
+		first);
+	for (int i = 0; i < 3; i++)
+		tag_stop(&srv[i]);
+}
