@@ -101,6 +101,7 @@ install: all
 	install -D -m 755 $(B)/splicer $(DESTDIR)$(PREFIX)/bin/splicer
 	install -D -m 644 bench/haproxy.cfg $(DESTDIR)$(PREFIX)/share/splicer/bench/haproxy.cfg
 	install -D -m 644 bench/nginx.conf $(DESTDIR)$(PREFIX)/share/splicer/bench/nginx.conf
+	install -D -m 644 contrib/splicer.service $(DESTDIR)$(PREFIX)/share/splicer/contrib/splicer.service
 
 clean:
 	rm -rf $(B)

@@ -17,6 +17,7 @@
 #include "units.h"
 
 const char *const engine_names[] = { "auto", "copy", "splice", NULL };
+static const char *const log_forms[] = { "FILE|-|syslog|off", NULL };
 const char *const balance_names[] = { "roundrobin", "leastconn", "maglev", NULL };
 
 #define G(field) offsetof(struct config, field)
@@ -49,6 +50,8 @@ const struct setting settings[] = {
 	  "backend connect attempt limit before trying the next backend" },
 	{ "idle-timeout", 0, SET_DURATION, 1, 365 * DAY_MS, "10m", 0, NULL, SCOPE_ROUTE, R(idle_timeout_ms),
 	  "close a session after this long without a byte either way" },
+	{ "log", 0, SET_TEXT, 0, 0, "off", 0, log_forms, SCOPE_GLOBAL, G(access_log),
+	  "access log, a line per session: a file (SIGUSR1 reopens it), - (stdout), syslog, or off" },
 	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, SCOPE_GLOBAL, G(drain_timeout_ms),
 	  "on SIGTERM/SIGINT, how long running sessions may finish" },
 };
@@ -69,10 +72,9 @@ const struct setting *setting_find(const char *name)
 	return NULL;
 }
 
-uint64_t *setting_field(struct config *c, struct route_opts *o, const struct setting *s)
+void *setting_field(struct config *c, struct route_opts *o, const struct setting *s)
 {
-	return s->scope == SCOPE_ROUTE ? (uint64_t *)((char *)o + s->off)
-				       : (uint64_t *)((char *)c + s->off);
+	return s->scope == SCOPE_ROUTE ? (void *)((char *)o + s->off) : (void *)((char *)c + s->off);
 }
 
 static void range_text(const struct setting *s, char *buf, size_t len)
@@ -100,17 +102,28 @@ static void range_text(const struct setting *s, char *buf, size_t len)
 		snprintf(buf, len, "an integer %llu..%llu%s", (unsigned long long)s->min,
 			 (unsigned long long)s->max, s->auto_ok ? " or auto" : "");
 		return;
+	case SET_TEXT:
+		snprintf(buf, len, "%s", s->choices ? s->choices[0] : "text");
+		return;
 	}
 }
 
-int setting_parse(const struct setting *s, const char *val, uint64_t *out, char *why, size_t len)
+int setting_parse(const struct setting *s, const char *val, void *out, char *why, size_t len)
 {
 	uint64_t v = 0;
 	int r = 0;
 	char range[160];
 
+	if (s->type == SET_TEXT) {
+		if (strlen(val) >= SETTING_TEXT_MAX) {
+			snprintf(why, len, "value longer than %d characters", SETTING_TEXT_MAX - 1);
+			return -1;
+		}
+		snprintf(out, SETTING_TEXT_MAX, "%s", val);
+		return 0;
+	}
 	if (s->auto_ok && !strcmp(val, "auto")) {
-		*out = SETTING_AUTO;
+		*(uint64_t *)out = SETTING_AUTO;
 		return 0;
 	}
 	switch (s->type) {
@@ -125,6 +138,7 @@ int setting_parse(const struct setting *s, const char *val, uint64_t *out, char 
 	case SET_SIZE: r = parse_size(val, &v); break;
 	case SET_DURATION: r = parse_duration_ms(val, &v); break;
 	case SET_UINT: r = parse_uint(val, &v); break;
+	case SET_TEXT: break;
 	}
 	if (!r && s->type != SET_ENUM && (v < s->min || v > s->max))
 		r = -ERANGE;
@@ -133,7 +147,7 @@ int setting_parse(const struct setting *s, const char *val, uint64_t *out, char 
 		snprintf(why, len, "invalid value '%s' (expects %s)", val, range);
 		return -1;
 	}
-	*out = v;
+	*(uint64_t *)out = v;
 	return 0;
 }
 
@@ -347,7 +361,7 @@ static void resolve_route_opts(struct config *c, struct route *r)
 		if (s->scope != SCOPE_ROUTE)
 			continue;
 		if ((c->cli_set & bit) || !(r->set & bit))
-			*setting_field(c, &r->o, s) = *setting_field(c, &c->o, s);
+			*(uint64_t *)setting_field(c, &r->o, s) = *(uint64_t *)setting_field(c, &c->o, s);
 	}
 }
 
@@ -473,7 +487,7 @@ void config_print_help(const char *prog)
 	for (unsigned i = 0; i < nsettings; i++) {
 		const struct setting *s = &settings[i];
 		const char *meta = s->type == SET_ENUM ? "NAME" : s->type == SET_SIZE ? "SIZE"
-				   : s->type == SET_DURATION ? "DURATION" : "N";
+				   : s->type == SET_DURATION ? "DURATION" : s->type == SET_TEXT ? "WHERE" : "N";
 		if (s->short_opt)
 			snprintf(optname, sizeof(optname), "-%c, --%s %s", s->short_opt, s->name, meta);
 		else

@@ -23,6 +23,7 @@
 
 /* An "auto" setting before config_finalize() resolves it. */
 #define SETTING_AUTO UINT64_MAX
+#define SETTING_TEXT_MAX 256
 
 enum engine_kind { ENGINE_AUTO, ENGINE_COPY, ENGINE_SPLICE };
 extern const char *const engine_names[]; /* indexed by enum engine_kind */
@@ -76,6 +77,7 @@ struct config {
 	uint64_t max_conns;          /* concurrent sessions; SETTING_AUTO = from the fd limit */
 	uint64_t drain_timeout_ms;   /* SIGTERM: how long running sessions may finish */
 	uint64_t verbose;            /* -v count */
+	char access_log[SETTING_TEXT_MAX]; /* FILE, "-", "syslog" or "off" */
 };
 
 /* Fills *c with every default and no route. */

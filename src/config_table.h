@@ -7,7 +7,7 @@
 
 #include "config.h"
 
-enum set_type { SET_UINT, SET_SIZE, SET_DURATION, SET_ENUM };
+enum set_type { SET_UINT, SET_SIZE, SET_DURATION, SET_ENUM, SET_TEXT };
 enum set_scope { SCOPE_GLOBAL, SCOPE_ROUTE };
 
 struct setting {
@@ -29,11 +29,12 @@ extern const unsigned nsettings;
 /* The setting called name (a long option name, '_' read as '-'), or NULL. */
 const struct setting *setting_find(const char *name);
 
-/* Where s is stored: in c, or in o for route-scope settings. */
-uint64_t *setting_field(struct config *c, struct route_opts *o, const struct setting *s);
+/* Where s is stored: in c, or in o for route-scope settings; a uint64_t,
+ * or for SET_TEXT a char[SETTING_TEXT_MAX]. */
+void *setting_field(struct config *c, struct route_opts *o, const struct setting *s);
 
 /* Parses val for s into *out. Returns 0, or -1 with why = "invalid value
  * 'X' (expects RANGE)". */
-int setting_parse(const struct setting *s, const char *val, uint64_t *out, char *why, size_t len);
+int setting_parse(const struct setting *s, const char *val, void *out, char *why, size_t len);
 
 #endif

@@ -13,11 +13,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "access_log.h"
 #include "cmd.h"
 #include "config.h"
 #include "engine.h"
 #include "listener.h"
 #include "log.h"
+#include "notify.h"
 #include "units.h"
 #include "worker.h"
 
@@ -43,10 +45,10 @@ static void log_startup(const struct config *c, unsigned pipe_actual)
 	format_size(c->buffer_size, bsz, sizeof(bsz));
 	format_size(pipe_actual ? pipe_actual : c->pipe_size, psz, sizeof(psz));
 	log_info("splicer %s: %u route%s%s%s; workers %llu; buffer %s; pipe %s; busy-poll %llu us; "
-		 "max-conns %llu; max-pipes %llu", SPLICER_VERSION, c->nroutes,
+		 "max-conns %llu; max-pipes %llu; access log %s", SPLICER_VERSION, c->nroutes,
 		 c->nroutes == 1 ? "" : "s", c->file[0] ? " from " : "", c->file,
 		 (unsigned long long)c->workers, bsz, psz, (unsigned long long)c->busy_poll_us,
-		 (unsigned long long)c->max_conns, (unsigned long long)c->max_pipes);
+		 (unsigned long long)c->max_conns, (unsigned long long)c->max_pipes, c->access_log);
 	for (unsigned i = 0; i < c->nroutes; i++) {
 		const struct route *r = c->route[i];
 		addr_list(r, 0, listens, sizeof(listens));
@@ -132,7 +134,12 @@ static int run_proxy(struct config *cfg)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	if (access_log_open(cfg->access_log, err, sizeof(err))) {
+		log_err("%s", err);
+		return 1;
+	}
 
 	ws = calloc(cfg->workers, sizeof(*ws));
 	fds = calloc(cfg->workers, sizeof(*fds));
@@ -168,6 +175,8 @@ static int run_proxy(struct config *cfg)
 	for (unsigned r = 0; r < cfg->nroutes; r++)
 		any_splice |= cfg->route[r]->o.engine != ENGINE_COPY;
 	log_startup(cfg, any_splice ? granted_pipe_size(cfg) : 0);
+	if (notify_send("READY=1\nSTATUS=forwarding") < 0)
+		log_warn("NOTIFY_SOCKET is set but READY=1 could not be sent to it");
 
 	for (int stopping = 0; started;) {
 		struct timespec tick = { 0, 100 * 1000 * 1000 };
@@ -177,6 +186,7 @@ static int run_proxy(struct config *cfg)
 		if (sig == SIGTERM || sig == SIGINT) {
 			uint64_t now = now_monotonic_ms();
 			if (!stopping) {
+				notify_send("STOPPING=1\nSTATUS=draining");
 				log_info("%s: stopping: no new connections; draining sessions for up to %llu ms",
 					 sig == SIGTERM ? "SIGTERM" : "SIGINT",
 					 (unsigned long long)cfg->drain_timeout_ms);
@@ -190,6 +200,11 @@ static int run_proxy(struct config *cfg)
 			__atomic_store_n(&sh.stopping, 1, __ATOMIC_RELEASE);
 			for (unsigned i = 0; i < started; i++)
 				worker_wake(&ws[i]);
+		} else if (sig == SIGUSR1) {
+			if (access_log_reopen(err, sizeof(err)))
+				log_warn("SIGUSR1: %s; logging on to the old file", err);
+			else if (strcmp(cfg->access_log, "off"))
+				log_info("SIGUSR1: access log %s reopened", cfg->access_log);
 		} else if (sig == SIGHUP) {
 			log_warn("SIGHUP: reload is not implemented yet; ignored");
 		}
@@ -204,6 +219,7 @@ static int run_proxy(struct config *cfg)
 			break;
 	}
 	log_totals(ws, (unsigned)cfg->workers);
+	access_log_close();
 	for (unsigned i = 0; i < cfg->workers; i++)
 		worker_destroy(&ws[i]);
 	for (unsigned r = 0; r < cfg->nroutes; r++)

@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "access_log.h"
 #include "addr.h"
 #include "backend.h"
 #include "engine.h"
@@ -404,8 +405,13 @@ void session_close(struct session *s, const char *reason)
 	engine_splice.release(w, &s->up);
 	engine_splice.release(w, &s->down);
 
-	if (log_level >= LOG_VERBOSE) {
+	if (log_level >= LOG_VERBOSE || access_log_enabled())
 		addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));
+	if (access_log_enabled())
+		access_log_session(s->route->name, peer,
+				   s->tries ? s->route->backend[s->backend].addr.text : "-",
+				   s->up.bytes, s->down.bytes, w->now_ms - s->start_ms, reason);
+	if (log_level >= LOG_VERBOSE) {
 		engines_text(&s->up, eu, sizeof(eu));
 		engines_text(&s->down, ed, sizeof(ed));
 		log_verbose("session %llx: close route=%s client=%s backend=%s up=%llu down=%llu "
