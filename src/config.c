@@ -18,6 +18,8 @@
 
 const char *const engine_names[] = { "auto", "copy", "splice", NULL };
 static const char *const log_forms[] = { "FILE|-|syslog|off", NULL };
+static const char *const proxy_versions[] = { "off", "v1", "v2", NULL };
+static const char *const no_yes[] = { "no", "yes", NULL };
 const char *const balance_names[] = { "roundrobin", "leastconn", "maglev", NULL };
 
 #define G(field) offsetof(struct config, field)
@@ -52,6 +54,12 @@ const struct setting settings[] = {
 	  "close a session after this long without a byte either way" },
 	{ "log", 0, SET_TEXT, 0, 0, "off", 0, log_forms, SCOPE_GLOBAL, G(access_log),
 	  "access log, a line per session: a file (SIGUSR1 reopens it), - (stdout), syslog, or off" },
+	{ "proxy-protocol", 0, SET_ENUM, 0, 0, "off", 0, proxy_versions, SCOPE_ROUTE, R(proxy_protocol),
+	  "send a PROXY protocol header with the client's addresses to backends (v1: text, v2: binary)" },
+	{ "accept-proxy", 0, SET_ENUM, 0, 0, "no", 0, no_yes, SCOPE_ROUTE, R(accept_proxy),
+	  "require a PROXY header (v1 or v2) from clients; its address is the one logged, hashed and forwarded" },
+	{ "proxy-timeout", 0, SET_DURATION, 1, DAY_MS, "3s", 0, NULL, SCOPE_ROUTE, R(proxy_timeout_ms),
+	  "accept-proxy: a client that has not sent its whole header by then is closed" },
 	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, SCOPE_GLOBAL, G(drain_timeout_ms),
 	  "on SIGTERM/SIGINT, how long running sessions may finish" },
 };
@@ -481,8 +489,7 @@ void config_print_help(const char *prog)
 	       "                                  connect failure (repeatable)\n"
 	       "  -c, --config FILE               INI file: [global] with the options below as keys,\n"
 	       "                                  [route NAME] with listen, backend (ADDR [weight=N])\n"
-	       "                                  and the route options (engine, balance, lowat,\n"
-	       "                                  connect-timeout, idle-timeout)\n",
+	       "                                  and the options marked \"per route\"\n",
 	       SPLICER_VERSION, prog, prog, prog, prog, prog);
 	for (unsigned i = 0; i < nsettings; i++) {
 		const struct setting *s = &settings[i];

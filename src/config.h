@@ -38,6 +38,9 @@ struct route_opts {
 	uint64_t lowat;              /* SO_RCVLOWAT on spliced sources; 0 = off */
 	uint64_t connect_timeout_ms; /* per backend attempt */
 	uint64_t idle_timeout_ms;    /* no byte either way for this long closes a session */
+	uint64_t proxy_protocol;     /* 0 off, 1 v1, 2 v2: header sent to backends */
+	uint64_t accept_proxy;       /* 1: clients must send a PROXY header first */
+	uint64_t proxy_timeout_ms;   /* accept_proxy: the whole header within this */
 };
 
 struct backend_conf {

@@ -223,7 +223,8 @@ static int handler(void *user, const char *section, const char *name, const char
 	if (!(s = setting_find(name))) {
 		problem(x, "unknown key '%s'%s", name,
 			x->sec == SEC_ROUTE ? " in a route (expects listen, backend, engine, balance, "
-					      "lowat, connect_timeout, idle_timeout)" : "");
+					      "lowat, connect_timeout, idle_timeout, proxy_protocol, "
+					      "accept_proxy, proxy_timeout)" : "");
 		return 1;
 	}
 	if (s->scope == SCOPE_GLOBAL && x->sec == SEC_ROUTE) {

@@ -77,14 +77,16 @@ static void log_totals(struct worker *ws, unsigned n)
 	}
 	log_info("stopped: sessions %llu (no-backend %llu, idle-timeout %llu); bytes up %llu down %llu "
 		 "(copied %llu, spliced %llu); auto switches %llu; splice fallbacks %llu; "
-		 "connect errors %llu, retries %llu; resets sent %llu; accept pauses fd %llu max-conns %llu",
+		 "connect errors %llu, retries %llu; resets sent %llu; accept pauses fd %llu max-conns %llu; "
+		 "bad proxy headers %llu",
 		 (unsigned long long)t.accepted, (unsigned long long)t.no_backend,
 		 (unsigned long long)t.idle_timeouts, (unsigned long long)t.bytes_up,
 		 (unsigned long long)t.bytes_down, (unsigned long long)t.bytes_copied,
 		 (unsigned long long)t.bytes_spliced, (unsigned long long)t.auto_switches,
 		 (unsigned long long)t.splice_fallbacks, (unsigned long long)t.connect_errors,
 		 (unsigned long long)t.connect_retries, (unsigned long long)t.resets_sent,
-		 (unsigned long long)t.accept_fd_pauses, (unsigned long long)t.max_conns_pauses);
+		 (unsigned long long)t.accept_fd_pauses, (unsigned long long)t.max_conns_pauses,
+		 (unsigned long long)t.proxy_header_errors);
 }
 
 /* What F_SETPIPE_SZ grants for the configured size: the kernel may refuse

@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "engine.h"
 #include "log.h"
+#include "proxy_proto.h"
 #include "worker.h"
 
 /* Reads per direction per turn before other sessions get theirs: with 512k
@@ -172,6 +173,34 @@ void session_resume(struct session *s)
 	session_run(s);
 }
 
+/* The backend connection is up: with proxy_protocol, its first bytes are
+ * the header. A fresh socket's send buffer is empty, so the header (at most
+ * 232 bytes) goes in one non-blocking send; a short one ends the session
+ * rather than let a later engine write stream bytes ahead of it. Returns 0,
+ * or -1 when the session was closed. */
+static int mark_open(struct session *s)
+{
+	uint8_t hdr[PROXY_HDR_MAX];
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+	size_t n;
+
+	s->state = S_OPEN;
+	if (!s->route->o.proxy_protocol)
+		return 0;
+	if (getsockname(s->cli.fd, (struct sockaddr *)&local, &llen))
+		llen = 0, local.ss_family = AF_UNSPEC;
+	n = proxy_build((int)s->route->o.proxy_protocol, (struct sockaddr *)&s->peer, s->peerlen,
+			(struct sockaddr *)&local, llen, hdr);
+	if (send(s->srv.fd, hdr, n, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n) {
+		log_verbose("session %llx: PROXY header to %s: %s", (unsigned long long)s->id,
+			    s->route->backend[s->backend].addr.text, strerror(errno));
+		session_close(s, "proxy-header-send");
+		return -1;
+	}
+	return 0;
+}
+
 /* Tries backends from the current one on, each at most once. Returns 0 when
  * a connect is under way or done, -1 when the session was closed. */
 static int session_connect(struct session *s)
@@ -205,8 +234,8 @@ static int session_connect(struct session *s)
 				break;
 			}
 			s->connect_deadline_ms = w->now_ms + rt->o.connect_timeout_ms;
-			if (r == 0)
-				s->state = S_OPEN;
+			if (r == 0 && mark_open(s))
+				return -1;
 			return 0;
 		}
 		CTR_ADD(w, connect_errors, 1);
@@ -253,8 +282,9 @@ int session_new(struct worker *w, struct route *route, int fd, const struct sock
 	s->srv = (struct side){ .kind = EV_BACKEND, .fd = -1, .s = s };
 	dir_init(&s->up, &s->cli, &s->srv, route);
 	dir_init(&s->down, &s->srv, &s->cli, route);
-	s->state = S_CONNECTING;
+	s->state = route->o.accept_proxy ? S_HEADER : S_CONNECTING;
 	s->start_ms = s->active_ms = w->now_ms;
+	s->connect_deadline_ms = w->now_ms + route->o.proxy_timeout_ms;
 	memcpy(&s->peer, peer, peerlen);
 	s->peerlen = peerlen;
 	s->first = backend_pick(route, peer, peerlen);
@@ -272,9 +302,65 @@ int session_new(struct worker *w, struct route *route, int fd, const struct sock
 		session_close(s, "epoll-error");
 		return -1;
 	}
-	if (session_connect(s) == 0 && s->state == S_OPEN)
+	if (s->state == S_CONNECTING && session_connect(s) == 0 && s->state == S_OPEN)
 		session_run(s);
 	return 0;
+}
+
+static void header_failed(struct session *s, const char *reason, const char *why)
+{
+	CTR_ADD(s->w, proxy_header_errors, 1);
+	log_verbose("session %llx: PROXY header from client: %s", (unsigned long long)s->id, why);
+	session_close(s, reason);
+}
+
+/* accept_proxy: reads the client's header without taking a byte of the
+ * stream behind it (peek, parse, then consume exactly its length). */
+static void session_read_header(struct session *s)
+{
+	uint8_t buf[PROXY_HDR_MAX];
+	struct sockaddr_storage src;
+	socklen_t srclen = 0;
+	char why[128];
+	ssize_t n = recv(s->cli.fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	int r;
+
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			s->cli.can_read = 0;
+		else
+			header_failed(s, "client-error", strerror(errno));
+		return;
+	}
+	if (n == 0) {
+		header_failed(s, "proxy-header-truncated", "connection closed before a complete header");
+		return;
+	}
+	r = proxy_parse(buf, (size_t)n, &src, &srclen, why, sizeof(why));
+	if (r < 0) {
+		header_failed(s, "bad-proxy-header", why);
+		return;
+	}
+	if (r == 0) {
+		/* Incomplete: the next segment raises a new edge; a FIN will not. */
+		if (s->cli.rdhup)
+			header_failed(s, "proxy-header-truncated", "connection closed inside the header");
+		else
+			s->cli.can_read = 0;
+		return;
+	}
+	if (recv(s->cli.fd, buf, (size_t)r, MSG_DONTWAIT) != r) {
+		header_failed(s, "client-error", "header vanished between peek and read");
+		return;
+	}
+	if (src.ss_family != AF_UNSPEC) {
+		memcpy(&s->peer, &src, srclen);
+		s->peerlen = srclen;
+	}
+	s->first = backend_pick(s->route, (struct sockaddr *)&s->peer, s->peerlen);
+	s->state = S_CONNECTING;
+	if (session_connect(s) == 0 && s->state == S_OPEN)
+		session_run(s);
 }
 
 static int sock_error(int fd)
@@ -300,6 +386,11 @@ void session_event(struct side *sd, uint32_t events)
 	if (events & (EPOLLRDHUP | EPOLLHUP))
 		sd->rdhup = 1;
 
+	if (s->state == S_HEADER) {
+		if (sd == &s->cli && sd->can_read)
+			session_read_header(s);
+		return;
+	}
 	if (s->state == S_CONNECTING) {
 		if (sd == &s->srv) {
 			int err = sock_error(sd->fd);
@@ -309,7 +400,8 @@ void session_event(struct side *sd, uint32_t events)
 			}
 			if (!(events & EPOLLOUT))
 				return;
-			s->state = S_OPEN;
+			if (mark_open(s))
+				return;
 		} else {
 			return; /* client bytes wait in the kernel until a backend is up */
 		}
@@ -348,7 +440,9 @@ void session_check_timeouts(struct session *s, uint64_t now_ms)
 {
 	const struct route_opts *o = &s->route->o;
 
-	if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
+	if (s->state == S_HEADER && now_ms >= s->connect_deadline_ms) {
+		header_failed(s, "proxy-header-timeout", "no complete header within proxy_timeout");
+	} else if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
 		session_connect_failed(s, ETIMEDOUT);
 	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= o->idle_timeout_ms) {
 		CTR_ADD(s->w, idle_timeouts, 1);

@@ -46,7 +46,8 @@ struct dir {
 	uint8_t err_at_dst;   /* err came from writing (1) or reading (0) */
 };
 
-enum session_state { S_CONNECTING, S_OPEN, S_CLOSED };
+/* S_HEADER: accept_proxy, waiting for the client's PROXY header. */
+enum session_state { S_HEADER, S_CONNECTING, S_OPEN, S_CLOSED };
 
 struct session {
 	struct worker *w;
@@ -60,7 +61,8 @@ struct session {
 	unsigned tries;        /* backends tried so far */
 	unsigned backend;      /* index of the current backend */
 	uint8_t counted;       /* counted in route->active[backend] (leastconn) */
-	uint64_t start_ms, active_ms, connect_deadline_ms;
+	uint64_t start_ms, active_ms;
+	uint64_t connect_deadline_ms;  /* S_CONNECTING: this attempt's; S_HEADER: the header's */
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
 	struct session *prev, *next; /* worker's list of sessions */

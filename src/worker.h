@@ -32,6 +32,7 @@ struct counters {
 	uint64_t resets_sent;       /* sides closed with RST (undelivered data or aborted peer) */
 	uint64_t accept_fd_pauses;  /* accepts paused on EMFILE/ENFILE/ENOBUFS/ENOMEM */
 	uint64_t max_conns_pauses;  /* accepts paused at --max-conns */
+	uint64_t proxy_header_errors; /* accept_proxy: malformed, truncated or late headers */
 };
 #define CTR_ADD(w, f, n) __atomic_store_n(&(w)->ctr.f, (w)->ctr.f + (n), __ATOMIC_RELAXED)
 #define CTR_GET(w, f)    __atomic_load_n(&(w)->ctr.f, __ATOMIC_RELAXED)

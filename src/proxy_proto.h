@@ -1,0 +1,32 @@
+/* proxy_proto: the PROXY protocol (HAProxy's spec, versions 1 and 2), which
+ * passes the client's addresses to a backend ahead of the stream.
+ *   v1: "PROXY TCP4 192.0.2.7 198.51.100.1 51514 443\r\n", at most 107 bytes
+ *   v2: a 12-byte signature, version/command, family, length, addresses
+ *       (and TLVs, skipped), at most 536 bytes here
+ * The parser is strict: anything the spec does not allow is an error, so a
+ * client cannot smuggle bytes or addresses past it. */
+#ifndef SPLICER_PROXY_PROTO_H
+#define SPLICER_PROXY_PROTO_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define PROXY_V1_MAX 107
+#define PROXY_V2_MAX 536
+#define PROXY_HDR_MAX PROXY_V2_MAX
+
+/* Parses a header at the start of buf[0..n). Returns its length when
+ * complete, with *src set to the client's address (ss_family AF_UNSPEC for
+ * v1 UNKNOWN and v2 LOCAL/UNSPEC: keep the connection's own address); 0 when
+ * the bytes so far are a valid beginning and more are needed; -1 when it is
+ * malformed, with the reason in why. */
+int proxy_parse(const uint8_t *buf, size_t n, struct sockaddr_storage *src, socklen_t *srclen,
+		char *why, size_t whylen);
+
+/* Writes a header for a connection from src to dst (both the same family:
+ * AF_INET, AF_INET6 or AF_UNIX; anything else gives v1 "UNKNOWN" / v2
+ * LOCAL) into out[PROXY_HDR_MAX]. Returns its length. */
+size_t proxy_build(int version, const struct sockaddr *src, socklen_t srclen,
+		   const struct sockaddr *dst, socklen_t dstlen, uint8_t *out);
+
+#endif
