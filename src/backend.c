@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
+
 _Static_assert(MAX_BACKENDS < 0xff, "maglev stores backend indices in a byte, 0xff marks a free slot");
 
 /* FNV-1a, then a splitmix64 finish so nearby inputs spread over all bits. */
@@ -84,7 +86,8 @@ static int build_maglev(struct route *r)
 int backend_tables_build(struct route *r)
 {
 	backend_tables_free(r);
-	if (!(r->active = calloc(r->nbackend, sizeof(*r->active))) || build_schedule(r) ||
+	if (!(r->active = calloc(r->nbackend, sizeof(*r->active))) ||
+	    !(r->health = calloc(r->nbackend, sizeof(*r->health))) || build_schedule(r) ||
 	    (r->o.balance == BALANCE_MAGLEV && build_maglev(r)))
 		return -1;
 	return 0;
@@ -95,25 +98,84 @@ void backend_tables_free(struct route *r)
 	free(r->sched);
 	free(r->active);
 	free(r->maglev);
+	free(r->health);
+	r->health = NULL;
 	r->sched = NULL;
 	r->active = NULL;
 	r->maglev = NULL;
 	r->nsched = 0;
 }
 
+int backend_is_up(const struct route *r, unsigned i)
+{
+	return !__atomic_load_n(&r->health[i].down, __ATOMIC_RELAXED);
+}
+
+static int any_up(const struct route *r)
+{
+	for (unsigned i = 0; i < r->nbackend; i++)
+		if (backend_is_up(r, i))
+			return 1;
+	return 0;
+}
+
+void backend_set_down(struct route *r, unsigned i, int down, const char *why)
+{
+	if (__atomic_exchange_n(&r->health[i].down, (uint8_t)down, __ATOMIC_RELAXED) == down)
+		return;
+	if (down)
+		log_warn("route %s: backend %s is down (%s)", r->name, r->backend[i].addr.text, why);
+	else
+		log_info("route %s: backend %s is up (%s)", r->name, r->backend[i].addr.text, why);
+}
+
+void backend_connect_result(struct route *r, unsigned i, int ok)
+{
+	struct backend_health *h = &r->health[i];
+
+	if (!r->o.check)
+		return; /* without checks nothing would bring it back */
+	if (ok) {
+		if (__atomic_load_n(&h->fails, __ATOMIC_RELAXED))
+			__atomic_store_n(&h->fails, 0, __ATOMIC_RELAXED);
+		return;
+	}
+	if (__atomic_add_fetch(&h->fails, 1, __ATOMIC_RELAXED) >= r->o.fall)
+		backend_set_down(r, i, 1, "session connects failed in a row");
+}
+
+/* The next up backend of the weighted schedule (any, when none is up). */
+static unsigned rr_pick(const struct route *r, uint64_t turn)
+{
+	for (unsigned k = 0; k < r->nsched; k++) {
+		unsigned b = r->sched[(turn + k) % r->nsched];
+		if (backend_is_up(r, b))
+			return b;
+	}
+	return r->sched[turn % r->nsched];
+}
+
 /* The client's IP address picks the slot; its port does not, so all of a
  * client's connections go to one backend. */
 static unsigned maglev_pick(const struct route *r, const struct sockaddr *peer, uint64_t turn)
 {
-	if (peer->sa_family == AF_INET) {
-		const struct in_addr *a = &((const struct sockaddr_in *)peer)->sin_addr;
-		return r->maglev[hash64(a, sizeof(*a), 0) % MAGLEV_SIZE];
+	uint64_t slot;
+
+	if (peer->sa_family == AF_INET)
+		slot = hash64(&((const struct sockaddr_in *)peer)->sin_addr, sizeof(struct in_addr), 0);
+	else if (peer->sa_family == AF_INET6)
+		slot = hash64(&((const struct sockaddr_in6 *)peer)->sin6_addr, sizeof(struct in6_addr), 0);
+	else
+		return rr_pick(r, turn);
+	slot %= MAGLEV_SIZE;
+	/* A down backend's clients take the next slots' backends, the same in
+	 * every instance that sees the same backends down. */
+	for (uint32_t k = 0; k < MAGLEV_SIZE && any_up(r); k++) {
+		unsigned b = r->maglev[(slot + k) % MAGLEV_SIZE];
+		if (backend_is_up(r, b))
+			return b;
 	}
-	if (peer->sa_family == AF_INET6) {
-		const struct in6_addr *a = &((const struct sockaddr_in6 *)peer)->sin6_addr;
-		return r->maglev[hash64(a, sizeof(*a), 0) % MAGLEV_SIZE];
-	}
-	return r->sched[turn % r->nsched];
+	return r->maglev[slot];
 }
 
 unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t peerlen)
@@ -126,14 +188,23 @@ unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t pe
 	if (r->o.balance == BALANCE_MAGLEV)
 		return maglev_pick(r, peer, turn);
 	if (r->o.balance != BALANCE_LEASTCONN || n == 1)
-		return r->sched[turn % r->nsched];
+		return rr_pick(r, turn);
 	/* Compare active/weight as active_i * weight_j against active_j * weight_i,
-	 * starting at a rotating index so ties spread. */
+	 * starting at a rotating index so ties spread; down backends only
+	 * when every one is down. */
 	best = (unsigned)(turn % n);
 	best_load = __atomic_load_n(&r->active[best], __ATOMIC_RELAXED);
 	for (unsigned k = 1; k < n; k++) {
 		unsigned i = (unsigned)((turn + k) % n);
 		int64_t load = __atomic_load_n(&r->active[i], __ATOMIC_RELAXED);
+		int up_i = backend_is_up(r, i), up_best = backend_is_up(r, best);
+		if (up_i != up_best) {
+			if (up_i) {
+				best = i;
+				best_load = load;
+			}
+			continue;
+		}
 		if (load * (int64_t)r->backend[best].weight < best_load * (int64_t)r->backend[i].weight) {
 			best = i;
 			best_load = load;

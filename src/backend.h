@@ -25,6 +25,14 @@ void backend_tables_free(struct route *r);
  * client; a Unix-socket client has no address and goes round-robin. */
 unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t peerlen);
 
+/* Health: whether sessions may use backend i; marking it (logs a change). */
+int backend_is_up(const struct route *r, unsigned i);
+void backend_set_down(struct route *r, unsigned i, int down, const char *why);
+/* Passive health: a session's connect to backend i succeeded or failed;
+ * `fall` failures in a row mark it down (when the route has checks, which
+ * alone can bring it back). */
+void backend_connect_result(struct route *r, unsigned i, int ok);
+
 /* A session is (no longer) attempting or using backend i. */
 void backend_hold(struct route *r, unsigned i);
 void backend_release(struct route *r, unsigned i);

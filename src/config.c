@@ -20,6 +20,7 @@ const char *const engine_names[] = { "auto", "copy", "splice", NULL };
 static const char *const log_forms[] = { "FILE|-|syslog|off", NULL };
 static const char *const proxy_versions[] = { "off", "v1", "v2", NULL };
 static const char *const no_yes[] = { "no", "yes", NULL };
+static const char *const check_kinds[] = { "none", "tcp", NULL };
 const char *const balance_names[] = { "roundrobin", "leastconn", "maglev", NULL };
 
 #define G(field) offsetof(struct config, field)
@@ -60,6 +61,16 @@ const struct setting settings[] = {
 	  "require a PROXY header (v1 or v2) from clients; its address is the one logged, hashed and forwarded" },
 	{ "proxy-timeout", 0, SET_DURATION, 1, DAY_MS, "3s", 0, NULL, SCOPE_ROUTE, R(proxy_timeout_ms),
 	  "accept-proxy: a client that has not sent its whole header by then is closed" },
+	{ "check", 0, SET_ENUM, 0, 0, "none", 0, check_kinds, SCOPE_ROUTE, R(check),
+	  "active health checks: tcp (a connect that succeeds within check-timeout); also enables passive marking" },
+	{ "check-interval", 0, SET_DURATION, 10, DAY_MS, "2s", 0, NULL, SCOPE_ROUTE, R(check_interval_ms),
+	  "time between two checks of a backend" },
+	{ "check-timeout", 0, SET_DURATION, 1, DAY_MS, "1s", 0, NULL, SCOPE_ROUTE, R(check_timeout_ms),
+	  "a check that has not connected by then failed" },
+	{ "rise", 0, SET_UINT, 1, 1000, "2", 0, NULL, SCOPE_ROUTE, R(rise),
+	  "good checks in a row that bring a down backend up" },
+	{ "fall", 0, SET_UINT, 1, 1000, "3", 0, NULL, SCOPE_ROUTE, R(fall),
+	  "failed checks, or failed session connects, in a row that mark a backend down" },
 	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, SCOPE_GLOBAL, G(drain_timeout_ms),
 	  "on SIGTERM/SIGINT, how long running sessions may finish" },
 };

@@ -41,6 +41,19 @@ struct route_opts {
 	uint64_t proxy_protocol;     /* 0 off, 1 v1, 2 v2: header sent to backends */
 	uint64_t accept_proxy;       /* 1: clients must send a PROXY header first */
 	uint64_t proxy_timeout_ms;   /* accept_proxy: the whole header within this */
+	uint64_t check;              /* 0 none, 1 tcp: active health checks */
+	uint64_t check_interval_ms;
+	uint64_t check_timeout_ms;
+	uint64_t rise;               /* good checks in a row that bring a backend up */
+	uint64_t fall;               /* failed checks (or connects) in a row that take it down */
+};
+
+/* A backend's health, shared by the checker thread and the workers. */
+struct backend_health {
+	uint8_t down;                /* atomic: sessions skip it */
+	uint32_t good, bad;          /* checker: results in a row */
+	uint32_t fails;              /* atomic: connect failures in a row (passive) */
+	uint64_t checks_ok, checks_failed; /* atomic totals */
 };
 
 struct backend_conf {
@@ -64,6 +77,8 @@ struct route {
 	uint64_t rr;                       /* cursor into sched (atomic) */
 	int64_t *active;                   /* sessions per backend (atomic), for leastconn */
 	uint8_t *maglev;                   /* balance = maglev: MAGLEV_SIZE backend indices */
+	struct backend_health *health;     /* per backend */
+	uint64_t next_check_ms;            /* checker thread only */
 };
 
 struct config {

@@ -224,7 +224,8 @@ static int handler(void *user, const char *section, const char *name, const char
 		problem(x, "unknown key '%s'%s", name,
 			x->sec == SEC_ROUTE ? " in a route (expects listen, backend, engine, balance, "
 					      "lowat, connect_timeout, idle_timeout, proxy_protocol, "
-					      "accept_proxy, proxy_timeout)" : "");
+					      "accept_proxy, proxy_timeout, check, check_interval, "
+					      "check_timeout, rise, fall)" : "");
 		return 1;
 	}
 	if (s->scope == SCOPE_GLOBAL && x->sec == SEC_ROUTE) {

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "engine.h"
 #include "listener.h"
+#include "health.h"
 #include "log.h"
 #include "notify.h"
 #include "units.h"
@@ -55,10 +56,10 @@ static void log_startup(const struct config *c, unsigned pipe_actual)
 		addr_list(r, 1, backends, sizeof(backends));
 		format_size(r->o.lowat, lw, sizeof(lw));
 		log_info("route %s: %s -> %s (%s); engine %s; lowat %s; timeouts: connect %llu ms, "
-			 "idle %llu ms", r->name, listens, backends,
+			 "idle %llu ms; checks %s", r->name, listens, backends,
 			 balance_names[r->o.balance], engine_names[r->o.engine],
 			 r->o.lowat ? lw : "off", (unsigned long long)r->o.connect_timeout_ms,
-			 (unsigned long long)r->o.idle_timeout_ms);
+			 (unsigned long long)r->o.idle_timeout_ms, r->o.check ? "tcp" : "none");
 		if (n < sizeof(all))
 			n += (size_t)snprintf(all + n, sizeof(all) - n, "%s%s", i ? ", " : "", listens);
 	}
@@ -75,11 +76,12 @@ static void log_totals(struct worker *ws, unsigned n)
 		for (size_t k = 0; k < sizeof(t) / sizeof(uint64_t); k++)
 			dst[k] += __atomic_load_n(&src[k], __ATOMIC_RELAXED);
 	}
-	log_info("stopped: sessions %llu (no-backend %llu, idle-timeout %llu); bytes up %llu down %llu "
+	log_info("stopped: sessions %llu (no-backend %llu, all-backends-down %llu, idle-timeout %llu); bytes up %llu down %llu "
 		 "(copied %llu, spliced %llu); auto switches %llu; splice fallbacks %llu; "
 		 "connect errors %llu, retries %llu; resets sent %llu; accept pauses fd %llu max-conns %llu; "
 		 "bad proxy headers %llu",
 		 (unsigned long long)t.accepted, (unsigned long long)t.no_backend,
+		 (unsigned long long)t.all_down,
 		 (unsigned long long)t.idle_timeouts, (unsigned long long)t.bytes_up,
 		 (unsigned long long)t.bytes_down, (unsigned long long)t.bytes_copied,
 		 (unsigned long long)t.bytes_spliced, (unsigned long long)t.auto_switches,
@@ -118,7 +120,7 @@ static int run_proxy(struct config *cfg)
 	char err[256];
 	sigset_t sigs;
 	unsigned started = 0;
-	int rc = 0, any_splice = 0;
+	int rc = 0, any_splice = 0, hr;
 
 	if (engine_splice.probe(err, sizeof(err))) {
 		for (unsigned i = 0; i < cfg->nroutes; i++) {
@@ -177,6 +179,8 @@ static int run_proxy(struct config *cfg)
 	for (unsigned r = 0; r < cfg->nroutes; r++)
 		any_splice |= cfg->route[r]->o.engine != ENGINE_COPY;
 	log_startup(cfg, any_splice ? granted_pipe_size(cfg) : 0);
+	if ((hr = health_start(cfg)))
+		log_warn("health checks not started: %s", strerror(-hr));
 	if (notify_send("READY=1\nSTATUS=forwarding") < 0)
 		log_warn("NOTIFY_SOCKET is set but READY=1 could not be sent to it");
 
@@ -220,6 +224,7 @@ static int run_proxy(struct config *cfg)
 		if (!alive)
 			break;
 	}
+	health_stop();
 	log_totals(ws, (unsigned)cfg->workers);
 	access_log_close();
 	for (unsigned i = 0; i < cfg->workers; i++)

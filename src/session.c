@@ -186,6 +186,7 @@ static int mark_open(struct session *s)
 	size_t n;
 
 	s->state = S_OPEN;
+	backend_connect_result(s->route, s->backend, 1);
 	if (!s->route->o.proxy_protocol)
 		return 0;
 	if (getsockname(s->cli.fd, (struct sockaddr *)&local, &llen))
@@ -207,15 +208,19 @@ static int session_connect(struct session *s)
 {
 	struct worker *w = s->w;
 	struct route *rt = s->route;
+	unsigned attempts = 0;
 
 	while (s->tries < rt->nbackend) {
 		const struct addr *b;
 		int fd, r;
 
-		s->backend = (s->first + s->tries) % rt->nbackend;
+		s->backend = (s->first + s->tries++) % rt->nbackend;
 		b = &rt->backend[s->backend].addr;
-		if (s->tries++)
+		if (!backend_is_up(rt, s->backend))
+			continue; /* marked down: never waited on */
+		if (attempts++ || s->attempted)
 			CTR_ADD(w, connect_retries, 1);
+		s->attempted = 1;
 		fd = socket(b->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0) {
 			log_warn("session %llx: socket() for backend %s: %s",
@@ -241,7 +246,13 @@ static int session_connect(struct session *s)
 		CTR_ADD(w, connect_errors, 1);
 		log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id,
 			    b->text, strerror(errno));
+		backend_connect_result(rt, s->backend, 0);
 		close(fd);
+	}
+	if (!s->attempted) {
+		CTR_ADD(w, all_down, 1);
+		session_close(s, "all-backends-down");
+		return -1;
 	}
 	CTR_ADD(w, no_backend, 1);
 	session_close(s, "no-backend");
@@ -257,6 +268,7 @@ static void session_connect_failed(struct session *s, int err)
 	CTR_ADD(w, connect_errors, 1);
 	log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id,
 		    s->route->backend[s->backend].addr.text, strerror(err));
+	backend_connect_result(s->route, s->backend, 0);
 	backend_release(s->route, s->backend);
 	s->counted = 0;
 	close(s->srv.fd); /* also leaves the epoll set */

@@ -61,6 +61,7 @@ struct session {
 	unsigned tries;        /* backends tried so far */
 	unsigned backend;      /* index of the current backend */
 	uint8_t counted;       /* counted in route->active[backend] (leastconn) */
+	uint8_t attempted;     /* a connect to some backend was tried */
 	uint64_t start_ms, active_ms;
 	uint64_t connect_deadline_ms;  /* S_CONNECTING: this attempt's; S_HEADER: the header's */
 	struct sockaddr_storage peer;

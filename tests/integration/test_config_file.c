@@ -58,7 +58,8 @@ static const struct {
 	{ "unknown-key.conf", "[global]\nworkers = 1\nnonsense = 3\n", "", "3: unknown key 'nonsense'" },
 	{ "unknown-route-key.conf", "", "bogus = 1\n",
 	  "4: unknown key 'bogus' in a route (expects listen, backend, engine, balance, lowat, "
-	  "connect_timeout, idle_timeout, proxy_protocol, accept_proxy, proxy_timeout)" },
+	  "connect_timeout, idle_timeout, proxy_protocol, accept_proxy, proxy_timeout, check, "
+	  "check_interval, check_timeout, rise, fall)" },
 	{ "bad-value.conf", "[global]\nworkers = zero\n", "",
 	  "2: workers: invalid value 'zero' (expects an integer 1..256 or auto)" },
 	{ "bad-enum.conf", "", "engine = fast\n",
@@ -224,21 +225,29 @@ static void *tag_loop(void *arg)
 	return NULL;
 }
 
-static void tag_start(struct tag_server *t, char tag, int hold)
+static void tag_start_on(struct tag_server *t, char tag, int hold, int port)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				   .sin_port = htons((uint16_t)port) };
 	socklen_t len = sizeof sin;
+	int one = 1;
 
 	memset(t, 0, sizeof *t);
 	t->tag = tag;
 	t->hold = hold;
 	t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(t->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	H_CHECK(t->lfd >= 0 && bind(t->lfd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
 			listen(t->lfd, 1024) == 0 &&
 			getsockname(t->lfd, (struct sockaddr *)&sin, &len) == 0,
 		"tag server %c: %s", tag, strerror(errno));
 	t->port = ntohs(sin.sin_port);
 	H_CHECK(pthread_create(&t->thr, NULL, tag_loop, t) == 0, "tag server thread");
+}
+
+static void tag_start(struct tag_server *t, char tag, int hold)
+{
+	tag_start_on(t, tag, hold, 0);
 }
 
 static void tag_stop(struct tag_server *t)
@@ -494,4 +503,98 @@ Test(integ, config_maglev_same_client_same_backend_across_restarts, .init = h_in
 		first);
 	for (int i = 0; i < 3; i++)
 		tag_stop(&srv[i]);
+}
+
+/* Lines of the proxy's log that contain every needle. */
+static int log_count(const struct h_proxy *p, const char *n1, const char *n2)
+{
+	FILE *f = fopen(p->log, "re");
+	char line[2048];
+	int n = 0;
+
+	while (f && fgets(line, sizeof line, f))
+		n += strstr(line, n1) && (!n2 || strstr(line, n2));
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* Waits for the count-th log line with both needles. */
+static int64_t wait_log(const struct h_proxy *p, const char *n1, const char *n2, int count, int ms)
+{
+	int64_t t0 = h_now_ms();
+	while (log_count(p, n1, n2) < count && h_now_ms() - t0 < ms)
+		h_sleep_ms(10);
+	H_CHECK(log_count(p, n1, n2) >= count, "no log line %d with \"%s\" \"%s\" within %d ms",
+		count, n1, n2 ? n2 : "", ms);
+	return h_now_ms() - t0;
+}
+
+Test(integ, health_checks_mark_down_and_up, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct tag_server a, b;
+	static struct h_proxy p;
+	char text[600], bname[64], aname[64];
+	int seen[2];
+
+	tag_start(&a, 'A', 0);
+	tag_start(&b, 'B', 0);
+	int bport = b.port;
+	snprintf(aname, sizeof aname, "backend 127.0.0.1:%d", a.port);
+	snprintf(bname, sizeof bname, "backend 127.0.0.1:%d", bport);
+	snprintf(text, sizeof text,
+		 "[route h]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d 127.0.0.1:%d\n"
+		 "check = tcp\ncheck_interval = 100ms\ncheck_timeout = 200ms\nrise = 2\nfall = 2\n",
+		 a.port, bport);
+	const char *extra[] = { "-v", NULL };
+	proxy_from_file(&p, bin, conf_write("health.conf", text), extra);
+
+	/* B dies: marked down within fall x interval (+ a round of slack), and
+	 * no session tries it afterwards. */
+	tag_stop(&b);
+	int64_t took = wait_log(&p, bname, "is down", 1, 1500);
+	/* fall x interval = 200 ms, plus up to one interval of phase; the rest
+	 * is slack for a loaded machine */
+	H_CHECK(took <= 1000, "a dead backend was marked down after %lld ms (fall 2 x 100 ms)",
+		(long long)took);
+	int tried_before = log_count(&p, bname, "connect:");
+	seen[0] = seen[1] = 0;
+	for (int i = 0; i < 20; i++) {
+		char t = tag_of(&p.addr, NULL);
+		H_CHECK(t == 'A', "session %d with B down reached %c", i, t ? t : '-');
+	}
+	H_CHECK(log_count(&p, bname, "connect:") == tried_before,
+		"sessions still tried the backend marked down (%d connect failures logged, %d before)",
+		log_count(&p, bname, "connect:"), tried_before);
+
+	/* B comes back on its port: up after rise good checks, and used again. */
+	tag_start_on(&b, 'B', 0, bport);
+	took = wait_log(&p, bname, "is up", 1, 1500);
+	H_CHECK(took <= 1000, "a revived backend came up after %lld ms (rise 2 x 100 ms)", (long long)took);
+	for (int i = 0; i < 20; i++) {
+		char t = tag_of(&p.addr, NULL);
+		H_CHECK(t == 'A' || t == 'B', "session %d got no tag", i);
+		seen[t - 'A']++;
+	}
+	H_CHECK(seen[0] && seen[1], "with both up, 20 sessions went A %d, B %d times", seen[0], seen[1]);
+
+	/* every backend down: clients are closed at once, and counted */
+	tag_stop(&a);
+	tag_stop(&b);
+	wait_log(&p, aname, "is down", 1, 1500);
+	wait_log(&p, bname, "is down", 2, 1500);
+	for (int i = 0; i < 3; i++) {
+		int fd = h_connect(&p.addr, 2000);
+		H_CHECK(fd >= 0, "connect with every backend down: %s", strerror(errno));
+		int64_t t0 = h_now_ms();
+		int rc = h_expect_eof(fd, t0 + 2000);
+		close(fd);
+		H_CHECK((rc == 0 || rc == -ECONNRESET) && h_now_ms() - t0 < 300,
+			"with every backend down, a client waited %lld ms (rc %d)",
+			(long long)(h_now_ms() - t0), rc);
+	}
+	h_proxy_down(&p);
+	H_CHECK(log_count(&p, "all-backends-down 3", NULL) == 1,
+		"the totals line does not count 3 clients closed with every backend down");
 }

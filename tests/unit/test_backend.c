@@ -141,3 +141,21 @@ Test(unit_backend, maglev_removing_one_of_five_moves_few_clients)
 	config_free(five);
 	config_free(four);
 }
+
+Test(unit_backend, down_backends_are_skipped_by_every_balance)
+{
+	const unsigned w[] = { 1, 1, 1 };
+	const char *modes[] = { "roundrobin", "leastconn", "maglev" };
+
+	for (int m = 0; m < 3; m++) {
+		struct config *c = weighted(w, 3, modes[m]);
+		struct route *r = c->route[0];
+		r->health[1].down = 1;
+		for (unsigned k = 0; k < 300; k++) {
+			struct sockaddr_in sin = client(k);
+			unsigned b = backend_pick(r, (struct sockaddr *)&sin, sizeof(sin));
+			cr_assert_neq(b, 1, "%s picked the backend marked down", modes[m]);
+		}
+		config_free(c);
+	}
+}
