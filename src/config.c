@@ -18,6 +18,7 @@
 
 const char *const engine_names[] = { "auto", "copy", "splice", NULL };
 static const char *const log_forms[] = { "FILE|-|syslog|off", NULL };
+static const char *const stats_forms[] = { "ADDRESS|off", NULL };
 static const char *const proxy_versions[] = { "off", "v1", "v2", NULL };
 static const char *const no_yes[] = { "no", "yes", NULL };
 static const char *const check_kinds[] = { "none", "tcp", NULL };
@@ -71,6 +72,8 @@ const struct setting settings[] = {
 	  "good checks in a row that bring a down backend up" },
 	{ "fall", 0, SET_UINT, 1, 1000, "3", 0, NULL, SCOPE_ROUTE, R(fall),
 	  "failed checks, or failed session connects, in a row that mark a backend down" },
+	{ "stats", 0, SET_TEXT, 0, 0, "off", 0, stats_forms, SCOPE_GLOBAL, G(stats),
+	  "serve GET /metrics (Prometheus) and GET /health over HTTP on this address" },
 	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, SCOPE_GLOBAL, G(drain_timeout_ms),
 	  "on SIGTERM/SIGINT, how long running sessions may finish" },
 };
@@ -453,6 +456,21 @@ int config_finalize(struct config *c)
 		fprintf(stderr, "%s%s%u listen addresses in all; at most %u are supported\n", c->file,
 			c->file[0] ? ": " : "splicer: ", nlisteners, MAX_LISTENERS);
 		return -1;
+	}
+	if (strcmp(c->stats, "off")) {
+		char why[256];
+		if (addr_parse(c->stats, ADDR_LISTEN, &c->stats_addr, why, sizeof(why))) {
+			fprintf(stderr, "%s%sstats: %s\n", c->file, c->file[0] ? ": " : "splicer: ", why);
+			return -1;
+		}
+		for (unsigned i = 0; i < c->nroutes; i++)
+			for (unsigned l = 0; l < c->route[i]->nlisten; l++)
+				if (listen_clash(&c->stats_addr, &c->route[i]->listen[l])) {
+					fprintf(stderr, "%s%sstats %s clashes with listen %s of route '%s'\n",
+						c->file, c->file[0] ? ": " : "splicer: ", c->stats_addr.text,
+						c->route[i]->listen[l].text, c->route[i]->name);
+					return -1;
+				}
 	}
 	if (c->workers == SETTING_AUTO) {
 		cpus = sysconf(_SC_NPROCESSORS_ONLN);

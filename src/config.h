@@ -54,7 +54,17 @@ struct backend_health {
 	uint32_t good, bad;          /* checker: results in a row */
 	uint32_t fails;              /* atomic: connect failures in a row (passive) */
 	uint64_t checks_ok, checks_failed; /* atomic totals */
+	/* traffic through this backend, atomic, added once per session */
+	uint64_t sessions, bytes_up, bytes_down, connect_errors;
 };
+
+/* A route's traffic, atomic, added once per session (never per byte). */
+struct route_stats {
+	uint64_t sessions, active, bytes_up, bytes_down;
+	uint64_t connect_errors, retries, no_backend, all_down;
+};
+#define STAT_ADD(field, n) __atomic_add_fetch(&(field), (uint64_t)(n), __ATOMIC_RELAXED)
+#define STAT_GET(field)    __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
 struct backend_conf {
 	struct addr addr;
@@ -79,6 +89,7 @@ struct route {
 	uint8_t *maglev;                   /* balance = maglev: MAGLEV_SIZE backend indices */
 	struct backend_health *health;     /* per backend */
 	uint64_t next_check_ms;            /* checker thread only */
+	struct route_stats st;
 };
 
 struct config {
@@ -96,6 +107,8 @@ struct config {
 	uint64_t drain_timeout_ms;   /* SIGTERM: how long running sessions may finish */
 	uint64_t verbose;            /* -v count */
 	char access_log[SETTING_TEXT_MAX]; /* FILE, "-", "syslog" or "off" */
+	char stats[SETTING_TEXT_MAX];      /* ADDRESS of the metrics endpoint, or "off" */
+	struct addr stats_addr;            /* stats, parsed by config_finalize() */
 };
 
 /* Fills *c with every default and no route. */

@@ -21,6 +21,7 @@
 #include "health.h"
 #include "log.h"
 #include "notify.h"
+#include "stats_http.h"
 #include "units.h"
 #include "worker.h"
 
@@ -170,6 +171,10 @@ static int run_proxy(struct config *cfg)
 			return 1;
 		}
 	}
+	if (stats_http_start(cfg, ws, (unsigned)cfg->workers, &sh, err, sizeof(err))) {
+		log_err("%s", err);
+		return 1;
+	}
 	for (; started < cfg->workers; started++)
 		if ((errno = pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]))) {
 			log_err("pthread_create: %s", strerror(errno));
@@ -225,6 +230,7 @@ static int run_proxy(struct config *cfg)
 			break;
 	}
 	health_stop();
+	stats_http_stop();
 	log_totals(ws, (unsigned)cfg->workers);
 	access_log_close();
 	for (unsigned i = 0; i < cfg->workers; i++)

@@ -186,6 +186,8 @@ static int mark_open(struct session *s)
 	size_t n;
 
 	s->state = S_OPEN;
+	s->opened = 1;
+	STAT_ADD(s->route->health[s->backend].sessions, 1);
 	backend_connect_result(s->route, s->backend, 1);
 	if (!s->route->o.proxy_protocol)
 		return 0;
@@ -218,8 +220,10 @@ static int session_connect(struct session *s)
 		b = &rt->backend[s->backend].addr;
 		if (!backend_is_up(rt, s->backend))
 			continue; /* marked down: never waited on */
-		if (attempts++ || s->attempted)
+		if (attempts++ || s->attempted) {
 			CTR_ADD(w, connect_retries, 1);
+			STAT_ADD(rt->st.retries, 1);
+		}
 		s->attempted = 1;
 		fd = socket(b->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0) {
@@ -244,6 +248,8 @@ static int session_connect(struct session *s)
 			return 0;
 		}
 		CTR_ADD(w, connect_errors, 1);
+		STAT_ADD(rt->st.connect_errors, 1);
+		STAT_ADD(rt->health[s->backend].connect_errors, 1);
 		log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id,
 			    b->text, strerror(errno));
 		backend_connect_result(rt, s->backend, 0);
@@ -251,10 +257,12 @@ static int session_connect(struct session *s)
 	}
 	if (!s->attempted) {
 		CTR_ADD(w, all_down, 1);
+		STAT_ADD(rt->st.all_down, 1);
 		session_close(s, "all-backends-down");
 		return -1;
 	}
 	CTR_ADD(w, no_backend, 1);
+	STAT_ADD(rt->st.no_backend, 1);
 	session_close(s, "no-backend");
 	return -1;
 }
@@ -266,6 +274,8 @@ static void session_connect_failed(struct session *s, int err)
 	struct worker *w = s->w;
 
 	CTR_ADD(w, connect_errors, 1);
+	STAT_ADD(s->route->st.connect_errors, 1);
+	STAT_ADD(s->route->health[s->backend].connect_errors, 1);
 	log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id,
 		    s->route->backend[s->backend].addr.text, strerror(err));
 	backend_connect_result(s->route, s->backend, 0);
@@ -305,6 +315,8 @@ int session_new(struct worker *w, struct route *route, int fd, const struct sock
 		w->sessions->prev = s;
 	w->sessions = s;
 	CTR_ADD(w, accepted, 1);
+	STAT_ADD(route->st.sessions, 1);
+	STAT_ADD(route->st.active, 1);
 	CTR_ADD(w, active, 1);
 	if (peer->sa_family != AF_UNIX) {
 		int one = 1;
@@ -538,6 +550,13 @@ void session_close(struct session *s, const char *reason)
 	s->dead_next = w->dead;
 	w->dead = s;
 	CTR_ADD(w, closed, 1);
+	STAT_ADD(s->route->st.active, -1);
+	STAT_ADD(s->route->st.bytes_up, s->up.bytes);
+	STAT_ADD(s->route->st.bytes_down, s->down.bytes);
+	if (s->opened) {
+		STAT_ADD(s->route->health[s->backend].bytes_up, s->up.bytes);
+		STAT_ADD(s->route->health[s->backend].bytes_down, s->down.bytes);
+	}
 	CTR_ADD(w, active, (uint64_t)-1);
 	__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
 	if (w->paused_max_conns)

@@ -62,6 +62,7 @@ struct session {
 	unsigned backend;      /* index of the current backend */
 	uint8_t counted;       /* counted in route->active[backend] (leastconn) */
 	uint8_t attempted;     /* a connect to some backend was tried */
+	uint8_t opened;        /* connected to s->backend (its bytes count for it) */
 	uint64_t start_ms, active_ms;
 	uint64_t connect_deadline_ms;  /* S_CONNECTING: this attempt's; S_HEADER: the header's */
 	struct sockaddr_storage peer;

@@ -178,3 +178,112 @@ Test(integ, sd_notify_ready_and_stopping, .init = h_init, .fini = h_fini, .timeo
 	close(fd);
 	h_server_stop(&srv);
 }
+
+/* Sends req (n bytes) to addr and reads the whole answer until the server
+ * closes; returns it (static). */
+static const char *http(const struct h_addr *addr, const void *req, size_t n)
+{
+	static char resp[65536];
+	size_t got = 0;
+	int fd = h_connect(addr, 2000);
+
+	H_CHECK(fd >= 0, "connect to the stats endpoint %s: %s", addr->text, strerror(errno));
+	if (n)
+		h_send_all(fd, req, n, h_now_ms() + 2000);
+	int64_t end = h_now_ms() + 4000;
+	while (got < sizeof resp - 1 && h_now_ms() < end) {
+		ssize_t k = recv(fd, resp + got, sizeof resp - 1 - got, 0);
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			continue; /* the socket's 1 s timeout; the deadline is ours */
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	resp[got] = '\0';
+	close(fd);
+	return resp;
+}
+
+static void expect_metric(const char *body, const char *line)
+{
+	char want[400];
+	snprintf(want, sizeof want, "\n%s\n", line);
+	H_CHECK(strstr(body, want), "/metrics lacks the line '%s':\n%s", line, body);
+}
+
+Test(integ, metrics_match_traffic_and_bad_http_is_refused, .init = h_init, .fini = h_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+	struct h_addr stats;
+	char line[400];
+
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	const char *backends[] = { srv.addr.text, NULL };
+	const char *extra[] = { "--stats", "127.0.0.1:0", NULL };
+	h_proxy_up(&p, bin, "auto", "127.0.0.1:0", backends, extra);
+	{
+		FILE *f = fopen(p.log, "re");
+		char l[1024], a[160] = "";
+		while (f && fgets(l, sizeof l, f))
+			if (strstr(l, "stats: listening on "))
+				sscanf(strstr(l, "stats: listening on ") + 20, "%159s", a);
+		if (f)
+			fclose(f);
+		H_CHECK(a[0] && h_addr_parse(a, &stats) == 0, "no 'stats: listening on' line in %s", p.log);
+	}
+	for (int i = 1; i <= 3; i++)
+		echo_session(&p.addr, 100 * (size_t)i, 0xC0 + (uint64_t)i);
+	/* sessions count their bytes when they close, just after the client's */
+	const char *body = "";
+	for (int64_t end = h_now_ms() + 3000; h_now_ms() < end; h_sleep_ms(20)) {
+		body = http(&stats, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34);
+		if (strstr(body, "\nsplicer_route_sessions_active{route=\"default\"} 0\n"))
+			break;
+	}
+	H_CHECK(!strncmp(body, "HTTP/1.1 200 OK\r\n", 17) &&
+			strstr(body, "Content-Type: text/plain; version=0.0.4"),
+		"GET /metrics: %.200s", body);
+	expect_metric(body, "splicer_route_sessions_total{route=\"default\"} 3");
+	expect_metric(body, "splicer_route_sessions_active{route=\"default\"} 0");
+	expect_metric(body, "splicer_route_bytes_total{route=\"default\",direction=\"up\"} 600");
+	expect_metric(body, "splicer_route_bytes_total{route=\"default\",direction=\"down\"} 600");
+	snprintf(line, sizeof line, "splicer_backend_bytes_total{route=\"default\",backend=\"%s\","
+				    "direction=\"up\"} 600", srv.addr.text);
+	expect_metric(body, line);
+	snprintf(line, sizeof line, "splicer_backend_sessions_total{route=\"default\",backend=\"%s\"} 3",
+		 srv.addr.text);
+	expect_metric(body, line);
+	snprintf(line, sizeof line, "splicer_backend_up{route=\"default\",backend=\"%s\"} 1",
+		 srv.addr.text);
+	expect_metric(body, line);
+	expect_metric(body, "splicer_route_connect_errors_total{route=\"default\"} 0");
+
+	const char *r = http(&stats, "GET /health HTTP/1.0\r\n\r\n", 24);
+	H_CHECK(!strncmp(r, "HTTP/1.1 200 OK", 15) && strstr(r, "\r\n\r\nok\n"), "GET /health: %s", r);
+
+	/* bad requests: each answered with its status and closed */
+	static char big[6000];
+	memset(big, 'a', sizeof big);
+	memcpy(big, "GET /metrics HTTP/1.1\r\nX-Long: ", 31);
+	const struct { const char *req; size_t n; const char *status; } bad[] = {
+		{ "garbage\r\n\r\n", 11, "HTTP/1.1 400 " },
+		{ "GET /nope HTTP/1.1\r\n\r\n", 22, "HTTP/1.1 404 " },
+		{ "DELETE /metrics HTTP/1.1\r\n\r\n", 28, "HTTP/1.1 405 " },
+		{ "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\r\n\r\n", 15, "HTTP/1.1 400 " },
+		{ big, sizeof big, "HTTP/1.1 431 " },
+		{ "GET /metrics HTTP/1.1\r\n", 23, "HTTP/1.1 408 " }, /* never finished */
+	};
+	for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+		r = http(&stats, bad[i].req, bad[i].n);
+		H_CHECK(!strncmp(r, bad[i].status, strlen(bad[i].status)),
+			"bad request %u: expected '%s...', got '%.80s'", i, bad[i].status, r);
+	}
+	/* forwarding was not disturbed */
+	echo_session(&p.addr, 1000, 0xC9);
+	h_server_stop(&srv);
+	h_proxy_down(&p);
+}

@@ -1,0 +1,359 @@
+/* stats_http: see stats_http.h. */
+#define _GNU_SOURCE
+#include "stats_http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "listener.h"
+#include "log.h"
+
+#define REQ_MAX      4096
+#define REQ_TIMEOUT  2000 /* ms for the whole request */
+
+static struct {
+	struct config *cfg;
+	struct worker *ws;
+	unsigned nw;
+	struct shared *sh;
+	int lfd, stop[2];
+	pthread_t thread;
+	int started;
+} st = { .lfd = -1, .stop = { -1, -1 } };
+
+struct out {
+	char *buf;
+	size_t len, n;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(o->n < o->len ? o->buf + o->n : NULL, o->n < o->len ? o->len - o->n : 0, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		o->n += (size_t)k;
+}
+
+static void family(struct out *o, const char *name, const char *type, const char *help)
+{
+	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Route and backend names go into label values: escape \ " and newline. */
+static const char *esc(const char *s, char *buf, size_t len)
+{
+	size_t n = 0;
+	for (; *s && n + 2 < len; s++) {
+		if (*s == '\\' || *s == '"' || *s == '\n')
+			buf[n++] = '\\';
+		buf[n++] = *s == '\n' ? 'n' : *s;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+static uint64_t worker_sum(size_t off)
+{
+	uint64_t t = 0;
+	for (unsigned i = 0; i < st.nw; i++)
+		t += __atomic_load_n((const uint64_t *)((const char *)&st.ws[i].ctr + off), __ATOMIC_RELAXED);
+	return t;
+}
+
+#define ROUTE_FAMILY(metric, type, help, expr)                                             \
+	do {                                                                                \
+		family(&o, "splicer_route_" metric, type, help);                            \
+		for (unsigned i = 0; i < c->nroutes; i++) {                                 \
+			struct route *r = c->route[i];                                      \
+			put(&o, "splicer_route_" metric "{route=\"%s\"} %llu\n",            \
+			    esc(r->name, rn, sizeof(rn)), (unsigned long long)(expr));      \
+		}                                                                           \
+	} while (0)
+
+#define BACKEND_FAMILY(metric, type, help, expr)                                           \
+	do {                                                                                \
+		family(&o, "splicer_backend_" metric, type, help);                          \
+		for (unsigned i = 0; i < c->nroutes; i++) {                                 \
+			struct route *r = c->route[i];                                      \
+			for (unsigned b = 0; b < r->nbackend; b++)                          \
+				put(&o, "splicer_backend_" metric "{route=\"%s\",backend=\"%s\"} %llu\n", \
+				    esc(r->name, rn, sizeof(rn)),                           \
+				    esc(r->backend[b].addr.text, bn, sizeof(bn)),           \
+				    (unsigned long long)(expr));                            \
+		}                                                                           \
+	} while (0)
+
+#define WORKER_COUNTER(metric, help, field)                                                \
+	do {                                                                                \
+		family(&o, "splicer_" metric, "counter", help);                             \
+		put(&o, "splicer_" metric " %llu\n",                                        \
+		    (unsigned long long)worker_sum(offsetof(struct counters, field)));      \
+	} while (0)
+
+/* A backend family with two label values, each a uint64_t of struct
+ * backend_health at offsets o1 and o2. */
+static void backend_pair(struct out *o, const struct config *c, const char *metric,
+			 const char *help, const char *label, const char *v1, size_t o1,
+			 const char *v2, size_t o2)
+{
+	char name[96], rn[160], bn[300];
+
+	snprintf(name, sizeof(name), "splicer_backend_%s", metric);
+	family(o, name, "counter", help);
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		struct route *r = c->route[i];
+		esc(r->name, rn, sizeof(rn));
+		for (unsigned b = 0; b < r->nbackend; b++) {
+			const char *h = (const char *)&r->health[b];
+			esc(r->backend[b].addr.text, bn, sizeof(bn));
+			for (int k = 0; k < 2; k++)
+				put(o, "%s{route=\"%s\",backend=\"%s\",%s=\"%s\"} %llu\n", name, rn, bn,
+				    label, k ? v2 : v1,
+				    (unsigned long long)__atomic_load_n((const uint64_t *)(h + (k ? o2 : o1)),
+									__ATOMIC_RELAXED));
+		}
+	}
+}
+
+size_t stats_http_metrics(char *buf, size_t len)
+{
+	struct out o = { buf, len, 0 };
+	const struct config *c = st.cfg;
+	char rn[160], bn[300];
+	unsigned pin = 0, pfree = 0;
+
+	ROUTE_FAMILY("sessions_total", "counter", "Sessions accepted.", STAT_GET(r->st.sessions));
+	ROUTE_FAMILY("sessions_active", "gauge", "Sessions open now.", STAT_GET(r->st.active));
+	family(&o, "splicer_route_bytes_total", "counter",
+	       "Bytes forwarded by closed sessions, up = client to backend.");
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		struct route *r = c->route[i];
+		esc(r->name, rn, sizeof(rn));
+		put(&o, "splicer_route_bytes_total{route=\"%s\",direction=\"up\"} %llu\n", rn,
+		    (unsigned long long)STAT_GET(r->st.bytes_up));
+		put(&o, "splicer_route_bytes_total{route=\"%s\",direction=\"down\"} %llu\n", rn,
+		    (unsigned long long)STAT_GET(r->st.bytes_down));
+	}
+	ROUTE_FAMILY("connect_errors_total", "counter", "Backend connect attempts that failed.",
+		     STAT_GET(r->st.connect_errors));
+	ROUTE_FAMILY("retries_total", "counter", "Connect attempts on a further backend.",
+		     STAT_GET(r->st.retries));
+	ROUTE_FAMILY("no_backend_total", "counter", "Clients closed because every backend failed.",
+		     STAT_GET(r->st.no_backend));
+	ROUTE_FAMILY("all_backends_down_total", "counter",
+		     "Clients closed at once because every backend was marked down.",
+		     STAT_GET(r->st.all_down));
+	BACKEND_FAMILY("up", "gauge", "1 when the backend takes sessions, 0 when marked down.",
+		       backend_is_up(r, b));
+	BACKEND_FAMILY("sessions_total", "counter", "Sessions connected to the backend.",
+		       STAT_GET(r->health[b].sessions));
+	BACKEND_FAMILY("sessions_active", "gauge", "Sessions on (or connecting to) the backend.",
+		       (uint64_t)__atomic_load_n(&r->active[b], __ATOMIC_RELAXED));
+	backend_pair(&o, c, "bytes_total", "Bytes forwarded through the backend by closed sessions.",
+		     "direction", "up", offsetof(struct backend_health, bytes_up), "down",
+		     offsetof(struct backend_health, bytes_down));
+	BACKEND_FAMILY("connect_errors_total", "counter", "Connect attempts to the backend that failed.",
+		       STAT_GET(r->health[b].connect_errors));
+	backend_pair(&o, c, "checks_total", "Active health check results.", "result", "ok",
+		     offsetof(struct backend_health, checks_ok), "failed",
+		     offsetof(struct backend_health, checks_failed));
+	family(&o, "splicer_engine_bytes_total", "counter", "Bytes moved, by engine (all routes).");
+	put(&o, "splicer_engine_bytes_total{engine=\"copy\"} %llu\n",
+	    (unsigned long long)worker_sum(offsetof(struct counters, bytes_copied)));
+	put(&o, "splicer_engine_bytes_total{engine=\"splice\"} %llu\n",
+	    (unsigned long long)worker_sum(offsetof(struct counters, bytes_spliced)));
+	WORKER_COUNTER("splice_fallbacks_total", "Directions that wanted a pipe and copied instead.",
+		       splice_fallbacks);
+	WORKER_COUNTER("auto_switches_total", "Directions auto moved from copy to splice.", auto_switches);
+	WORKER_COUNTER("idle_timeouts_total", "Sessions closed by idle_timeout.", idle_timeouts);
+	WORKER_COUNTER("resets_sent_total", "Sides closed with an RST.", resets_sent);
+	WORKER_COUNTER("proxy_header_errors_total", "Clients closed for a bad or late PROXY header.",
+		       proxy_header_errors);
+	family(&o, "splicer_accept_pauses_total", "counter", "Times accepting paused, by cause.");
+	put(&o, "splicer_accept_pauses_total{cause=\"fd_limit\"} %llu\n",
+	    (unsigned long long)worker_sum(offsetof(struct counters, accept_fd_pauses)));
+	put(&o, "splicer_accept_pauses_total{cause=\"max_conns\"} %llu\n",
+	    (unsigned long long)worker_sum(offsetof(struct counters, max_conns_pauses)));
+	/* read without the workers' cooperation: a moment's approximation */
+	for (unsigned i = 0; i < st.nw; i++) {
+		unsigned total = __atomic_load_n(&st.ws[i].pipes.total, __ATOMIC_RELAXED);
+		unsigned nfree = __atomic_load_n(&st.ws[i].pipes.nfree, __ATOMIC_RELAXED);
+		pfree += nfree;
+		pin += total > nfree ? total - nfree : 0;
+	}
+	family(&o, "splicer_pipes", "gauge", "Pipes in the pools, by state.");
+	put(&o, "splicer_pipes{state=\"in_use\"} %u\nsplicer_pipes{state=\"free\"} %u\n", pin, pfree);
+	if (o.n < len)
+		buf[o.n] = '\0';
+	return o.n;
+}
+
+static void respond(int fd, int code, const char *reason, const char *ctype, const char *body,
+		    size_t blen)
+{
+	char head[256];
+	int n = snprintf(head, sizeof(head),
+			 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\n\r\n", code, reason, ctype, blen);
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	const char *parts[2] = { head, body };
+	size_t lens[2] = { (size_t)n, blen };
+
+	for (int k = 0; k < 2; k++)
+		for (size_t off = 0; off < lens[k];) {
+			ssize_t w = send(fd, parts[k] + off, lens[k] - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (w > 0)
+				off += (size_t)w;
+			else if (w < 0 && errno == EAGAIN && poll(&p, 1, REQ_TIMEOUT) > 0)
+				continue;
+			else
+				return; /* the scraper left: nothing to do */
+		}
+}
+
+static void error(int fd, int code, const char *reason)
+{
+	char body[64];
+	int n = snprintf(body, sizeof(body), "%d %s\n", code, reason);
+	respond(fd, code, reason, "text/plain; charset=utf-8", body, (size_t)n);
+}
+
+/* Reads the request head (bounded in size and time) and answers it. */
+static void serve(int fd)
+{
+	char req[REQ_MAX + 1], method[16], path[256], version[16];
+	size_t n = 0;
+	uint64_t end = now_monotonic_ms() + REQ_TIMEOUT;
+
+	for (;;) {
+		uint64_t now = now_monotonic_ms();
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (now >= end || poll(&p, 1, (int)(end - now)) <= 0) {
+			error(fd, 408, "Request Timeout");
+			return;
+		}
+		ssize_t k = recv(fd, req + n, REQ_MAX - n, MSG_DONTWAIT);
+		if (k <= 0) {
+			if (k < 0 && errno == EAGAIN)
+				continue;
+			return; /* closed before a whole request: nobody to answer */
+		}
+		n += (size_t)k;
+		req[n] = '\0';
+		if (memchr(req, '\0', n)) {
+			error(fd, 400, "Bad Request");
+			return;
+		}
+		if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
+			break;
+		if (n >= REQ_MAX) {
+			error(fd, 431, "Request Header Fields Too Large");
+			return;
+		}
+	}
+	if (sscanf(req, "%15s %255s %15s", method, path, version) != 3 ||
+	    strncmp(version, "HTTP/1.", 7) || path[0] != '/' ||
+	    strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(method)) {
+		error(fd, 400, "Bad Request");
+		return;
+	}
+	path[strcspn(path, "?")] = '\0';
+	if (strcmp(path, "/metrics") && strcmp(path, "/health")) {
+		error(fd, 404, "Not Found");
+		return;
+	}
+	if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+		error(fd, 405, "Method Not Allowed");
+		return;
+	}
+	if (!strcmp(path, "/health")) {
+		int draining = __atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED);
+		if (draining)
+			respond(fd, 503, "Service Unavailable", "text/plain", "draining\n", 9);
+		else
+			respond(fd, 200, "OK", "text/plain", "ok\n", 3);
+		return;
+	}
+	size_t need = stats_http_metrics(NULL, 0) + 4096; /* room for growth meanwhile */
+	char *body = malloc(need);
+	if (!body) {
+		error(fd, 500, "Internal Server Error");
+		return;
+	}
+	size_t blen = stats_http_metrics(body, need);
+	respond(fd, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body,
+		!strcmp(method, "HEAD") ? 0 : (blen < need ? blen : need - 1));
+	free(body);
+}
+
+static void *stats_main(void *arg)
+{
+	struct pollfd p[2] = { { .fd = st.lfd, .events = POLLIN }, { .fd = st.stop[0], .events = POLLIN } };
+	(void)arg;
+
+	for (;;) {
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (!(p[0].revents & POLLIN))
+			continue;
+		int fd = accept4(st.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				poll(NULL, 0, 100); /* do not spin on a full fd table */
+			continue;
+		}
+		serve(fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, struct shared *sh,
+		     char *err, size_t errlen)
+{
+	st.cfg = cfg;
+	st.ws = ws;
+	st.nw = nworkers;
+	st.sh = sh;
+	if (!strcmp(cfg->stats, "off"))
+		return 0;
+	if ((st.lfd = listener_open(&cfg->stats_addr, err, (unsigned)errlen)) < 0)
+		return -1;
+	if (pipe2(st.stop, O_CLOEXEC) || (errno = pthread_create(&st.thread, NULL, stats_main, NULL))) {
+		snprintf(err, errlen, "stats: %s", strerror(errno));
+		return -1;
+	}
+	st.started = 1;
+	log_info("stats: listening on %s (GET /metrics, /health)", cfg->stats_addr.text);
+	return 0;
+}
+
+void stats_http_stop(void)
+{
+	if (!st.started)
+		return;
+	if (write(st.stop[1], "x", 1) < 0) {
+		/* our own empty pipe */
+	}
+	pthread_join(st.thread, NULL);
+	close(st.stop[0]);
+	close(st.stop[1]);
+	close(st.lfd);
+	st.started = 0;
+}

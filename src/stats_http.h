@@ -1,0 +1,24 @@
+/* stats_http: the operator's endpoint (`stats = ADDR`): HTTP/1.1
+ *   GET /metrics  Prometheus text exposition (version 0.0.4)
+ *   GET /health   "ok" while the proxy runs and is not draining
+ * anything else 404 (unknown path), 405 (method), 400 (garbage), 431
+ * (request over 4 KiB) or 408 (not complete within 2 s). One thread serves
+ * one connection at a time and closes it after each answer, so a bad client
+ * delays at most the next scrape, never forwarding. */
+#ifndef SPLICER_STATS_HTTP_H
+#define SPLICER_STATS_HTTP_H
+
+#include "config.h"
+#include "worker.h"
+
+/* Binds cfg->stats (when not "off") and starts serving. Returns 0, or -1
+ * with the reason in err. */
+int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, struct shared *sh,
+		     char *err, size_t errlen);
+void stats_http_stop(void);
+
+/* Renders the Prometheus text into buf (NUL-terminated). Returns its length,
+ * or the length it would need (>= len). */
+size_t stats_http_metrics(char *buf, size_t len);
+
+#endif
