@@ -19,6 +19,7 @@
 const char *const engine_names[] = { "auto", "copy", "splice", NULL };
 static const char *const log_forms[] = { "FILE|-|syslog|off", NULL };
 static const char *const stats_forms[] = { "ADDRESS|off", NULL };
+static const char *const user_forms[] = { "NAME|off", NULL };
 static const char *const proxy_versions[] = { "off", "v1", "v2", NULL };
 static const char *const no_yes[] = { "no", "yes", NULL };
 static const char *const check_kinds[] = { "none", "tcp", NULL };
@@ -74,6 +75,8 @@ const struct setting settings[] = {
 	  "failed checks, or failed session connects, in a row that mark a backend down" },
 	{ "stats", 0, SET_TEXT, 0, 0, "off", 0, stats_forms, SCOPE_GLOBAL, G(stats),
 	  "serve GET /metrics (Prometheus) and GET /health over HTTP on this address" },
+	{ "user", 0, SET_TEXT, 0, 0, "off", 0, user_forms, SCOPE_GLOBAL, G(user),
+	  "after binding every socket, drop root and run as this user" },
 	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, SCOPE_GLOBAL, G(drain_timeout_ms),
 	  "on SIGTERM/SIGINT, how long running sessions may finish" },
 };

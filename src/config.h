@@ -109,6 +109,7 @@ struct config {
 	char access_log[SETTING_TEXT_MAX]; /* FILE, "-", "syslog" or "off" */
 	char stats[SETTING_TEXT_MAX];      /* ADDRESS of the metrics endpoint, or "off" */
 	struct addr stats_addr;            /* stats, parsed by config_finalize() */
+	char user[SETTING_TEXT_MAX];       /* drop root to this user after binding, or "off" */
 };
 
 /* Fills *c with every default and no route. */

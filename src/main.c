@@ -21,6 +21,7 @@
 #include "health.h"
 #include "log.h"
 #include "notify.h"
+#include "privs.h"
 #include "stats_http.h"
 #include "units.h"
 #include "worker.h"
@@ -175,6 +176,12 @@ static int run_proxy(struct config *cfg)
 		log_err("%s", err);
 		return 1;
 	}
+	/* every socket is bound: root is no longer needed */
+	if (privs_drop(cfg->user, err, sizeof(err))) {
+		log_err("%s", err);
+		return 1;
+	}
+	privs_warn_limits(cfg);
 	for (; started < cfg->workers; started++)
 		if ((errno = pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]))) {
 			log_err("pthread_create: %s", strerror(errno));

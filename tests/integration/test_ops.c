@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* One echo session of n bytes; returns the client's port. */
@@ -286,4 +287,49 @@ Test(integ, metrics_match_traffic_and_bad_http_is_refused, .init = h_init, .fini
 	echo_session(&p.addr, 1000, 0xC9);
 	h_server_stop(&srv);
 	h_proxy_down(&p);
+}
+
+Test(integ, user_drops_root_and_limits_are_named, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to drop privileges");
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	const char *backends[] = { srv.addr.text, NULL };
+	const char *extra[] = { "--user", "nobody", "--max-pipes", "100000", NULL };
+	h_proxy_up(&p, bin, "auto", "127.0.0.1:0", backends, extra);
+	echo_session(&p.addr, 3000, 0xD1);
+	char path[64], line[256];
+	unsigned uid = 0, euid = 0, suid = 0;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)p.pid);
+	FILE *f = fopen(path, "re");
+	while (f && fgets(line, sizeof line, f))
+		if (!strncmp(line, "Uid:", 4))
+			sscanf(line + 4, "%u %u %u", &uid, &euid, &suid);
+	if (f)
+		fclose(f);
+	H_CHECK(uid == 65534 && euid == 65534 && suid == 65534,
+		"the proxy runs as uid %u/%u/%u, expected nobody (65534) in all three", uid, euid, suid);
+	h_server_stop(&srv);
+	h_proxy_down(&p);
+	f = fopen(p.log, "re");
+	int warned = 0;
+	while (f && fgets(line, sizeof line, f))
+		warned |= strstr(line, "fs.pipe-user-pages-soft") != NULL;
+	if (f)
+		fclose(f);
+	H_CHECK(warned, "max-pipes 100000 as nobody: no warning naming fs.pipe-user-pages-soft");
+
+	const char *args[] = { "-l", "127.0.0.1:0", "-b", "127.0.0.1:9", "--user", "no-such-user-x", NULL };
+	char *out = NULL, *err = NULL;
+	int st = h_run_capture(bin, args, 5000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && err &&
+			strstr(err, "user no-such-user-x: no such user"),
+		"unknown user: status %d, stderr %s", st, err ? err : "");
+	free(out);
+	free(err);
 }
