@@ -102,6 +102,7 @@ install: all
 	install -D -m 644 bench/haproxy.cfg $(DESTDIR)$(PREFIX)/share/splicer/bench/haproxy.cfg
 	install -D -m 644 bench/nginx.conf $(DESTDIR)$(PREFIX)/share/splicer/bench/nginx.conf
 	install -D -m 644 contrib/splicer.service $(DESTDIR)$(PREFIX)/share/splicer/contrib/splicer.service
+	install -D -m 644 doc/splicer.1 $(DESTDIR)$(PREFIX)/share/man/man1/splicer.1
 
 clean:
 	rm -rf $(B)
