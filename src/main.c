@@ -22,6 +22,7 @@
 #include "log.h"
 #include "notify.h"
 #include "privs.h"
+#include "reload.h"
 #include "stats_http.h"
 #include "units.h"
 #include "worker.h"
@@ -112,9 +113,11 @@ static unsigned granted_pipe_size(const struct config *cfg)
 	return got > 0 ? (unsigned)got : 0;
 }
 
-/* Runs the proxy until SIGTERM/SIGINT and the drain that follows. */
-static int run_proxy(struct config *cfg)
+/* Runs the proxy until SIGTERM/SIGINT and the drain that follows. Takes
+ * cfg (heap) and frees it, and every config a SIGHUP replaced it with. */
+static int run_proxy(struct config *cfg, int argc, char **argv)
 {
+	struct reload_ctx rl = { .argc = argc, .argv = argv };
 	struct shared sh = { .cfg = cfg };
 	struct worker *ws;
 	int (*fds)[MAX_LISTENERS];
@@ -125,6 +128,7 @@ static int run_proxy(struct config *cfg)
 	int rc = 0, any_splice = 0, hr;
 
 	if (engine_splice.probe(err, sizeof(err))) {
+		rl.copy_only = 1;
 		for (unsigned i = 0; i < cfg->nroutes; i++) {
 			if (cfg->route[i]->o.engine != ENGINE_COPY)
 				log_warn("route %s: splice engine unavailable (%s): using copy",
@@ -195,6 +199,11 @@ static int run_proxy(struct config *cfg)
 		log_warn("health checks not started: %s", strerror(-hr));
 	if (notify_send("READY=1\nSTATUS=forwarding") < 0)
 		log_warn("NOTIFY_SOCKET is set but READY=1 could not be sent to it");
+	rl.cfg = cfg;
+	rl.ws = ws;
+	rl.nw = started;
+	rl.fds = fds;
+	rl.sh = &sh;
 
 	for (int stopping = 0; started;) {
 		struct timespec tick = { 0, 100 * 1000 * 1000 };
@@ -223,9 +232,13 @@ static int run_proxy(struct config *cfg)
 				log_warn("SIGUSR1: %s; logging on to the old file", err);
 			else if (strcmp(cfg->access_log, "off"))
 				log_info("SIGUSR1: access log %s reopened", cfg->access_log);
-		} else if (sig == SIGHUP) {
-			log_warn("SIGHUP: reload is not implemented yet; ignored");
+		} else if (sig == SIGHUP && stopping) {
+			log_warn("SIGHUP while stopping: ignored");
+		} else if (sig == SIGHUP && started == cfg->workers) {
+			reload_run(&rl);
+			cfg = rl.cfg;
 		}
+		reload_reap(&rl, now_monotonic_ms());
 		if (!stopping)
 			continue;
 		for (unsigned i = 0; i < started; i++) {
@@ -248,12 +261,15 @@ static int run_proxy(struct config *cfg)
 	free(ws);
 	free(fds);
 	free(joined);
+	reload_free_all(&rl);
+	config_free(cfg);
+	free(cfg);
 	return rc;
 }
 
 int main(int argc, char **argv)
 {
-	struct config cfg;
+	struct config *cfg;
 	int r;
 
 	if (argc > 1 && !strcmp(argv[1], "demo"))
@@ -264,14 +280,18 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "check"))
 		return cmd_check(argc, argv);
 
-	config_defaults(&cfg);
-	r = config_parse_args(&cfg, argc, argv, 1);
-	if (r || config_finalize(&cfg)) {
-		config_free(&cfg);
+	if (!(cfg = calloc(1, sizeof(*cfg)))) {
+		fprintf(stderr, "splicer: out of memory\n");
+		return 1;
+	}
+	config_defaults(cfg);
+	r = config_parse_args(cfg, argc, argv, 1);
+	if (r || config_finalize(cfg)) {
+		config_free(cfg);
+		free(cfg);
 		return r > 0 ? 0 : 2;
 	}
-	log_level = LOG_INFO + (int)cfg.verbose > LOG_DEBUG ? LOG_DEBUG : LOG_INFO + (int)cfg.verbose;
-	r = run_proxy(&cfg);
-	config_free(&cfg);
+	log_level = LOG_INFO + (int)cfg->verbose > LOG_DEBUG ? LOG_DEBUG : LOG_INFO + (int)cfg->verbose;
+	r = run_proxy(cfg, argc, argv);
 	return r;
 }

@@ -132,7 +132,7 @@ static void backend_pair(struct out *o, const struct config *c, const char *metr
 size_t stats_http_metrics(char *buf, size_t len)
 {
 	struct out o = { buf, len, 0 };
-	const struct config *c = st.cfg;
+	const struct config *c = __atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE);
 	char rn[160], bn[300];
 	unsigned pin = 0, pfree = 0;
 
@@ -342,6 +342,11 @@ int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, s
 	st.started = 1;
 	log_info("stats: listening on %s (GET /metrics, /health)", cfg->stats_addr.text);
 	return 0;
+}
+
+void stats_http_set_config(struct config *cfg)
+{
+	__atomic_store_n(&st.cfg, cfg, __ATOMIC_RELEASE);
 }
 
 void stats_http_stop(void)

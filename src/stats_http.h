@@ -17,6 +17,9 @@ int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, s
 		     char *err, size_t errlen);
 void stats_http_stop(void);
 
+/* After a reload: render the new routes from now on. */
+void stats_http_set_config(struct config *cfg);
+
 /* Renders the Prometheus text into buf (NUL-terminated). Returns its length,
  * or the length it would need (>= len). */
 size_t stats_http_metrics(char *buf, size_t len);

@@ -83,16 +83,39 @@ int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *lis
 	w->bufs.free = calloc(BUF_POOL_KEEP, sizeof(char *));
 	if (!w->bufs.free)
 		return -ENOMEM;
+	worker_set_listeners(w, cfg, listen_fds);
+	w->now_ms = now_monotonic_ms();
+	return 0;
+}
+
+void worker_set_listeners(struct worker *w, const struct config *cfg, const int *fds)
+{
+	w->nlst = 0;
 	for (unsigned r = 0; r < cfg->nroutes; r++)
 		for (unsigned i = 0; i < cfg->route[r]->nlisten; i++) {
 			w->lst[w->nlst] = (struct listener){ .kind = EV_LISTENER,
-							     .fd = listen_fds[w->nlst],
+							     .fd = fds[w->nlst],
 							     .addr = &cfg->route[r]->listen[i],
 							     .route = cfg->route[r] };
 			w->nlst++;
 		}
-	w->now_ms = now_monotonic_ms();
-	return 0;
+	w->cfg = cfg;
+}
+
+/* SIGHUP's hand-off: leave epoll with every old listener, take the new
+ * table, and come back in unless accepting is paused. The sockets stay open
+ * and listening throughout (the main thread closes only the ones no longer
+ * configured, after this), so a connection arriving meanwhile waits in the
+ * backlog: nobody is refused. Sessions keep the routes they started with. */
+static void worker_apply_reload(struct worker *w, uint64_t gen)
+{
+	int paused = w->paused_max_conns || w->accept_resume_ms;
+
+	worker_listeners_arm(w, 0);
+	worker_set_listeners(w, w->next_cfg, w->next_fds);
+	if (!paused) /* else worker_scan() arms the new table when the pause ends */
+		worker_listeners_arm(w, 1);
+	__atomic_store_n(&w->reload_ack, gen, __ATOMIC_RELEASE);
 }
 
 void worker_listeners_arm(struct worker *w, int on)
@@ -272,6 +295,11 @@ void *worker_main(void *arg)
 			}
 		}
 		run_queue(w);
+		{
+			uint64_t gen = __atomic_load_n(&w->reload_gen, __ATOMIC_ACQUIRE);
+			if (gen != w->reload_ack && !w->draining)
+				worker_apply_reload(w, gen);
+		}
 		if (!w->draining && __atomic_load_n(&w->sh->stopping, __ATOMIC_ACQUIRE))
 			worker_start_drain(w);
 		if (w->now_ms >= w->next_scan_ms) {

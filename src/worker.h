@@ -85,6 +85,12 @@ struct worker {
 	uint64_t spin_until_us;     /* --busy-poll: epoll_wait does not sleep before this */
 	int draining;
 	struct counters ctr;
+	/* SIGHUP: the main thread fills these, raises reload_gen and wakes the
+	 * worker, which swaps its listener table and config between two loop
+	 * turns and answers with reload_ack = reload_gen. */
+	const struct config *next_cfg;
+	int next_fds[MAX_LISTENERS];
+	uint64_t reload_gen, reload_ack; /* atomic */
 };
 
 /* Prepares w (epoll, pools, listeners from fds already bound by the caller,
@@ -105,6 +111,10 @@ uint64_t now_monotonic_ms(void);
 
 char *buf_pool_get(struct buf_pool *bp);
 void buf_pool_put(struct buf_pool *bp, char *buf);
+
+/* Listener table of cfg (route order) over fds: the worker's listeners.
+ * Used at start and on reload. */
+void worker_set_listeners(struct worker *w, const struct config *cfg, const int *fds);
 
 /* Listener arming, used by sessions when --max-conns frees up. */
 void worker_listeners_arm(struct worker *w, int on);

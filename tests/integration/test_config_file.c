@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -597,4 +598,133 @@ Test(integ, health_checks_mark_down_and_up, .init = h_init, .fini = h_fini, .tim
 	h_proxy_down(&p);
 	H_CHECK(log_count(&p, "all-backends-down 3", NULL) == 1,
 		"the totals line does not count 3 clients closed with every backend down");
+}
+
+/* ---- SIGHUP reload ------------------------------------------------------- */
+
+static int free_port(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof sin;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	H_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
+			getsockname(fd, (struct sockaddr *)&sin, &len) == 0, "free port");
+	close(fd);
+	return ntohs(sin.sin_port);
+}
+
+struct client_loop {
+	struct h_addr target;
+	_Atomic int stop;
+	_Atomic int ok, failed;
+	char last_fail[128];
+	pthread_t thr;
+};
+
+/* Connects through the proxy again and again; every session must get the
+ * backend's tag. */
+static void *client_loop_main(void *arg)
+{
+	struct client_loop *c = arg;
+
+	while (!atomic_load(&c->stop)) {
+		int fd = h_connect(&c->target, 2000);
+		char t = 0;
+		if (fd < 0) {
+			snprintf(c->last_fail, sizeof c->last_fail, "connect: %s", strerror(errno));
+			atomic_fetch_add(&c->failed, 1);
+			continue;
+		}
+		int rc = h_recv_exact(fd, &t, 1, h_now_ms() + 2000);
+		close(fd);
+		if (rc || t != 'A') {
+			snprintf(c->last_fail, sizeof c->last_fail, "no tag: %s",
+				 rc ? strerror(-rc) : "wrong tag");
+			atomic_fetch_add(&c->failed, 1);
+		} else {
+			atomic_fetch_add(&c->ok, 1);
+		}
+	}
+	return NULL;
+}
+
+static void write_reload_conf(const char *path, int pa, int pb, int with_b, int a_port, int b_port,
+			      int broken)
+{
+	FILE *f = fopen(path, "we");
+	H_CHECK(f, "cannot write %s", path);
+	fprintf(f, "[global]\nworkers = 2\n\n[route a]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n",
+		pa, a_port);
+	if (with_b)
+		fprintf(f, "\n[route b]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n", pb, b_port);
+	if (broken)
+		fprintf(f, "balance = random\n");
+	fclose(f);
+}
+
+Test(integ, reload_keeps_listeners_adds_and_removes_routes, .init = h_init, .fini = h_fini,
+     .timeout = 120)
+{
+	const char *bin = h_binary(0);
+	static struct tag_server a, b;
+	static struct h_proxy p;
+	static struct client_loop cl;
+	char path[300];
+	int pa = free_port(), pb = free_port();
+	struct h_addr addr_b;
+
+	tag_start(&a, 'A', 0);
+	tag_start(&b, 'B', 0);
+	snprintf(path, sizeof path, "%s/reload.conf", h_tmpdir());
+	write_reload_conf(path, pa, pb, 0, a.port, b.port, 0);
+	proxy_from_file(&p, bin, path, NULL);
+	char tb[64];
+	snprintf(tb, sizeof tb, "127.0.0.1:%d", pb);
+	H_CHECK(h_addr_parse(tb, &addr_b) == 0, "address");
+	memset(&cl, 0, sizeof cl);
+	cl.target = p.addr;
+	H_CHECK(pthread_create(&cl.thr, NULL, client_loop_main, &cl) == 0, "client loop thread");
+
+	for (int i = 1; i <= 20; i++) {
+		int with_b = i % 2;
+		write_reload_conf(path, pa, pb, with_b, a.port, b.port, 0);
+		kill(p.pid, SIGHUP);
+		wait_log(&p, "SIGHUP: reloaded", NULL, i, 3000);
+		if (with_b) {
+			char t = tag_of(&addr_b, NULL);
+			H_CHECK(t == 'B', "reload %d added route b on %s, but it answered '%c'", i, tb,
+				t ? t : '-');
+		} else {
+			int fd = h_connect(&addr_b, 1000);
+			int e = errno;
+			if (fd >= 0)
+				close(fd);
+			H_CHECK(fd < 0 && e == ECONNREFUSED, "reload %d removed route b, but %s %s", i, tb,
+				fd >= 0 ? "still accepts" : strerror(e));
+		}
+		h_sleep_ms(50);
+	}
+	/* an invalid file: reported, and the running config stays */
+	write_reload_conf(path, pa, pb, 1, a.port, b.port, 1);
+	kill(p.pid, SIGHUP);
+	wait_log(&p, "is not valid", NULL, 1, 3000);
+	H_CHECK(log_count(&p, "balance: invalid value 'random'", NULL) == 1,
+		"the bad line was not reported with its message");
+	int fd = h_connect(&addr_b, 1000);
+	int e = errno;
+	if (fd >= 0)
+		close(fd);
+	H_CHECK(fd < 0 && e == ECONNREFUSED, "after a rejected reload, route b (absent from the running "
+					     "config) is reachable");
+	h_sleep_ms(200);
+	atomic_store(&cl.stop, 1);
+	pthread_join(cl.thr, NULL);
+	H_CHECK(atomic_load(&cl.failed) == 0 && atomic_load(&cl.ok) > 20,
+		"across 20 reloads, a client looping on route a had %d failed and %d good sessions "
+		"(last failure: %s)", atomic_load(&cl.failed), atomic_load(&cl.ok), cl.last_fail);
+	H_CHECK(tag_of(&p.addr, NULL) == 'A', "route a stopped answering");
+	h_proxy_down(&p);
+	tag_stop(&a);
+	tag_stop(&b);
 }

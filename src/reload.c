@@ -1,0 +1,228 @@
+/* reload: see reload.h. */
+#define _GNU_SOURCE
+#include "reload.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "health.h"
+#include "listener.h"
+#include "log.h"
+#include "notify.h"
+#include "stats_http.h"
+
+/* The running values of what a reload cannot change, with a warning for
+ * each one the file changed. */
+static void keep_process_settings(const struct config *old, struct config *nw)
+{
+#define KEEP_NUM(f, name)                                                                   \
+	do {                                                                                \
+		if (nw->f != old->f)                                                        \
+			log_warn("SIGHUP: %s changed; it needs a restart, keeping %llu", name,   \
+				 (unsigned long long)old->f);                                \
+		nw->f = old->f;                                                             \
+	} while (0)
+#define KEEP_TEXT(f, name)                                                                  \
+	do {                                                                                \
+		if (strcmp(nw->f, old->f))                                                  \
+			log_warn("SIGHUP: %s changed; it needs a restart, keeping %s", name,     \
+				 old->f);                                                    \
+		memcpy(nw->f, old->f, sizeof(nw->f));                                       \
+	} while (0)
+	KEEP_NUM(workers, "workers");
+	KEEP_NUM(buffer_size, "buffer_size");
+	KEEP_NUM(pipe_size, "pipe_size");
+	KEEP_NUM(max_pipes, "max_pipes");
+	KEEP_NUM(max_conns, "max_conns");
+	KEEP_NUM(busy_poll_us, "busy_poll");
+	KEEP_TEXT(access_log, "log");
+	KEEP_TEXT(stats, "stats");
+	KEEP_TEXT(user, "user");
+	nw->stats_addr = old->stats_addr;
+#undef KEEP_NUM
+#undef KEEP_TEXT
+}
+
+static int same_addr(const struct addr *a, const struct addr *b)
+{
+	return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
+}
+
+/* Index in the old listener table (route order) of an equal address, or -1.
+ * Ephemeral ports (":0") never match: the file asks for a new one. */
+static int old_index(const struct config *old, const struct addr *a, const char *want_text)
+{
+	int k = 0;
+
+	if (strstr(want_text, ":0") && strlen(strstr(want_text, ":0")) == 2)
+		return -1;
+	for (unsigned i = 0; i < old->nroutes; i++)
+		for (unsigned l = 0; l < old->route[i]->nlisten; l++, k++)
+			if (same_addr(&old->route[i]->listen[l], a))
+				return k;
+	return -1;
+}
+
+int reload_run(struct reload_ctx *r)
+{
+	struct config *old = r->cfg, *nw;
+	int (*nfds)[MAX_LISTENERS];
+	char used[MAX_LISTENERS] = { 0 }, err[256];
+	unsigned kept = 0, opened = 0, closed = 0, k;
+	int rc;
+
+	if (!old->file[0]) {
+		log_warn("SIGHUP: routes came from the command line, not a file (-c): nothing to reload");
+		return -1;
+	}
+	notify_send("RELOADING=1");
+	nw = calloc(1, sizeof(*nw));
+	nfds = calloc(r->nw, sizeof(*nfds));
+	if (!nw || !nfds) {
+		log_err("SIGHUP: out of memory; keeping the running config");
+		goto fail_mem;
+	}
+	config_defaults(nw);
+	rc = config_parse_args(nw, r->argc, r->argv, 1);
+	/* "auto" values are derived again (from a listener count that may have
+	 * changed): they follow the running ones without a warning */
+	uint64_t raw[3] = { nw->workers, nw->max_conns, nw->max_pipes };
+	if (rc || config_finalize(nw)) {
+		log_warn("SIGHUP: %s is not valid (the problems are above); keeping the running config",
+			 old->file);
+		goto fail_cfg;
+	}
+	if (raw[0] == SETTING_AUTO)
+		nw->workers = old->workers;
+	if (raw[1] == SETTING_AUTO)
+		nw->max_conns = old->max_conns;
+	if (raw[2] == SETTING_AUTO)
+		nw->max_pipes = old->max_pipes;
+	keep_process_settings(old, nw);
+	for (unsigned i = 0; r->copy_only && i < nw->nroutes; i++)
+		nw->route[i]->o.engine = ENGINE_COPY; /* the start-up splice probe's verdict */
+	/* listeners: keep, or bind */
+	k = 0;
+	for (unsigned i = 0; i < nw->nroutes; i++)
+		for (unsigned l = 0; l < nw->route[i]->nlisten; l++, k++) {
+			struct addr *a = &nw->route[i]->listen[l];
+			int o = old_index(old, a, a->text);
+			if (o >= 0 && !used[o]) {
+				used[o] = 1;
+				for (unsigned w = 0; w < r->nw; w++)
+					nfds[w][k] = r->fds[w][o];
+				kept++;
+				continue;
+			}
+			int tmp[256];
+			if (listener_open_n(a, r->nw, tmp, err, sizeof(err))) {
+				log_warn("SIGHUP: route %s: %s; keeping the running config", nw->route[i]->name,
+					 err);
+				/* close what this reload opened */
+				for (unsigned j = 0; j < k; j++) {
+					int reused = 0;
+					for (unsigned m = 0; m < MAX_LISTENERS; m++)
+						reused |= used[m] && r->fds[0][m] == nfds[0][j];
+					if (!reused)
+						for (unsigned w = 0; w < r->nw; w++)
+							close(nfds[w][j]);
+				}
+				goto fail_cfg;
+			}
+			for (unsigned w = 0; w < r->nw; w++)
+				nfds[w][k] = tmp[w];
+			opened++;
+		}
+	/* hand the table to every worker, and wait for each to take it */
+	r->gen++;
+	for (unsigned w = 0; w < r->nw; w++) {
+		r->ws[w].next_cfg = nw;
+		memcpy(r->ws[w].next_fds, nfds[w], sizeof(nfds[w]));
+		__atomic_store_n(&r->ws[w].reload_gen, r->gen, __ATOMIC_RELEASE);
+		worker_wake(&r->ws[w]);
+	}
+	for (unsigned w = 0; w < r->nw; w++)
+		while (__atomic_load_n(&r->ws[w].reload_ack, __ATOMIC_ACQUIRE) != r->gen)
+			usleep(1000); /* a loop turn: microseconds, at most SCAN_MS */
+	/* the old listeners nobody took over */
+	k = 0;
+	for (unsigned i = 0; i < old->nroutes; i++)
+		for (unsigned l = 0; l < old->route[i]->nlisten; l++, k++) {
+			if (used[k])
+				continue;
+			int dup_seen = 0;
+			for (unsigned w = 0; w < r->nw; w++) {
+				/* Unix listeners are one socket and dups: close each fd once */
+				dup_seen = 0;
+				for (unsigned v = 0; v < w; v++)
+					dup_seen |= r->fds[v][k] == r->fds[w][k];
+				if (!dup_seen)
+					close(r->fds[w][k]);
+			}
+			listener_unlink(&old->route[i]->listen[l]);
+			closed++;
+		}
+	for (unsigned w = 0; w < r->nw; w++)
+		memcpy(r->fds[w], nfds[w], sizeof(nfds[w]));
+	free(nfds);
+	/* checks and metrics follow the new routes */
+	health_stop();
+	if ((rc = health_start(nw)))
+		log_warn("SIGHUP: health checks not restarted: %s", strerror(-rc));
+	stats_http_set_config(nw);
+	__atomic_store_n(&r->sh->cfg, nw, __ATOMIC_RELEASE);
+	r->cfg = nw;
+	if (r->nretired < RETIRED_MAX) {
+		r->retired[r->nretired] = old;
+		r->retired_ms[r->nretired++] = now_monotonic_ms();
+	} else {
+		log_warn("SIGHUP: %d old configs still have sessions; this one is kept until exit",
+			 RETIRED_MAX);
+	}
+	log_info("SIGHUP: reloaded %s: %u route%s; listeners kept %u, opened %u, closed %u",
+		 nw->file, nw->nroutes, nw->nroutes == 1 ? "" : "s", kept, opened, closed);
+	notify_send("READY=1");
+	return 0;
+fail_cfg:
+	config_free(nw);
+fail_mem:
+	free(nw);
+	free(nfds);
+	notify_send("READY=1");
+	return -1;
+}
+
+static int sessions_left(const struct config *c)
+{
+	for (unsigned i = 0; i < c->nroutes; i++)
+		if (STAT_GET(c->route[i]->st.active))
+			return 1;
+	return 0;
+}
+
+void reload_reap(struct reload_ctx *r, uint64_t now_ms)
+{
+	for (unsigned i = 0; i < r->nretired;) {
+		/* 10 s: also past any /metrics render or check round that still
+		 * held the old pointer */
+		if (now_ms - r->retired_ms[i] >= 10000 && !sessions_left(r->retired[i])) {
+			config_free(r->retired[i]);
+			free(r->retired[i]);
+			r->retired[i] = r->retired[--r->nretired];
+			r->retired_ms[i] = r->retired_ms[r->nretired];
+		} else {
+			i++;
+		}
+	}
+}
+
+void reload_free_all(struct reload_ctx *r)
+{
+	while (r->nretired) {
+		r->nretired--;
+		config_free(r->retired[r->nretired]);
+		free(r->retired[r->nretired]);
+	}
+}

@@ -1,0 +1,45 @@
+/* reload: SIGHUP. Re-reads the config file with the same command line on top
+ * (the command line still wins), and only when it is valid swaps it in:
+ * listeners whose address did not change keep their sockets (no connection
+ * is refused during a reload), new ones are bound, removed ones closed;
+ * each worker takes the new listener table between two loop turns; health
+ * checks and /metrics move to the new routes. Running sessions keep the
+ * routes they started with: an old config is freed only once none of its
+ * sessions is left. Settings that size the process (workers, buffers,
+ * pipes, limits, log, stats, user) keep their running values, with a
+ * warning when the file changed them. */
+#ifndef SPLICER_RELOAD_H
+#define SPLICER_RELOAD_H
+#include <stdint.h>
+
+#include "config.h"
+#include "worker.h"
+
+#define RETIRED_MAX 64
+
+struct reload_ctx {
+	int argc;
+	char **argv;
+	struct config *cfg;                /* the running one */
+	struct worker *ws;
+	unsigned nw;
+	int (*fds)[MAX_LISTENERS];         /* per worker, the running listener fds */
+	struct shared *sh;
+	uint64_t gen;
+	int copy_only;                     /* splice() failed its probe at start */
+	struct config *retired[RETIRED_MAX];
+	uint64_t retired_ms[RETIRED_MAX];
+	unsigned nretired;
+};
+
+/* Handles one SIGHUP. Returns 0 when the new config runs, -1 when the old
+ * one stays (every reason logged). */
+int reload_run(struct reload_ctx *r);
+
+/* Frees retired configs without sessions (called from the main loop). */
+void reload_reap(struct reload_ctx *r, uint64_t now_ms);
+
+/* At exit: frees every retired config. */
+void reload_free_all(struct reload_ctx *r);
+
+#endif
