@@ -77,6 +77,8 @@ const struct setting settings[] = {
 	  "serve GET /metrics (Prometheus) and GET /health over HTTP on this address" },
 	{ "user", 0, SET_TEXT, 0, 0, "off", 0, user_forms, SCOPE_GLOBAL, G(user),
 	  "after binding every socket, drop root and run as this user" },
+	{ "verbose", 0, SET_UINT, 0, 2, "0", 0, NULL, SCOPE_GLOBAL, G(verbose),
+	  "1: log each session at close, 2: debug (-v and -vv on the command line)" },
 	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, SCOPE_GLOBAL, G(drain_timeout_ms),
 	  "on SIGTERM/SIGINT, how long running sessions may finish" },
 };
@@ -535,7 +537,7 @@ void config_print_help(const char *prog)
 		printf("  %-30s  %s\n  %-30s  [default %s; %s%s]\n", optname, s->help, "", s->def, range,
 		       s->scope == SCOPE_ROUTE ? "; per route" : "");
 	}
-	printf("  -v, --verbose                   log each session at close (-vv: debug)\n"
+	printf("  -v, -vv                         as --verbose 1, --verbose 2\n"
 	       "  -h, --help                      this text\n"
 	       "      --version                   print the version\n");
 }

@@ -188,13 +188,45 @@ static void add_backends(struct file_ctx *x, struct route *r, char *val)
 	}
 }
 
+/* inih strips "; comment" after a value; "# comment" is as common in
+ * config files, so it goes too (a '#' after whitespace: no value here
+ * contains one). Returns a malloc'd copy, trimmed. */
+static char *strip_comment(const char *value)
+{
+	char *v = strdup(value), *p;
+
+	if (!v)
+		return NULL;
+	for (p = v; *p; p++)
+		if (*p == '#' && (p == v || isspace((unsigned char)p[-1]))) {
+			*p = '\0';
+			break;
+		}
+	for (p = v + strlen(v); p > v && isspace((unsigned char)p[-1]);)
+		*--p = '\0';
+	return v;
+}
+
+static int handler_value(struct file_ctx *x, const char *name, const char *value);
+
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
-	struct file_ctx *x = user;
+	char *v = strip_comment(value);
+	int r;
+	(void)section; /* the reader tracks sections, with their lines */
+
+	if (!v)
+		return 0;
+	r = handler_value(user, name, v);
+	free(v);
+	return r;
+}
+
+static int handler_value(struct file_ctx *x, const char *name, const char *value)
+{
 	const struct setting *s;
 	char why[256], *val;
 	unsigned k;
-	(void)section; /* the reader tracks sections, with their lines */
 
 	if (x->sec == SEC_BAD)
 		return 1; /* already reported at the section line */

@@ -235,8 +235,11 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		} else if (sig == SIGHUP && stopping) {
 			log_warn("SIGHUP while stopping: ignored");
 		} else if (sig == SIGHUP && started == cfg->workers) {
-			reload_run(&rl);
-			cfg = rl.cfg;
+			if (reload_run(&rl) == 0) {
+				cfg = rl.cfg;
+				log_level = LOG_INFO + (int)cfg->verbose > LOG_DEBUG
+						    ? LOG_DEBUG : LOG_INFO + (int)cfg->verbose;
+			}
 		}
 		reload_reap(&rl, now_monotonic_ms());
 		if (!stopping)

@@ -149,6 +149,7 @@ Test(integ, config_check_valid_file, .init = h_init, .fini = h_fini, .timeout = 
 				      "[global]\n"
 				      "workers = 2\n"
 				      "pipe_size = 256k   ; inline comment\n"
+				      "busy_poll = 0      # another inline comment\n"
 				      "\n"
 				      "[route web]\n"
 				      "listen = 127.0.0.1:18080 [::1]:18080\n"
@@ -727,4 +728,42 @@ Test(integ, reload_keeps_listeners_adds_and_removes_routes, .init = h_init, .fin
 	h_proxy_down(&p);
 	tag_stop(&a);
 	tag_stop(&b);
+}
+
+/* The README's example config is what users copy: it must stay valid. */
+Test(integ, config_readme_example_is_valid, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	const char *bin = h_binary(0);
+	FILE *in = fopen("README.md", "re");
+	char path[300], line[512];
+	int inside = 0, lines = 0;
+
+	if (!in)
+		cr_skip_test("README.md not in the working directory");
+	snprintf(path, sizeof path, "%s/readme.conf", h_tmpdir());
+	FILE *out = fopen(path, "we");
+	H_CHECK(out, "cannot write %s", path);
+	while (fgets(line, sizeof line, in)) {
+		const char *t = line + strspn(line, " ");
+		if (!strncmp(t, "```ini", 6)) {
+			inside = 1;
+			continue;
+		}
+		if (inside && !strncmp(t, "```", 3))
+			break;
+		if (inside) {
+			fputs(t, out);
+			lines++;
+		}
+	}
+	fclose(in);
+	fclose(out);
+	H_CHECK(lines > 10, "no ```ini example found in README.md");
+	const char *args[] = { "check", "-c", path, NULL };
+	char *o = NULL, *e = NULL;
+	int st = h_run_capture(bin, args, 5000, &o, &e);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && o && strstr(o, ": ok: "),
+		"the README example config fails check: %s%s", o ? o : "", e ? e : "");
+	free(o);
+	free(e);
 }
