@@ -140,8 +140,11 @@ void backend_connect_result(struct route *r, unsigned i, int ok)
 			__atomic_store_n(&h->fails, 0, __ATOMIC_RELAXED);
 		return;
 	}
-	if (__atomic_add_fetch(&h->fails, 1, __ATOMIC_RELAXED) >= r->o.fall)
+	if (__atomic_add_fetch(&h->fails, 1, __ATOMIC_RELAXED) >= r->o.fall &&
+	    backend_is_up(r, i)) {
 		backend_set_down(r, i, 1, "session connects failed in a row");
+		__atomic_store_n(&h->passive_down, 1, __ATOMIC_RELAXED); /* checker: restart its good streak */
+	}
 }
 
 /* The next up backend of the weighted schedule (any, when none is up). */

@@ -479,7 +479,7 @@ int config_finalize(struct config *c)
 	}
 	if (c->workers == SETTING_AUTO) {
 		cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		c->workers = cpus > 0 ? (uint64_t)cpus : 1;
+		c->workers = cpus > 256 ? 256 : cpus > 0 ? (uint64_t)cpus : 1; /* the option's range */
 	}
 	if (c->pipe_size && c->pipe_size < 4096) {
 		fprintf(stderr, "splicer: option '--pipe-size': %llu is below one page (4096)\n",

@@ -53,6 +53,7 @@ struct backend_health {
 	uint8_t down;                /* atomic: sessions skip it */
 	uint32_t good, bad;          /* checker: results in a row */
 	uint32_t fails;              /* atomic: connect failures in a row (passive) */
+	uint8_t passive_down;        /* atomic: marked down by sessions since the last check */
 	uint64_t checks_ok, checks_failed; /* atomic totals */
 	/* traffic through this backend, atomic, added once per session */
 	uint64_t sessions, bytes_up, bytes_down, connect_errors;

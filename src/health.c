@@ -33,6 +33,9 @@ static void record(struct route *r, unsigned b, int ok, const char *why)
 	char text[160];
 
 	__atomic_add_fetch(ok ? &h->checks_ok : &h->checks_failed, 1, __ATOMIC_RELAXED);
+	/* down by sessions' failures: good checks from before do not count */
+	if (__atomic_exchange_n(&h->passive_down, 0, __ATOMIC_RELAXED))
+		h->good = 0;
 	if (ok) {
 		h->bad = 0;
 		h->good++;
@@ -158,8 +161,12 @@ int health_start(struct config *cfg)
 		return 0;
 	if (pipe2(stop_pipe, O_CLOEXEC))
 		return -errno;
-	if ((errno = pthread_create(&thread, NULL, health_main, cfg)))
-		return -errno;
+	if ((errno = pthread_create(&thread, NULL, health_main, cfg))) {
+		int e = errno;
+		close(stop_pipe[0]);
+		close(stop_pipe[1]);
+		return -e;
+	}
 	started = 1;
 	return 0;
 }

@@ -189,9 +189,19 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	for (; started < cfg->workers; started++)
 		if ((errno = pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]))) {
 			log_err("pthread_create: %s", strerror(errno));
-			rc = 1;
 			break;
 		}
+	if (started < cfg->workers) {
+		/* a worker short: its listeners would take connections nobody
+		 * accepts, so stop the others and exit rather than half-run */
+		__atomic_store_n(&sh.drain_deadline_ms, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&sh.stopping, 1, __ATOMIC_RELEASE);
+		for (unsigned i = 0; i < started; i++)
+			worker_wake(&ws[i]);
+		for (unsigned i = 0; i < started; i++)
+			pthread_join(ws[i].thread, NULL);
+		return 1;
+	}
 	for (unsigned r = 0; r < cfg->nroutes; r++)
 		any_splice |= cfg->route[r]->o.engine != ENGINE_COPY;
 	log_startup(cfg, any_splice ? granted_pipe_size(cfg) : 0);

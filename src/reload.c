@@ -70,9 +70,16 @@ int reload_run(struct reload_ctx *r)
 	struct config *old = r->cfg, *nw;
 	int (*nfds)[MAX_LISTENERS];
 	char used[MAX_LISTENERS] = { 0 }, err[256];
+	struct addr *naddr[MAX_LISTENERS];
 	unsigned kept = 0, opened = 0, closed = 0, k;
 	int rc;
 
+	reload_reap(r, now_monotonic_ms());
+	if (r->nretired == RETIRED_MAX) {
+		log_warn("SIGHUP: %d earlier configs still have sessions; reload again once they end",
+			 RETIRED_MAX);
+		return -1;
+	}
 	if (!old->file[0]) {
 		log_warn("SIGHUP: routes came from the command line, not a file (-c): nothing to reload");
 		return -1;
@@ -109,6 +116,7 @@ int reload_run(struct reload_ctx *r)
 		for (unsigned l = 0; l < nw->route[i]->nlisten; l++, k++) {
 			struct addr *a = &nw->route[i]->listen[l];
 			int o = old_index(old, a, a->text);
+			naddr[k] = a;
 			if (o >= 0 && !used[o]) {
 				used[o] = 1;
 				for (unsigned w = 0; w < r->nw; w++)
@@ -125,9 +133,11 @@ int reload_run(struct reload_ctx *r)
 					int reused = 0;
 					for (unsigned m = 0; m < MAX_LISTENERS; m++)
 						reused |= used[m] && r->fds[0][m] == nfds[0][j];
-					if (!reused)
-						for (unsigned w = 0; w < r->nw; w++)
-							close(nfds[w][j]);
+					if (reused)
+						continue;
+					for (unsigned w = 0; w < r->nw; w++)
+						close(nfds[w][j]);
+					listener_unlink(naddr[j]);
 				}
 				goto fail_cfg;
 			}
@@ -174,13 +184,8 @@ int reload_run(struct reload_ctx *r)
 	stats_http_set_config(nw);
 	__atomic_store_n(&r->sh->cfg, nw, __ATOMIC_RELEASE);
 	r->cfg = nw;
-	if (r->nretired < RETIRED_MAX) {
-		r->retired[r->nretired] = old;
-		r->retired_ms[r->nretired++] = now_monotonic_ms();
-	} else {
-		log_warn("SIGHUP: %d old configs still have sessions; this one is kept until exit",
-			 RETIRED_MAX);
-	}
+	r->retired[r->nretired] = old; /* room: checked above */
+	r->retired_ms[r->nretired++] = now_monotonic_ms();
 	log_info("SIGHUP: reloaded %s: %u route%s; listeners kept %u, opened %u, closed %u",
 		 nw->file, nw->nroutes, nw->nroutes == 1 ? "" : "s", kept, opened, closed);
 	notify_send("READY=1");
@@ -197,7 +202,7 @@ fail_mem:
 static int sessions_left(const struct config *c)
 {
 	for (unsigned i = 0; i < c->nroutes; i++)
-		if (STAT_GET(c->route[i]->st.active))
+		if (__atomic_load_n(&c->route[i]->st.active, __ATOMIC_ACQUIRE))
 			return 1;
 	return 0;
 }

@@ -550,13 +550,15 @@ void session_close(struct session *s, const char *reason)
 	s->dead_next = w->dead;
 	w->dead = s;
 	CTR_ADD(w, closed, 1);
-	STAT_ADD(s->route->st.active, -1);
 	STAT_ADD(s->route->st.bytes_up, s->up.bytes);
 	STAT_ADD(s->route->st.bytes_down, s->down.bytes);
 	if (s->opened) {
 		STAT_ADD(s->route->health[s->backend].bytes_up, s->up.bytes);
 		STAT_ADD(s->route->health[s->backend].bytes_down, s->down.bytes);
 	}
+	/* Last touch of the route: after a reload, its config is freed once
+	 * this reaches 0 (reload_reap). */
+	__atomic_sub_fetch(&s->route->st.active, 1, __ATOMIC_RELEASE);
 	CTR_ADD(w, active, (uint64_t)-1);
 	__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
 	if (w->paused_max_conns)

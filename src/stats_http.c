@@ -288,15 +288,24 @@ static void serve(int fd)
 			respond(fd, 200, "OK", "text/plain", "ok\n", 3);
 		return;
 	}
-	size_t need = stats_http_metrics(NULL, 0) + 4096; /* room for growth meanwhile */
-	char *body = malloc(need);
-	if (!body) {
+	/* measure, render; again if a reload grew the routes in between */
+	size_t need = stats_http_metrics(NULL, 0) + 4096, blen = 0;
+	char *body = NULL;
+	for (int tries = 0; tries < 4; tries++) {
+		free(body);
+		if (!(body = malloc(need)))
+			break;
+		if ((blen = stats_http_metrics(body, need)) < need)
+			break;
+		need = blen + 4096;
+	}
+	if (!body || blen >= need) {
+		free(body);
 		error(fd, 500, "Internal Server Error");
 		return;
 	}
-	size_t blen = stats_http_metrics(body, need);
 	respond(fd, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body,
-		!strcmp(method, "HEAD") ? 0 : (blen < need ? blen : need - 1));
+		!strcmp(method, "HEAD") ? 0 : blen);
 	free(body);
 }
 
