@@ -37,7 +37,7 @@ DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 li
 BENCH_PKGS := haproxy nginx libnginx-mod-stream socat gnuplot-nox ethtool iproute2
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps bench-deps bench install clean asan
+.PHONY: all run test deps bench-deps bench install clean asan fuzz fuzz-deps
 
 all: $(B)/splicer
 
@@ -103,6 +103,37 @@ install: all
 	install -D -m 644 bench/nginx.conf $(DESTDIR)$(PREFIX)/share/splicer/bench/nginx.conf
 	install -D -m 644 contrib/splicer.service $(DESTDIR)$(PREFIX)/share/splicer/contrib/splicer.service
 	install -D -m 644 doc/splicer.1 $(DESTDIR)$(PREFIX)/share/man/man1/splicer.1
+
+# libFuzzer harnesses (clang): `make fuzz FUZZ_SECONDS=N` runs each for N s
+# on a copy of its seed corpus in fuzz/corpus/, and fails on any finding.
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_FLAGS   := -g -O1 -std=gnu11 -Isrc -DSPLICER_VERSION='"$(VERSION)"' \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZERS      := proxy_proto addr config
+FUZZ_SRCS_proxy_proto := src/proxy_proto.c
+FUZZ_SRCS_addr        := src/addr.c
+FUZZ_SRCS_config      := src/config.c src/config_file.c src/backend.c src/units.c src/addr.c src/log.c
+
+$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(wildcard src/*.h) $(SRCS)
+	@mkdir -p $(@D)
+	@echo "  FUZZ-CC $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRCS_$*) -linih -lm
+
+fuzz-deps:
+	@dpkg -s clang >/dev/null 2>&1 || { echo "  DEPS    installing: clang"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null; }
+
+fuzz: deps fuzz-deps
+	$(Q)$(MAKE) --no-print-directory $(FUZZERS:%=$(B)/fuzz/fuzz_%)
+	@for f in $(FUZZERS); do \
+		mkdir -p $(B)/fuzz/corpus-$$f && cp -n fuzz/corpus/$$f/* $(B)/fuzz/corpus-$$f/ 2>/dev/null; \
+		echo "  FUZZ    $$f for $(FUZZ_SECONDS) s"; \
+		$(B)/fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -close_fd_mask=2 \
+			-artifact_prefix=$(B)/fuzz/crash-$$f- $(B)/fuzz/corpus-$$f \
+			> $(B)/fuzz/$$f.log 2>&1 || { tail -40 $(B)/fuzz/$$f.log; exit 1; }; \
+		grep -E "^Done|stat::number_of_executed_units" $(B)/fuzz/$$f.log | tail -1; \
+	done
 
 clean:
 	rm -rf $(B)

@@ -64,6 +64,8 @@ static int parse_port(const char *p, const char *s, enum addr_use use, unsigned 
 	return 0;
 }
 
+int addr_resolve_names = 1;
+
 int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsigned errlen)
 {
 	char host[256];
@@ -111,7 +113,7 @@ int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsi
 	} else {
 		memset(&hints, 0, sizeof(hints));
 		hints.ai_socktype = SOCK_STREAM;
-		hints.ai_flags = AI_NUMERICSERV | (s[0] == '[' ? AI_NUMERICHOST : 0);
+		hints.ai_flags = AI_NUMERICSERV | (s[0] == '[' || !addr_resolve_names ? AI_NUMERICHOST : 0);
 		if (s[0] == '[')
 			hints.ai_family = AF_INET6; /* brackets are for IPv6 only */
 		r = getaddrinfo(host, portstr, &hints, &res);
@@ -146,7 +148,11 @@ void addr_format(const struct sockaddr *sa, socklen_t len, char *buf, unsigned b
 		/* Keep a link-local scope, or the text would not connect again. */
 		if (sin6->sin6_scope_id) {
 			char ifn[IF_NAMESIZE];
-			if (if_indextoname(sin6->sin6_scope_id, ifn))
+			/* names parse back only on link-local addresses (glibc);
+			 * elsewhere the number does (found by fuzz/fuzz_addr) */
+			int ll = IN6_IS_ADDR_LINKLOCAL(&sin6->sin6_addr) ||
+				 IN6_IS_ADDR_MC_LINKLOCAL(&sin6->sin6_addr);
+			if (ll && if_indextoname(sin6->sin6_scope_id, ifn))
 				snprintf(scope, sizeof(scope), "%%%s", ifn);
 			else
 				snprintf(scope, sizeof(scope), "%%%u", sin6->sin6_scope_id);

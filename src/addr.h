@@ -24,6 +24,10 @@ enum addr_use { ADDR_LISTEN, ADDR_CONNECT };
  * 0 is only accepted for ADDR_LISTEN (ephemeral port). */
 int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsigned errlen);
 
+/* 0: host names are refused (AI_NUMERICHOST), so parsing never sends a DNS
+ * query; the fuzzers set it, since their inputs must not reach the network. */
+extern int addr_resolve_names;
+
 /* Formats any socket address the way addr_parse's text reads:
  * "1.2.3.4:80", "[::1]:80", "unix:/path", "unix:@abstract", "unix:" (unnamed). */
 void addr_format(const struct sockaddr *sa, socklen_t len, char *buf, unsigned buflen);

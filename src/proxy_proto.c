@@ -51,6 +51,9 @@ static int parse_v1(const uint8_t *buf, size_t n, struct sockaddr_storage *src, 
 				return fail(why, whylen, "v1 header: stray control character");
 		return n >= PROXY_V1_MAX ? fail(why, whylen, "v1 header longer than 107 bytes") : 0;
 	}
+	for (const uint8_t *c = buf; c < crlf; c++)
+		if (*c < 0x20 || *c > 0x7e) /* a NUL would cut the line short below */
+			return fail(why, whylen, "v1 header: stray control character");
 	memcpy(line, buf, (size_t)(crlf - buf));
 	line[crlf - buf] = '\0';
 	/* single spaces only: strtok would accept runs of them */

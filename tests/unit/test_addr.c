@@ -532,3 +532,16 @@ Test(unit_addr, ipv6_scope_survives_the_text)
 		     ((struct sockaddr_in6 *)&a.ss)->sin6_scope_id);
 	cr_assert_neq(((struct sockaddr_in6 *)&a.ss)->sin6_scope_id, 0);
 }
+
+/* Found by fuzz/fuzz_addr: a scope on an address that is not link-local was
+ * written as an interface name, which getaddrinfo refuses to read back. */
+Test(unit_addr, scope_on_a_global_address_round_trips)
+{
+	struct addr a, b;
+
+	parse_ok("[0:fe80::1%1]:6", ADDR_CONNECT, &a);
+	cr_assert_str_eq(a.text, "[0:fe80::1%1]:6");
+	parse_ok(a.text, ADDR_CONNECT, &b);
+	cr_assert_eq(a.len, b.len);
+	cr_assert(!memcmp(&a.ss, &b.ss, a.len));
+}

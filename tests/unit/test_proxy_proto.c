@@ -143,3 +143,11 @@ Test(unit_proxy_proto, malformed_headers_are_rejected)
 	v2[15] = 12;
 	bad(v2, 28, "STREAM");
 }
+
+/* Found by fuzz/fuzz_proxy_proto: NULs inside a v1 line were cut off by the
+ * string parsing and the rest accepted. */
+Test(unit_proxy_proto, v1_nul_inside_the_line_is_rejected)
+{
+	static const char hdr[] = "PROXY TCP6 2001:d::7 20::1 40001 844\0\0\0003\r\n";
+	bad(hdr, sizeof(hdr) - 1, "control character");
+}
