@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "http_req.h"
 #include "listener.h"
 #include "log.h"
 
-#define REQ_MAX      4096
 #define REQ_TIMEOUT  2000 /* ms for the whole request */
 
 static struct {
@@ -235,9 +235,10 @@ static void error(int fd, int code, const char *reason)
 /* Reads the request head (bounded in size and time) and answers it. */
 static void serve(int fd)
 {
-	char req[REQ_MAX + 1], method[16], path[256], version[16];
+	char req[HTTP_REQ_MAX], method[16], path[256];
 	size_t n = 0;
 	uint64_t end = now_monotonic_ms() + REQ_TIMEOUT;
+	int r;
 
 	for (;;) {
 		uint64_t now = now_monotonic_ms();
@@ -246,32 +247,24 @@ static void serve(int fd)
 			error(fd, 408, "Request Timeout");
 			return;
 		}
-		ssize_t k = recv(fd, req + n, REQ_MAX - n, MSG_DONTWAIT);
+		ssize_t k = recv(fd, req + n, sizeof(req) - n, MSG_DONTWAIT);
 		if (k <= 0) {
 			if (k < 0 && errno == EAGAIN)
 				continue;
 			return; /* closed before a whole request: nobody to answer */
 		}
 		n += (size_t)k;
-		req[n] = '\0';
-		if (memchr(req, '\0', n)) {
-			error(fd, 400, "Bad Request");
-			return;
-		}
-		if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
+		if ((r = http_req_parse(req, n, method, path)) == HTTP_REQ_OK)
 			break;
-		if (n >= REQ_MAX) {
+		if (r == 431) {
 			error(fd, 431, "Request Header Fields Too Large");
 			return;
 		}
+		if (r != HTTP_REQ_MORE) {
+			error(fd, 400, "Bad Request");
+			return;
+		}
 	}
-	if (sscanf(req, "%15s %255s %15s", method, path, version) != 3 ||
-	    strncmp(version, "HTTP/1.", 7) || path[0] != '/' ||
-	    strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(method)) {
-		error(fd, 400, "Bad Request");
-		return;
-	}
-	path[strcspn(path, "?")] = '\0';
 	if (strcmp(path, "/metrics") && strcmp(path, "/health")) {
 		error(fd, 404, "Not Found");
 		return;
