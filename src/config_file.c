@@ -207,6 +207,24 @@ static char *strip_comment(const char *value)
 	return v;
 }
 
+/* " in a route (expects listen, backend, KEY, ...)": the route-scope
+ * settings, from the table, as a file spells them. */
+static void route_keys(char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, " in a route (expects listen, backend");
+
+	for (unsigned k = 0; k < nsettings && n < len; k++) {
+		if (settings[k].scope != SCOPE_ROUTE)
+			continue;
+		n += (size_t)snprintf(buf + n, len - n, ", ");
+		for (const char *c = settings[k].name; *c && n + 1 < len; c++)
+			buf[n++] = *c == '-' ? '_' : *c;
+		buf[n < len ? n : len - 1] = '\0';
+	}
+	if (n < len)
+		snprintf(buf + n, len - n, ")");
+}
+
 static int handler_value(struct file_ctx *x, const char *name, const char *value);
 
 static int handler(void *user, const char *section, const char *name, const char *value)
@@ -253,11 +271,10 @@ static int handler_value(struct file_ctx *x, const char *name, const char *value
 		return 1;
 	}
 	if (!(s = setting_find(name))) {
-		problem(x, "unknown key '%s'%s", name,
-			x->sec == SEC_ROUTE ? " in a route (expects listen, backend, engine, balance, "
-					      "lowat, connect_timeout, idle_timeout, proxy_protocol, "
-					      "accept_proxy, proxy_timeout, check, check_interval, "
-					      "check_timeout, rise, fall)" : "");
+		char keys[512] = "";
+		if (x->sec == SEC_ROUTE)
+			route_keys(keys, sizeof(keys));
+		problem(x, "unknown key '%s'%s", name, keys);
 		return 1;
 	}
 	if (s->scope == SCOPE_GLOBAL && x->sec == SEC_ROUTE) {

@@ -71,14 +71,9 @@ static void log_startup(const struct config *c, unsigned pipe_actual)
 
 static void log_totals(struct worker *ws, unsigned n)
 {
-	struct counters t = { 0 };
+	struct counters t;
 
-	for (unsigned i = 0; i < n; i++) {
-		uint64_t *dst = (uint64_t *)&t;
-		const uint64_t *src = (const uint64_t *)&ws[i].ctr;
-		for (size_t k = 0; k < sizeof(t) / sizeof(uint64_t); k++)
-			dst[k] += __atomic_load_n(&src[k], __ATOMIC_RELAXED);
-	}
+	worker_counters_total(ws, n, &t);
 	log_info("stopped: sessions %llu (no-backend %llu, all-backends-down %llu, idle-timeout %llu); bytes up %llu down %llu "
 		 "(copied %llu, spliced %llu); auto switches %llu; splice fallbacks %llu; "
 		 "connect errors %llu, retries %llu; resets sent %llu; accept pauses fd %llu max-conns %llu; "
@@ -111,6 +106,12 @@ static unsigned granted_pipe_size(const struct config *cfg)
 	close(p[0]);
 	close(p[1]);
 	return got > 0 ? (unsigned)got : 0;
+}
+
+/* verbose 0, 1, 2 (-v, -vv): info, per-session lines, debug. */
+static void set_log_level(const struct config *cfg)
+{
+	log_level = LOG_INFO + (int)cfg->verbose > LOG_DEBUG ? LOG_DEBUG : LOG_INFO + (int)cfg->verbose;
 }
 
 /* Runs the proxy until SIGTERM/SIGINT and the drain that follows. Takes
@@ -244,11 +245,10 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 				log_info("SIGUSR1: access log %s reopened", cfg->access_log);
 		} else if (sig == SIGHUP && stopping) {
 			log_warn("SIGHUP while stopping: ignored");
-		} else if (sig == SIGHUP && started == cfg->workers) {
+		} else if (sig == SIGHUP) {
 			if (reload_run(&rl) == 0) {
 				cfg = rl.cfg;
-				log_level = LOG_INFO + (int)cfg->verbose > LOG_DEBUG
-						    ? LOG_DEBUG : LOG_INFO + (int)cfg->verbose;
+				set_log_level(cfg);
 			}
 		}
 		reload_reap(&rl, now_monotonic_ms());
@@ -304,7 +304,7 @@ int main(int argc, char **argv)
 		free(cfg);
 		return r > 0 ? 0 : 2;
 	}
-	log_level = LOG_INFO + (int)cfg->verbose > LOG_DEBUG ? LOG_DEBUG : LOG_INFO + (int)cfg->verbose;
+	set_log_level(cfg);
 	r = run_proxy(cfg, argc, argv);
 	return r;
 }

@@ -51,13 +51,12 @@ static int same_addr(const struct addr *a, const struct addr *b)
 }
 
 /* Index in the old listener table (route order) of an equal address, or -1.
- * Ephemeral ports (":0") never match: the file asks for a new one. */
-static int old_index(const struct config *old, const struct addr *a, const char *want_text)
+ * An ephemeral port (":0") never matches: binding wrote the kernel's port
+ * into the old address, so the file asks for a new one. */
+static int old_index(const struct config *old, const struct addr *a)
 {
 	int k = 0;
 
-	if (strstr(want_text, ":0") && strlen(strstr(want_text, ":0")) == 2)
-		return -1;
 	for (unsigned i = 0; i < old->nroutes; i++)
 		for (unsigned l = 0; l < old->route[i]->nlisten; l++, k++)
 			if (same_addr(&old->route[i]->listen[l], a))
@@ -115,7 +114,7 @@ int reload_run(struct reload_ctx *r)
 	for (unsigned i = 0; i < nw->nroutes; i++)
 		for (unsigned l = 0; l < nw->route[i]->nlisten; l++, k++) {
 			struct addr *a = &nw->route[i]->listen[l];
-			int o = old_index(old, a, a->text);
+			int o = old_index(old, a);
 			naddr[k] = a;
 			if (o >= 0 && !used[o]) {
 				used[o] = 1;

@@ -204,6 +204,18 @@ static int mark_open(struct session *s)
 	return 0;
 }
 
+/* A connect to the current backend failed, at once or later: counted for
+ * the worker, the route and the backend, and for passive health. */
+static void connect_error(struct session *s, int err)
+{
+	CTR_ADD(s->w, connect_errors, 1);
+	STAT_ADD(s->route->st.connect_errors, 1);
+	STAT_ADD(s->route->health[s->backend].connect_errors, 1);
+	log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id,
+		    s->route->backend[s->backend].addr.text, strerror(err));
+	backend_connect_result(s->route, s->backend, 0);
+}
+
 /* Tries backends from the current one on, each at most once. Returns 0 when
  * a connect is under way or done, -1 when the session was closed. */
 static int session_connect(struct session *s)
@@ -247,12 +259,7 @@ static int session_connect(struct session *s)
 				return -1;
 			return 0;
 		}
-		CTR_ADD(w, connect_errors, 1);
-		STAT_ADD(rt->st.connect_errors, 1);
-		STAT_ADD(rt->health[s->backend].connect_errors, 1);
-		log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id,
-			    b->text, strerror(errno));
-		backend_connect_result(rt, s->backend, 0);
+		connect_error(s, errno);
 		close(fd);
 	}
 	if (!s->attempted) {
@@ -271,14 +278,7 @@ static int session_connect(struct session *s)
  * drop its socket and go on with the next. */
 static void session_connect_failed(struct session *s, int err)
 {
-	struct worker *w = s->w;
-
-	CTR_ADD(w, connect_errors, 1);
-	STAT_ADD(s->route->st.connect_errors, 1);
-	STAT_ADD(s->route->health[s->backend].connect_errors, 1);
-	log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id,
-		    s->route->backend[s->backend].addr.text, strerror(err));
-	backend_connect_result(s->route, s->backend, 0);
+	connect_error(s, err);
 	backend_release(s->route, s->backend);
 	s->counted = 0;
 	close(s->srv.fd); /* also leaves the epoll set */

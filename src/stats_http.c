@@ -66,13 +66,6 @@ static const char *esc(const char *s, char *buf, size_t len)
 	return buf;
 }
 
-static uint64_t worker_sum(size_t off)
-{
-	uint64_t t = 0;
-	for (unsigned i = 0; i < st.nw; i++)
-		t += __atomic_load_n((const uint64_t *)((const char *)&st.ws[i].ctr + off), __ATOMIC_RELAXED);
-	return t;
-}
 
 #define ROUTE_FAMILY(metric, type, help, expr)                                             \
 	do {                                                                                \
@@ -100,8 +93,7 @@ static uint64_t worker_sum(size_t off)
 #define WORKER_COUNTER(metric, help, field)                                                \
 	do {                                                                                \
 		family(&o, "splicer_" metric, "counter", help);                             \
-		put(&o, "splicer_" metric " %llu\n",                                        \
-		    (unsigned long long)worker_sum(offsetof(struct counters, field)));      \
+		put(&o, "splicer_" metric " %llu\n", (unsigned long long)t.field);          \
 	} while (0)
 
 /* A backend family with two label values, each a uint64_t of struct
@@ -135,6 +127,9 @@ size_t stats_http_metrics(char *buf, size_t len)
 	const struct config *c = __atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE);
 	char rn[160], bn[300];
 	unsigned pin = 0, pfree = 0;
+	struct counters t;
+
+	worker_counters_total(st.ws, st.nw, &t);
 
 	ROUTE_FAMILY("sessions_total", "counter", "Sessions accepted.", STAT_GET(r->st.sessions));
 	ROUTE_FAMILY("sessions_active", "gauge", "Sessions open now.", STAT_GET(r->st.active));
@@ -173,9 +168,9 @@ size_t stats_http_metrics(char *buf, size_t len)
 		     offsetof(struct backend_health, checks_failed));
 	family(&o, "splicer_engine_bytes_total", "counter", "Bytes moved, by engine (all routes).");
 	put(&o, "splicer_engine_bytes_total{engine=\"copy\"} %llu\n",
-	    (unsigned long long)worker_sum(offsetof(struct counters, bytes_copied)));
+	    (unsigned long long)t.bytes_copied);
 	put(&o, "splicer_engine_bytes_total{engine=\"splice\"} %llu\n",
-	    (unsigned long long)worker_sum(offsetof(struct counters, bytes_spliced)));
+	    (unsigned long long)t.bytes_spliced);
 	WORKER_COUNTER("splice_fallbacks_total", "Directions that wanted a pipe and copied instead.",
 		       splice_fallbacks);
 	WORKER_COUNTER("auto_switches_total", "Directions auto moved from copy to splice.", auto_switches);
@@ -185,9 +180,9 @@ size_t stats_http_metrics(char *buf, size_t len)
 		       proxy_header_errors);
 	family(&o, "splicer_accept_pauses_total", "counter", "Times accepting paused, by cause.");
 	put(&o, "splicer_accept_pauses_total{cause=\"fd_limit\"} %llu\n",
-	    (unsigned long long)worker_sum(offsetof(struct counters, accept_fd_pauses)));
+	    (unsigned long long)t.accept_fd_pauses);
 	put(&o, "splicer_accept_pauses_total{cause=\"max_conns\"} %llu\n",
-	    (unsigned long long)worker_sum(offsetof(struct counters, max_conns_pauses)));
+	    (unsigned long long)t.max_conns_pauses);
 	/* read without the workers' cooperation: a moment's approximation */
 	for (unsigned i = 0; i < st.nw; i++) {
 		unsigned total = __atomic_load_n(&st.ws[i].pipes.total, __ATOMIC_RELAXED);

@@ -88,6 +88,18 @@ int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *lis
 	return 0;
 }
 
+void worker_counters_total(const struct worker *ws, unsigned n, struct counters *t)
+{
+	uint64_t *dst = (uint64_t *)t;
+
+	memset(t, 0, sizeof(*t));
+	for (unsigned i = 0; i < n; i++) {
+		const uint64_t *src = (const uint64_t *)&ws[i].ctr;
+		for (size_t k = 0; k < sizeof(*t) / sizeof(uint64_t); k++)
+			dst[k] += __atomic_load_n(&src[k], __ATOMIC_RELAXED);
+	}
+}
+
 void worker_set_listeners(struct worker *w, const struct config *cfg, const int *fds)
 {
 	w->nlst = 0;

@@ -112,6 +112,9 @@ uint64_t now_monotonic_ms(void);
 char *buf_pool_get(struct buf_pool *bp);
 void buf_pool_put(struct buf_pool *bp, char *buf);
 
+/* The sum of n workers' counters (any thread; each field read atomically). */
+void worker_counters_total(const struct worker *ws, unsigned n, struct counters *t);
+
 /* Listener table of cfg (route order) over fds: the worker's listeners.
  * Used at start and on reload. */
 void worker_set_listeners(struct worker *w, const struct config *cfg, const int *fds);

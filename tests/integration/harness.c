@@ -11,6 +11,7 @@
 #include <openssl/evp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,27 @@ void h_fini(void)
 		else
 			h_rm_tree(h_dir);
 	}
+}
+
+int h_log_lines(const struct h_proxy *p, ...)
+{
+	FILE *f = fopen(p->log, "re");
+	char line[4096];
+	int n = 0;
+
+	while (f && fgets(line, sizeof line, f)) {
+		va_list ap;
+		const char *needle;
+		int all = 1;
+		va_start(ap, p);
+		while (all && (needle = va_arg(ap, const char *)))
+			all = strstr(line, needle) != NULL;
+		va_end(ap);
+		n += all;
+	}
+	if (f)
+		fclose(f);
+	return n;
 }
 
 void h_print_tail(const char *path, int lines)

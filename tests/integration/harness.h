@@ -142,6 +142,10 @@ void h_proxy_up(struct h_proxy *p, const char *bin, const char *engine, const ch
  * holds no sanitizer report. */
 void h_proxy_down(struct h_proxy *p);
 
+/* How many lines of the proxy's log contain every needle (a NULL-terminated
+ * list of strings). */
+int h_log_lines(const struct h_proxy *p, ...);
+
 /* Prints the last `lines` lines of a file to stderr. */
 void h_print_tail(const char *path, int lines);
 

@@ -424,16 +424,8 @@ Test(integ, config_command_line_overrides_file, .init = h_init, .fini = h_fini, 
 	const char *extra[] = { "--engine", "copy", "--workers", "2", NULL };
 	proxy_from_file(&p, bin, conf_write("override.conf", text), extra);
 	H_CHECK(tag_of(&p.addr, NULL) == 'A', "no session through the proxy");
-	FILE *f = fopen(p.log, "re");
-	char line[1024];
-	int route_ok = 0, workers_ok = 0;
-	while (f && fgets(line, sizeof line, f)) {
-		route_ok |= strstr(line, "route r:") && strstr(line, "engine copy") &&
-			    strstr(line, "idle 60000 ms");
-		workers_ok |= strstr(line, "workers 2;") != NULL;
-	}
-	if (f)
-		fclose(f);
+	int route_ok = h_log_lines(&p, "route r:", "engine copy", "idle 60000 ms", NULL);
+	int workers_ok = h_log_lines(&p, "workers 2;", NULL);
 	H_CHECK(route_ok && workers_ok, "the startup log does not show --engine copy over the file's "
 					"splice (with its idle_timeout kept) and --workers 2 (route %d, "
 					"workers %d)", route_ok, workers_ok);
@@ -507,27 +499,13 @@ Test(integ, config_maglev_same_client_same_backend_across_restarts, .init = h_in
 		tag_stop(&srv[i]);
 }
 
-/* Lines of the proxy's log that contain every needle. */
-static int log_count(const struct h_proxy *p, const char *n1, const char *n2)
-{
-	FILE *f = fopen(p->log, "re");
-	char line[2048];
-	int n = 0;
-
-	while (f && fgets(line, sizeof line, f))
-		n += strstr(line, n1) && (!n2 || strstr(line, n2));
-	if (f)
-		fclose(f);
-	return n;
-}
-
 /* Waits for the count-th log line with both needles. */
 static int64_t wait_log(const struct h_proxy *p, const char *n1, const char *n2, int count, int ms)
 {
 	int64_t t0 = h_now_ms();
-	while (log_count(p, n1, n2) < count && h_now_ms() - t0 < ms)
+	while (h_log_lines(p, n1, n2, NULL) < count && h_now_ms() - t0 < ms)
 		h_sleep_ms(10);
-	H_CHECK(log_count(p, n1, n2) >= count, "no log line %d with \"%s\" \"%s\" within %d ms",
+	H_CHECK(h_log_lines(p, n1, n2, NULL) >= count, "no log line %d with \"%s\" \"%s\" within %d ms",
 		count, n1, n2 ? n2 : "", ms);
 	return h_now_ms() - t0;
 }
@@ -560,15 +538,15 @@ Test(integ, health_checks_mark_down_and_up, .init = h_init, .fini = h_fini, .tim
 	 * is slack for a loaded machine */
 	H_CHECK(took <= 1000, "a dead backend was marked down after %lld ms (fall 2 x 100 ms)",
 		(long long)took);
-	int tried_before = log_count(&p, bname, "connect:");
+	int tried_before = h_log_lines(&p, bname, "connect:", NULL);
 	seen[0] = seen[1] = 0;
 	for (int i = 0; i < 20; i++) {
 		char t = tag_of(&p.addr, NULL);
 		H_CHECK(t == 'A', "session %d with B down reached %c", i, t ? t : '-');
 	}
-	H_CHECK(log_count(&p, bname, "connect:") == tried_before,
+	H_CHECK(h_log_lines(&p, bname, "connect:", NULL) == tried_before,
 		"sessions still tried the backend marked down (%d connect failures logged, %d before)",
-		log_count(&p, bname, "connect:"), tried_before);
+		h_log_lines(&p, bname, "connect:", NULL), tried_before);
 
 	/* B comes back on its port: up after rise good checks, and used again. */
 	tag_start_on(&b, 'B', 0, bport);
@@ -597,7 +575,7 @@ Test(integ, health_checks_mark_down_and_up, .init = h_init, .fini = h_fini, .tim
 			(long long)(h_now_ms() - t0), rc);
 	}
 	h_proxy_down(&p);
-	H_CHECK(log_count(&p, "all-backends-down 3", NULL) == 1,
+	H_CHECK(h_log_lines(&p, "all-backends-down 3", NULL) == 1,
 		"the totals line does not count 3 clients closed with every backend down");
 }
 
@@ -710,7 +688,7 @@ Test(integ, reload_keeps_listeners_adds_and_removes_routes, .init = h_init, .fin
 	write_reload_conf(path, pa, pb, 1, a.port, b.port, 1);
 	kill(p.pid, SIGHUP);
 	wait_log(&p, "is not valid", NULL, 1, 3000);
-	H_CHECK(log_count(&p, "balance: invalid value 'random'", NULL) == 1,
+	H_CHECK(h_log_lines(&p, "balance: invalid value 'random'", NULL) == 1,
 		"the bad line was not reported with its message");
 	int fd = h_connect(&addr_b, 1000);
 	int e = errno;

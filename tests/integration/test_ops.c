@@ -316,13 +316,8 @@ Test(integ, user_drops_root_and_limits_are_named, .init = h_init, .fini = h_fini
 		"the proxy runs as uid %u/%u/%u, expected nobody (65534) in all three", uid, euid, suid);
 	h_server_stop(&srv);
 	h_proxy_down(&p);
-	f = fopen(p.log, "re");
-	int warned = 0;
-	while (f && fgets(line, sizeof line, f))
-		warned |= strstr(line, "fs.pipe-user-pages-soft") != NULL;
-	if (f)
-		fclose(f);
-	H_CHECK(warned, "max-pipes 100000 as nobody: no warning naming fs.pipe-user-pages-soft");
+	H_CHECK(h_log_lines(&p, "fs.pipe-user-pages-soft", NULL),
+		"max-pipes 100000 as nobody: no warning naming fs.pipe-user-pages-soft");
 
 	const char *args[] = { "-l", "127.0.0.1:0", "-b", "127.0.0.1:9", "--user", "no-such-user-x", NULL };
 	char *out = NULL, *err = NULL;
