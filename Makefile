@@ -1,7 +1,10 @@
 # splicer: a layer-4 TCP forwarding proxy with splice() engines.
 #   make            build build/splicer
 #   make run        the main job: a stream pushed through each engine (make run ARGS=...)
-#   make test       unit + integration suite (plain and ASan+UBSan proxy builds)
+#   make test       unit + integration suite (plain and ASan+UBSan proxy builds),
+#                   the fault matrix, load, random operations and 20 s fuzz runs
+#   make soak       10 minutes of mixed traffic, CSV + chart (SOAK_SECONDS=N)
+#   make fuzz       each libFuzzer harness for FUZZ_SECONDS (default 60)
 #   make install    PREFIX=/usr/local
 # Quiet unless V=1.
 
@@ -32,12 +35,13 @@ TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS)
 HDRS     := $(wildcard src/*.h tests/integration/*.h)
 
 # Debian packages the build, the tests and `make run` need.
-DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2
+DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 \
+	    iptables libnetfilter-queue-dev valgrind clang
 # The peers `splicer bench` compares against, and gnuplot for its chart.
 BENCH_PKGS := haproxy nginx libnginx-mod-stream socat gnuplot-nox ethtool iproute2
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps bench-deps bench install clean asan fuzz fuzz-deps
+.PHONY: all run test deps bench-deps bench install clean asan fuzz soak
 
 all: $(B)/splicer
 
@@ -93,9 +97,32 @@ bench: deps bench-deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(B)/splicer bench --json $(B)/bench.json --chart $(B)/bench.png $(ARGS)
 
+# The fault matrix's delay helper (tests/tools/nfq_delay.c, NFQUEUE).
+$(B)/nfq_delay: tests/tools/nfq_delay.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -o $@ $< -lnetfilter_queue
+
+TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
+	    SPLICER_NFQ_DELAY=$(B)/nfq_delay SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus
+
 test: deps
-	$(Q)$(MAKE) --no-print-directory all asan $(B)/tests
-	SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer $(B)/tests $(CRITERION_ARGS)
+	$(Q)$(MAKE) --no-print-directory all asan $(B)/tests $(B)/nfq_delay $(FUZZERS:%=$(B)/fuzz/fuzz_%)
+	$(TEST_ENV) $(B)/tests $(CRITERION_ARGS)
+
+# make soak: 10 minutes of mixed traffic through one proxy, sampled into
+# $(B)/soak-out/soak.csv and soak.png; fails on any error or growth.
+SOAK_SECONDS ?= 600
+$(B)/soak: tests/soak/test_soak.c tests/integration/harness.c $(LIB_OBJS) $(HDRS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -Isrc -Itests/integration -o $@ tests/soak/test_soak.c \
+		tests/integration/harness.c $(LIB_OBJS) -lcriterion $(LDLIBS)
+
+soak: deps
+	$(Q)$(MAKE) --no-print-directory all $(B)/soak
+	@mkdir -p $(B)/soak-out
+	SPLICER_BIN=$(B)/splicer SPLICER_SOAK_SECONDS=$(SOAK_SECONDS) SPLICER_SOAK_OUT=$(B)/soak-out \
+		$(B)/soak --jobs 1 --timeout $$(( $(SOAK_SECONDS) + 300 ))
 
 install: all
 	install -D -m 755 $(B)/splicer $(DESTDIR)$(PREFIX)/bin/splicer
@@ -121,11 +148,7 @@ $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(wildcard src/*.h) $(SRCS)
 	@echo "  FUZZ-CC $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRCS_$*) -linih -lm
 
-fuzz-deps:
-	@dpkg -s clang >/dev/null 2>&1 || { echo "  DEPS    installing: clang"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null; }
-
-fuzz: deps fuzz-deps
+fuzz: deps
 	$(Q)$(MAKE) --no-print-directory $(FUZZERS:%=$(B)/fuzz/fuzz_%)
 	@for f in $(FUZZERS); do \
 		mkdir -p $(B)/fuzz/corpus-$$f && cp -n fuzz/corpus/$$f/* $(B)/fuzz/corpus-$$f/ 2>/dev/null; \

@@ -630,6 +630,96 @@ long h_rss_kib(pid_t pid)
 	return kib;
 }
 
+static int h_again(int e);
+
+int h_fd_count(pid_t pid)
+{
+	char path[64];
+	int n = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+double h_cpu_seconds(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long ut, st;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields after the command name, which may itself hold spaces and ')'. */
+	char *r = strrchr(buf, ')');
+	if (!r || sscanf(r + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+int h_stats_addr(const struct h_proxy *p, struct h_addr *out)
+{
+	char a[160] = "";
+	FILE *f = fopen(p->log, "re");
+
+	for (char l[512]; f && fgets(l, sizeof l, f);)
+		if (strstr(l, "stats: listening on "))
+			sscanf(strstr(l, "stats: listening on ") + 20, "%159s", a);
+	if (f)
+		fclose(f);
+	return a[0] ? h_addr_parse(a, out) : -1;
+}
+
+long long h_metric(const struct h_addr *stats, const char *name)
+{
+	enum { BODY_MAX = 256 * 1024 };
+	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	int64_t deadline = h_now_ms() + 2000;
+	size_t n = 0;
+	long long v = -1;
+
+	int fd = h_connect(stats, 2000);
+	if (fd < 0)
+		return -1;
+	char *body = malloc(BODY_MAX);
+	if (!body || h_send_all(fd, req, sizeof req - 1, deadline)) {
+		free(body);
+		close(fd);
+		return -1;
+	}
+	while (n < BODY_MAX - 1 && h_now_ms() < deadline) {
+		ssize_t r = recv(fd, body + n, BODY_MAX - 1 - n, 0);
+		if (r > 0)
+			n += (size_t)r;
+		else if (r == 0 || !h_again(errno))
+			break;
+	}
+	close(fd);
+	body[n] = '\0';
+	size_t nl = strlen(name);
+	for (char *l = body; *l;) {
+		if (!strncmp(l, name, nl) && l[nl] == ' ') {
+			v = atoll(l + nl + 1);
+			break;
+		}
+		char *nx = strchr(l, '\n');
+		if (!nx)
+			break;
+		l = nx + 1;
+	}
+	free(body);
+	return v;
+}
+
 int h_run_capture(const char *bin, const char *const *args, int timeout_ms, char **out,
 		  char **errout)
 {

@@ -152,6 +152,21 @@ void h_print_tail(const char *path, int lines);
 /* VmRSS of a process in KiB, or -1. */
 long h_rss_kib(pid_t pid);
 
+/* Open descriptors of a process (entries of /proc/PID/fd), or -1. */
+int h_fd_count(pid_t pid);
+
+/* User + system CPU seconds a process has used so far, or -1. */
+double h_cpu_seconds(pid_t pid);
+
+/* The proxy's stats endpoint, from its "stats: listening on ADDR" log line
+ * (the proxy runs with --stats ADDR). Returns 0 or -1. */
+int h_stats_addr(const struct h_proxy *p, struct h_addr *out);
+
+/* One value from GET /metrics: the first line that is `name` followed by a
+ * space (name includes any labels, e.g. splicer_pipes{state="free"}).
+ * Returns -1 when absent or when the endpoint does not answer within 2 s. */
+long long h_metric(const struct h_addr *stats, const char *name);
+
 /* Runs a command to completion (bounded by timeout_ms, SIGKILL after that),
  * capturing stdout and stderr (malloc'd, NUL-terminated; caller frees).
  * Returns the wait status or -1 on timeout / spawn failure. */
