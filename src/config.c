@@ -240,8 +240,11 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 	if (file) {
 		snprintf(c->file, sizeof(c->file), "%s", file);
 		int problems = config_load_file(c, file);
-		if (problems > 0)
-			check_routes(c); /* the rest of the problems, in the same go */
+		/* the rest of the problems, in the same go; but with no route
+		 * read, "no [route NAME] section" would only echo the problems
+		 * above (a broken section header, a binary file) */
+		if (problems > 0 && c->nroutes)
+			check_routes(c);
 		if (problems)
 			return -1;
 	}

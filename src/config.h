@@ -130,7 +130,7 @@ int config_parse_args(struct config *c, int argc, char **argv, int first);
  * '-' or '_'), [route NAME] sections take listen, backend and the route-scope
  * settings. Prints every problem as "FILE:LINE: message" to stderr and
  * returns how many there were (0: loaded), or -1 when the file cannot be
- * opened. */
+ * opened or is not text (a NUL or control byte: reading stopped there). */
 int config_load_file(struct config *c, const char *path);
 
 /* Resolves the derived values (workers, max_conns, max_pipes, each route's

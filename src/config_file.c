@@ -31,6 +31,7 @@ struct file_ctx {
 	FILE *f;
 	unsigned line;           /* of the line inih is handling */
 	int errors;
+	int binary;              /* a NUL or control byte was met: stop */
 	enum { SEC_NONE, SEC_GLOBAL, SEC_ROUTE, SEC_BAD } sec;
 	struct route *route;     /* SEC_ROUTE */
 	unsigned key_line[32];   /* per setting: where this section set it (duplicates) */
@@ -58,8 +59,9 @@ static int valid_route_name(const char *s)
 	return 1;
 }
 
-/* A "[...]" line: opens the section (also when it will hold no key). */
-static void open_section(struct file_ctx *x, const char *line)
+/* A "[...]" line: opens the section (also when it will hold no key).
+ * Returns -1 for a header without its ']', which it reports. */
+static int open_section(struct file_ctx *x, const char *line)
 {
 	char text[256], *end, *name;
 
@@ -68,8 +70,11 @@ static void open_section(struct file_ctx *x, const char *line)
 	memset(x->key_line, 0, sizeof(x->key_line));
 	x->route = NULL;
 	x->sec = SEC_BAD;
-	if (!end)
-		return; /* inih reports the syntax error */
+	if (!end) {
+		text[strcspn(text, "\r\n")] = '\0';
+		problem(x, "section header '%s' has no closing ']'", text);
+		return -1;
+	}
 	*end = '\0';
 	name = text + 1;
 	while (isspace((unsigned char)*name))
@@ -78,11 +83,11 @@ static void open_section(struct file_ctx *x, const char *line)
 		*--e = '\0';
 	if (!strcmp(name, "global")) {
 		x->sec = SEC_GLOBAL;
-		return;
+		return 0;
 	}
 	if (strncmp(name, "route", 5) || (name[5] && !isspace((unsigned char)name[5]))) {
 		problem(x, "unknown section [%s] (expected [global] or [route NAME])", name);
-		return;
+		return 0;
 	}
 	name += 5;
 	while (isspace((unsigned char)*name))
@@ -90,37 +95,61 @@ static void open_section(struct file_ctx *x, const char *line)
 	if (!valid_route_name(name)) {
 		problem(x, "[route %s]: a route needs a name of letters, digits, '-', '_' or '.' "
 			   "(at most %d)", name, ROUTE_NAME_MAX - 1);
-		return;
+		return 0;
 	}
 	for (unsigned i = 0; i < x->c->nroutes; i++)
 		if (!strcmp(x->c->route[i]->name, name)) {
 			problem(x, "duplicate route '%s' (first defined at line %u)", name,
 				x->c->route[i]->line);
-			return;
+			return 0;
 		}
 	if (!(x->route = config_add_route(x->c, name, x->line))) {
 		problem(x, "route '%s': at most %d routes are supported", name, MAX_ROUTES);
-		return;
+		return 0;
 	}
 	x->sec = SEC_ROUTE;
+	return 0;
 }
 
 /* inih's line source: counts lines, opens sections, and turns a line too
- * long for inih's buffer into an error instead of two broken lines. */
+ * long for inih's buffer into an error instead of two broken lines. It
+ * reads byte by byte because fgets() cannot tell a NUL inside a line from
+ * the line's end: one NUL would cut a value short in silence, and a long
+ * line after it would split in two and shift every later line number. A
+ * NUL or control byte means the file is not a text config at all: one
+ * message, and reading stops rather than listing noise from every line. */
 static char *reader(char *str, int num, void *stream)
 {
 	struct file_ctx *x = stream;
-	size_t n;
+	size_t n = 0, len = 0, bad_at = 0;
+	int ch, bad = -1;
 	char *p;
 
-	if (!fgets(str, num, x->f))
+	if (x->binary)
+		return NULL;
+	while ((ch = getc(x->f)) != EOF) {
+		if (ch == '\n')
+			break;
+		len++;
+		if (bad < 0 && ((ch < 0x20 && ch != '\t' && ch != '\r') || ch == 0x7f)) {
+			bad = ch;
+			bad_at = len;
+		}
+		if (n < (size_t)num - 2)
+			str[n++] = (char)ch;
+	}
+	if (ch == EOF && !len)
 		return NULL;
 	x->line++;
-	n = strlen(str);
-	if (n == (size_t)num - 1 && str[n - 1] != '\n' && !feof(x->f)) {
-		int ch;
-		while ((ch = fgetc(x->f)) != EOF && ch != '\n')
-			;
+	if (bad >= 0) {
+		problem(x, "byte 0x%02x at column %zu: not a text file (binary data?); reading stopped",
+			bad, bad_at);
+		x->binary = 1;
+		return NULL;
+	}
+	str[n++] = '\n';
+	str[n] = '\0';
+	if (len > (size_t)num - 2) {
 		problem(x, "line longer than %d characters (split a long backend or listen list "
 			   "over several 'backend =' lines)", num - 2);
 		str[0] = '\n';
@@ -129,8 +158,10 @@ static char *reader(char *str, int num, void *stream)
 	}
 	for (p = str; isspace((unsigned char)*p); p++)
 		;
-	if (*p == '[')
-		open_section(x, p);
+	if (*p == '[' && open_section(x, p)) {
+		str[0] = '\n'; /* reported: not inih's syntax error too */
+		str[1] = '\0';
+	}
 	return str;
 }
 
@@ -316,5 +347,5 @@ int config_load_file(struct config *c, const char *path)
 		fprintf(stderr, "%s: cannot read: out of memory\n", path);
 		x.errors++;
 	}
-	return x.errors;
+	return x.binary ? -1 : x.errors;
 }

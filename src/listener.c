@@ -32,7 +32,43 @@ static int unix_path_stale(const struct addr *a)
 	return r;
 }
 
+/* SO_REUSEPORT lets any socket of the same user that also sets it bind
+ * beside a live listener, and the kernel then splits the connections
+ * between the two: a second splicer, or any such server, started on a busy
+ * address would take half of the clients in silence. A probe without
+ * SO_REUSEPORT binds only where nobody listens (SO_REUSEADDR still lets it
+ * past TIME_WAIT leftovers, as the real sockets are). Port 0 is never busy. */
+static int inet_in_use(const struct addr *a)
+{
+	int fd, one = 1, r;
+
+	if (a->ss.ss_family == AF_INET ? !((const struct sockaddr_in *)&a->ss)->sin_port
+				       : !((const struct sockaddr_in6 *)&a->ss)->sin6_port)
+		return 0;
+	fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0; /* the real socket() will say why */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (a->ss.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	r = bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0 && errno == EADDRINUSE;
+	close(fd);
+	return r;
+}
+
+static int open_one(struct addr *a, char *err, unsigned errlen);
+
 int listener_open(struct addr *a, char *err, unsigned errlen)
+{
+	if (a->ss.ss_family != AF_UNIX && inet_in_use(a)) {
+		snprintf(err, errlen, "listen %s: %s (another process listens there)", a->text,
+			 strerror(EADDRINUSE));
+		return -EADDRINUSE;
+	}
+	return open_one(a, err, errlen);
+}
+
+static int open_one(struct addr *a, char *err, unsigned errlen)
 {
 	int fd, one = 1, r;
 	int family = a->ss.ss_family;
@@ -71,7 +107,7 @@ int listener_open(struct addr *a, char *err, unsigned errlen)
 	return fd;
 }
 
-int listener_open_n(struct addr *a, unsigned n, int *fds, char *err, unsigned errlen)
+int listener_open_n(struct addr *a, unsigned n, int *fds, int shared, char *err, unsigned errlen)
 {
 	for (unsigned i = 0; i < n; i++) {
 		int fd;
@@ -83,7 +119,8 @@ int listener_open_n(struct addr *a, unsigned n, int *fds, char *err, unsigned er
 				snprintf(err, errlen, "listen %s: dup: %s", a->text, strerror(errno));
 			}
 		} else {
-			fd = listener_open(a, err, errlen);
+			/* the group's first socket checks that the port is free */
+			fd = i || shared ? open_one(a, err, errlen) : listener_open(a, err, errlen);
 		}
 		if (fd < 0) {
 			while (i--)

@@ -7,13 +7,16 @@
 #include "addr.h"
 
 /* Binds and listens on *a. With port 0 the kernel's choice is written back
- * into *a, so the next worker's socket binds the same port. Returns the fd,
- * or -errno with a sentence in err. */
+ * into *a, so the next worker's socket binds the same port. A TCP port
+ * another socket listens on is EADDRINUSE, even when that socket set
+ * SO_REUSEPORT too. Returns the fd, or -errno with a sentence in err. */
 int listener_open(struct addr *a, char *err, unsigned errlen);
 
 /* Opens `n` descriptors for *a: n SO_REUSEPORT sockets (TCP) or one socket
- * and n-1 dups (Unix). fds[] receives them. Returns 0 or -errno with err. */
-int listener_open_n(struct addr *a, unsigned n, int *fds, char *err, unsigned errlen);
+ * and n-1 dups (Unix). fds[] receives them. shared skips the in-use check,
+ * for a reload whose old listeners may hold the port until it is done.
+ * Returns 0 or -errno with err. */
+int listener_open_n(struct addr *a, unsigned n, int *fds, int shared, char *err, unsigned errlen);
 
 /* Removes a Unix listener's socket file (no-op for other families). */
 void listener_unlink(const struct addr *a);

@@ -114,6 +114,16 @@ static void set_log_level(const struct config *cfg)
 	log_level = LOG_INFO + (int)cfg->verbose > LOG_DEBUG ? LOG_DEBUG : LOG_INFO + (int)cfg->verbose;
 }
 
+/* A start that fails after binding leaves no socket file behind: the
+ * first n listeners (in route order) are the ones this process bound. */
+static int start_failed(const struct config *c, unsigned n)
+{
+	for (unsigned r = 0, l = 0; r < c->nroutes; r++)
+		for (unsigned k = 0; k < c->route[r]->nlisten && l < n; k++, l++)
+			listener_unlink(&c->route[r]->listen[k]);
+	return 1;
+}
+
 /* Runs the proxy until SIGTERM/SIGINT and the drain that follows. Takes
  * cfg (heap) and frees it, and every config a SIGHUP replaced it with. */
 static int run_proxy(struct config *cfg, int argc, char **argv)
@@ -125,7 +135,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	char *joined; /* a thread may be joined once only */
 	char err[256];
 	sigset_t sigs;
-	unsigned started = 0;
+	unsigned started = 0, nlisteners = 0;
 	int rc = 0, any_splice = 0, hr;
 
 	if (engine_splice.probe(err, sizeof(err))) {
@@ -162,29 +172,31 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	for (unsigned r = 0, l = 0; r < cfg->nroutes; r++)
 		for (unsigned k = 0; k < cfg->route[r]->nlisten; k++, l++) {
 			int tmp[256];
-			if (listener_open_n(&cfg->route[r]->listen[k], (unsigned)cfg->workers, tmp, err,
-					    sizeof(err))) {
+			if (listener_open_n(&cfg->route[r]->listen[k], (unsigned)cfg->workers, tmp, 0,
+					    err, sizeof(err))) {
 				log_err("route %s: %s", cfg->route[r]->name, err);
-				return 1;
+				return start_failed(cfg, l);
 			}
 			for (unsigned i = 0; i < cfg->workers; i++)
 				fds[i][l] = tmp[i];
+			nlisteners = l + 1;
 		}
 	for (unsigned i = 0; i < cfg->workers; i++) {
 		int r = worker_init(&ws[i], i, &sh, fds[i]);
 		if (r) {
 			log_err("worker %u: %s", i, strerror(-r));
-			return 1;
+			return start_failed(cfg, nlisteners);
 		}
 	}
 	if (stats_http_start(cfg, ws, (unsigned)cfg->workers, &sh, err, sizeof(err))) {
 		log_err("%s", err);
-		return 1;
+		return start_failed(cfg, nlisteners);
 	}
 	/* every socket is bound: root is no longer needed */
 	if (privs_drop(cfg->user, err, sizeof(err))) {
 		log_err("%s", err);
-		return 1;
+		stats_http_stop();
+		return start_failed(cfg, nlisteners);
 	}
 	privs_warn_limits(cfg);
 	for (; started < cfg->workers; started++)
@@ -201,7 +213,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 			worker_wake(&ws[i]);
 		for (unsigned i = 0; i < started; i++)
 			pthread_join(ws[i].thread, NULL);
-		return 1;
+		stats_http_stop();
+		return start_failed(cfg, nlisteners);
 	}
 	for (unsigned r = 0; r < cfg->nroutes; r++)
 		any_splice |= cfg->route[r]->o.engine != ENGINE_COPY;

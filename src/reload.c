@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "reload.h"
 
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,28 @@ static int old_index(const struct config *old, const struct addr *a)
 	return -1;
 }
 
+/* 1 if an old listener holds a's TCP port in a's family: until the old
+ * ones close, the new sockets share it with them, which the in-use check
+ * would take for another process (127.0.0.1:80 becoming 0.0.0.0:80). */
+static int old_holds_port(const struct config *old, const struct addr *a)
+{
+	for (unsigned i = 0; i < old->nroutes; i++)
+		for (unsigned l = 0; l < old->route[i]->nlisten; l++) {
+			const struct addr *o = &old->route[i]->listen[l];
+			if (o->ss.ss_family != a->ss.ss_family)
+				continue;
+			if (a->ss.ss_family == AF_INET &&
+			    ((const struct sockaddr_in *)&o->ss)->sin_port ==
+				    ((const struct sockaddr_in *)&a->ss)->sin_port)
+				return 1;
+			if (a->ss.ss_family == AF_INET6 &&
+			    ((const struct sockaddr_in6 *)&o->ss)->sin6_port ==
+				    ((const struct sockaddr_in6 *)&a->ss)->sin6_port)
+				return 1;
+		}
+	return 0;
+}
+
 int reload_run(struct reload_ctx *r)
 {
 	struct config *old = r->cfg, *nw;
@@ -124,7 +147,7 @@ int reload_run(struct reload_ctx *r)
 				continue;
 			}
 			int tmp[256];
-			if (listener_open_n(a, r->nw, tmp, err, sizeof(err))) {
+			if (listener_open_n(a, r->nw, tmp, old_holds_port(old, a), err, sizeof(err))) {
 				log_warn("SIGHUP: route %s: %s; keeping the running config", nw->route[i]->name,
 					 err);
 				/* close what this reload opened */

@@ -207,13 +207,17 @@ static void respond(int fd, int code, const char *reason, const char *ctype, con
 	struct pollfd p = { .fd = fd, .events = POLLOUT };
 	const char *parts[2] = { head, body };
 	size_t lens[2] = { (size_t)n, blen };
+	uint64_t end = now_monotonic_ms() + REQ_TIMEOUT; /* a scraper that reads slowly
+							    holds the thread this long at most */
 
 	for (int k = 0; k < 2; k++)
 		for (size_t off = 0; off < lens[k];) {
 			ssize_t w = send(fd, parts[k] + off, lens[k] - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+			uint64_t now = now_monotonic_ms();
 			if (w > 0)
 				off += (size_t)w;
-			else if (w < 0 && errno == EAGAIN && poll(&p, 1, REQ_TIMEOUT) > 0)
+			else if (w < 0 && errno == EAGAIN && now < end &&
+				 poll(&p, 1, (int)(end - now)) > 0)
 				continue;
 			else
 				return; /* the scraper left: nothing to do */
@@ -227,39 +231,22 @@ static void error(int fd, int code, const char *reason)
 	respond(fd, code, reason, "text/plain; charset=utf-8", body, (size_t)n);
 }
 
-/* Reads the request head (bounded in size and time) and answers it. */
-static void serve(int fd)
-{
-	char req[HTTP_REQ_MAX], method[16], path[256];
-	size_t n = 0;
-	uint64_t end = now_monotonic_ms() + REQ_TIMEOUT;
-	int r;
+/* A connection whose request head is still arriving. */
+struct pending {
+	int fd;
+	uint64_t deadline_ms;
+	size_t n;
+	char req[HTTP_REQ_MAX];
+};
 
-	for (;;) {
-		uint64_t now = now_monotonic_ms();
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (now >= end || poll(&p, 1, (int)(end - now)) <= 0) {
-			error(fd, 408, "Request Timeout");
-			return;
-		}
-		ssize_t k = recv(fd, req + n, sizeof(req) - n, MSG_DONTWAIT);
-		if (k <= 0) {
-			if (k < 0 && errno == EAGAIN)
-				continue;
-			return; /* closed before a whole request: nobody to answer */
-		}
-		n += (size_t)k;
-		if ((r = http_req_parse(req, n, method, path)) == HTTP_REQ_OK)
-			break;
-		if (r == 431) {
-			error(fd, 431, "Request Header Fields Too Large");
-			return;
-		}
-		if (r != HTTP_REQ_MORE) {
-			error(fd, 400, "Bad Request");
-			return;
-		}
-	}
+/* Requests read at once. Each gets REQ_TIMEOUT, and one more connection
+ * makes the oldest give way (408): clients that never finish their head
+ * cannot keep /health from a load balancer's probe, nor /metrics from a
+ * scraper, whose whole requests take a millisecond. */
+#define MAX_PENDING 32
+
+static void answer(int fd, const char *method, const char *path)
+{
 	if (strcmp(path, "/metrics") && strcmp(path, "/health")) {
 		error(fd, 404, "Not Found");
 		return;
@@ -297,16 +284,81 @@ static void serve(int fd)
 	free(body);
 }
 
-static void *stats_main(void *arg)
+/* Reads what has arrived of q's request and answers it once whole or bad.
+ * Returns 1 when q is done with (answered, or the client left). */
+static int request_step(struct pending *q)
 {
-	struct pollfd p[2] = { { .fd = st.lfd, .events = POLLIN }, { .fd = st.stop[0], .events = POLLIN } };
-	(void)arg;
+	char method[16], path[256];
+	int r;
 
 	for (;;) {
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		ssize_t k = recv(q->fd, q->req + q->n, sizeof(q->req) - q->n, MSG_DONTWAIT);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno == EAGAIN)
+			return 0;
+		if (k <= 0)
+			return 1; /* closed before a whole request: nobody to answer */
+		q->n += (size_t)k;
+		if ((r = http_req_parse(q->req, q->n, method, path)) == HTTP_REQ_OK) {
+			answer(q->fd, method, path);
+			return 1;
+		}
+		if (r == 431) {
+			error(q->fd, 431, "Request Header Fields Too Large");
+			return 1;
+		}
+		if (r != HTTP_REQ_MORE) {
+			error(q->fd, 400, "Bad Request");
+			return 1;
+		}
+	}
+}
+
+static void drop(struct pending *q, unsigned *nq, unsigned i, int code)
+{
+	if (code)
+		error(q[i].fd, code, "Request Timeout");
+	close(q[i].fd);
+	q[i] = q[--*nq];
+}
+
+static void *stats_main(void *arg)
+{
+	struct pollfd p[2 + MAX_PENDING];
+	struct pending *q = calloc(MAX_PENDING, sizeof(*q));
+	unsigned nq = 0;
+	(void)arg;
+
+	if (!q) {
+		log_err("stats: out of memory; the endpoint does not answer");
+		return NULL;
+	}
+	for (;;) {
+		uint64_t now = now_monotonic_ms();
+		int timeout = -1;
+
+		for (unsigned i = nq; i-- > 0;) {
+			if (now >= q[i].deadline_ms)
+				drop(q, &nq, i, 408);
+			else if (timeout < 0 || q[i].deadline_ms - now < (uint64_t)timeout)
+				timeout = (int)(q[i].deadline_ms - now);
+		}
+		p[0] = (struct pollfd){ .fd = st.lfd, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = st.stop[0], .events = POLLIN };
+		for (unsigned i = 0; i < nq; i++)
+			p[2 + i] = (struct pollfd){ .fd = q[i].fd, .events = POLLIN };
+		if (poll(p, 2 + nq, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
 			break;
+		}
 		if (p[1].revents)
 			break;
+		/* backwards: drop() moves the last entry, already seen, into i */
+		for (unsigned i = nq; i-- > 0;)
+			if (p[2 + i].revents && request_step(&q[i]))
+				drop(q, &nq, i, 0);
 		if (!(p[0].revents & POLLIN))
 			continue;
 		int fd = accept4(st.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -315,9 +367,18 @@ static void *stats_main(void *arg)
 				poll(NULL, 0, 100); /* do not spin on a full fd table */
 			continue;
 		}
-		serve(fd);
-		close(fd);
+		if (nq == MAX_PENDING) {
+			unsigned oldest = 0;
+			for (unsigned i = 1; i < nq; i++)
+				if (q[i].deadline_ms < q[oldest].deadline_ms)
+					oldest = i;
+			drop(q, &nq, oldest, 408);
+		}
+		q[nq++] = (struct pending){ .fd = fd, .deadline_ms = now_monotonic_ms() + REQ_TIMEOUT };
 	}
+	while (nq)
+		drop(q, &nq, nq - 1, 0);
+	free(q);
 	return NULL;
 }
 
@@ -330,8 +391,11 @@ int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, s
 	st.sh = sh;
 	if (!strcmp(cfg->stats, "off"))
 		return 0;
-	if ((st.lfd = listener_open(&cfg->stats_addr, err, (unsigned)errlen)) < 0)
+	char why[256];
+	if ((st.lfd = listener_open(&cfg->stats_addr, why, sizeof(why))) < 0) {
+		snprintf(err, errlen, "stats: %s", why);
 		return -1;
+	}
 	if (pipe2(st.stop, O_CLOEXEC) || (errno = pthread_create(&st.thread, NULL, stats_main, NULL))) {
 		snprintf(err, errlen, "stats: %s", strerror(errno));
 		return -1;
@@ -357,5 +421,6 @@ void stats_http_stop(void)
 	close(st.stop[0]);
 	close(st.stop[1]);
 	close(st.lfd);
+	listener_unlink(&st.cfg->stats_addr); /* a Unix path: no file left behind */
 	st.started = 0;
 }

@@ -2,9 +2,9 @@
  *   GET /metrics  Prometheus text exposition (version 0.0.4)
  *   GET /health   "ok" while the proxy runs and is not draining
  * anything else 404 (unknown path), 405 (method), 400 (garbage), 431
- * (request over 4 KiB) or 408 (not complete within 2 s). One thread serves
- * one connection at a time and closes it after each answer, so a bad client
- * delays at most the next scrape, never forwarding. */
+ * (request over 4 KiB) or 408 (not complete within 2 s). One thread reads
+ * up to 32 requests at once, answers each as soon as it is whole and closes
+ * it: clients that never finish a request delay no scrape, nor forwarding. */
 #ifndef SPLICER_STATS_HTTP_H
 #define SPLICER_STATS_HTTP_H
 

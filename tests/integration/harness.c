@@ -684,7 +684,6 @@ long long h_metric(const struct h_addr *stats, const char *name)
 	enum { BODY_MAX = 256 * 1024 };
 	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
 	int64_t deadline = h_now_ms() + 2000;
-	size_t n = 0;
 	long long v = -1;
 
 	int fd = h_connect(stats, 2000);
@@ -696,15 +695,8 @@ long long h_metric(const struct h_addr *stats, const char *name)
 		close(fd);
 		return -1;
 	}
-	while (n < BODY_MAX - 1 && h_now_ms() < deadline) {
-		ssize_t r = recv(fd, body + n, BODY_MAX - 1 - n, 0);
-		if (r > 0)
-			n += (size_t)r;
-		else if (r == 0 || !h_again(errno))
-			break;
-	}
+	h_recv_all(fd, body, BODY_MAX, deadline);
 	close(fd);
-	body[n] = '\0';
 	size_t nl = strlen(name);
 	for (char *l = body; *l;) {
 		if (!strncmp(l, name, nl) && l[nl] == ' ') {
@@ -867,6 +859,22 @@ int h_recv_exact(int fd, void *buf, size_t n, int64_t deadline_ms)
 	return 0;
 }
 
+size_t h_recv_all(int fd, char *buf, size_t cap, int64_t deadline_ms)
+{
+	size_t got = 0;
+
+	while (got < cap - 1 && h_now_ms() < deadline_ms) {
+		ssize_t k = recv(fd, buf + got, cap - 1 - got, 0);
+		if (k < 0 && h_again(errno))
+			continue; /* the socket's 1 s timeout; the deadline is ours */
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	buf[got] = '\0';
+	return got;
+}
+
 int h_expect_eof(int fd, int64_t deadline_ms)
 {
 	char buf[4096];
@@ -908,6 +916,18 @@ void h_refused_close(struct h_refused *r)
 	if (r->fd >= 0)
 		close(r->fd);
 	r->fd = -1;
+}
+
+int h_free_port(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof sin;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	H_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
+			getsockname(fd, (struct sockaddr *)&sin, &len) == 0, "free port");
+	close(fd);
+	return ntohs(sin.sin_port);
 }
 
 int h_ipv6_available(void)

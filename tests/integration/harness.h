@@ -188,6 +188,10 @@ int h_send_all(int fd, const void *buf, size_t n, int64_t deadline_ms);
 /* Receives exactly n bytes before the deadline; returns 0, -errno, or
  * -ENODATA on EOF before n bytes. */
 int h_recv_exact(int fd, void *buf, size_t n, int64_t deadline_ms);
+/* Reads until EOF, an error or the deadline, at most cap - 1 bytes, and
+ * NUL-terminates; returns the bytes read. For answers that end with a close
+ * (the stats endpoint). */
+size_t h_recv_all(int fd, char *buf, size_t cap, int64_t deadline_ms);
 /* Waits for EOF; returns 0 on EOF, -EPROTO if data arrived, -errno on error
  * (e.g. -ECONNRESET) or -ETIMEDOUT. */
 int h_expect_eof(int fd, int64_t deadline_ms);
@@ -201,6 +205,9 @@ struct h_refused {
 };
 int h_refused_open(struct h_refused *r);
 void h_refused_close(struct h_refused *r);
+
+/* A TCP port on 127.0.0.1 that nobody uses right now (asserts). */
+int h_free_port(void);
 
 /* 1 if an AF_INET6 socket can bind ::1. */
 int h_ipv6_available(void);

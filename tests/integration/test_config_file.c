@@ -581,17 +581,6 @@ Test(integ, health_checks_mark_down_and_up, .init = h_init, .fini = h_fini, .tim
 
 /* ---- SIGHUP reload ------------------------------------------------------- */
 
-static int free_port(void)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof sin;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	H_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
-			getsockname(fd, (struct sockaddr *)&sin, &len) == 0, "free port");
-	close(fd);
-	return ntohs(sin.sin_port);
-}
 
 struct client_loop {
 	struct h_addr target;
@@ -650,7 +639,7 @@ Test(integ, reload_keeps_listeners_adds_and_removes_routes, .init = h_init, .fin
 	static struct h_proxy p;
 	static struct client_loop cl;
 	char path[300];
-	int pa = free_port(), pb = free_port();
+	int pa = h_free_port(), pb = h_free_port();
 	struct h_addr addr_b;
 
 	tag_start(&a, 'A', 0);

@@ -185,22 +185,12 @@ Test(integ, sd_notify_ready_and_stopping, .init = h_init, .fini = h_fini, .timeo
 static const char *http(const struct h_addr *addr, const void *req, size_t n)
 {
 	static char resp[65536];
-	size_t got = 0;
 	int fd = h_connect(addr, 2000);
 
 	H_CHECK(fd >= 0, "connect to the stats endpoint %s: %s", addr->text, strerror(errno));
 	if (n)
 		h_send_all(fd, req, n, h_now_ms() + 2000);
-	int64_t end = h_now_ms() + 4000;
-	while (got < sizeof resp - 1 && h_now_ms() < end) {
-		ssize_t k = recv(fd, resp + got, sizeof resp - 1 - got, 0);
-		if (k < 0 && (errno == EAGAIN || errno == EINTR))
-			continue; /* the socket's 1 s timeout; the deadline is ours */
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	resp[got] = '\0';
+	h_recv_all(fd, resp, sizeof resp, h_now_ms() + 4000);
 	close(fd);
 	return resp;
 }
@@ -226,16 +216,7 @@ Test(integ, metrics_match_traffic_and_bad_http_is_refused, .init = h_init, .fini
 	const char *backends[] = { srv.addr.text, NULL };
 	const char *extra[] = { "--stats", "127.0.0.1:0", NULL };
 	h_proxy_up(&p, bin, "auto", "127.0.0.1:0", backends, extra);
-	{
-		FILE *f = fopen(p.log, "re");
-		char l[1024], a[160] = "";
-		while (f && fgets(l, sizeof l, f))
-			if (strstr(l, "stats: listening on "))
-				sscanf(strstr(l, "stats: listening on ") + 20, "%159s", a);
-		if (f)
-			fclose(f);
-		H_CHECK(a[0] && h_addr_parse(a, &stats) == 0, "no 'stats: listening on' line in %s", p.log);
-	}
+	H_CHECK(h_stats_addr(&p, &stats) == 0, "no 'stats: listening on' line in %s", p.log);
 	for (int i = 1; i <= 3; i++)
 		echo_session(&p.addr, 100 * (size_t)i, 0xC0 + (uint64_t)i);
 	/* sessions count their bytes when they close, just after the client's */

@@ -221,7 +221,7 @@ static void chart(const char *csv, const char *png)
 	snprintf(cmd, sizeof cmd,
 		 "gnuplot -e \"set terminal pngcairo size 1000,700; set output '%s'; "
 		 "set datafile separator ','; set key autotitle columnhead; set multiplot layout 3,1; "
-		 "set xlabel 'seconds'; set ylabel 'MiB/s'; plot '%s' using 1:7 with lines title 'verified MiB/s'; "
+		 "set xlabel 'seconds'; set yrange [0:*]; set ylabel 'MiB/s'; plot '%s' using 1:7 with lines title 'verified MiB/s'; "
 		 "set ylabel 'RSS KiB'; plot '%s' using 1:2 with lines title 'proxy RSS (KiB)'; "
 		 "set ylabel 'fds'; plot '%s' using 1:3 with lines title 'proxy open fds'; unset multiplot\"",
 		 png, csv, csv, csv);
