@@ -20,6 +20,8 @@ int pipe_pool_get(struct pipe_pool *p, struct pipe_pair *out)
 
 	if (p->nfree) {
 		*out = p->free[--p->nfree];
+		if (pipe_pool_in_use(p) > p->peak)
+			p->peak = pipe_pool_in_use(p);
 		return 0;
 	}
 	if (p->total >= p->max) {
@@ -40,7 +42,27 @@ int pipe_pool_get(struct pipe_pool *p, struct pipe_pair *out)
 	out->wr = fds[1];
 	p->total++;
 	p->created++;
+	if (pipe_pool_in_use(p) > p->peak)
+		p->peak = pipe_pool_in_use(p);
 	return 0;
+}
+
+unsigned pipe_pool_trim(struct pipe_pool *p)
+{
+	unsigned used = pipe_pool_in_use(p), closed = 0;
+
+	if (p->peak > used)
+		p->peak -= (p->peak - used + 63) / 64;
+	else
+		p->peak = used;
+	while (p->nfree && p->total > p->peak + PIPE_POOL_HEADROOM && closed < PIPE_POOL_TRIM_BATCH) {
+		struct pipe_pair *pp = &p->free[--p->nfree];
+		close(pp->rd);
+		close(pp->wr);
+		p->total--;
+		closed++;
+	}
+	return closed;
 }
 
 void pipe_pool_put(struct pipe_pool *p, struct pipe_pair *pp, size_t bytes_left)

@@ -23,6 +23,7 @@ struct pipe_pool {
 	unsigned max;           /* bound on total */
 	unsigned size;          /* requested pipe size in bytes (0: kernel default) */
 	unsigned actual_size;   /* size the kernel granted to the last new pipe */
+	unsigned peak;          /* decaying high-water mark of pipes in use (pipe_pool_trim) */
 	uint64_t created;       /* pipes created over the pool's life */
 	uint64_t exhausted;     /* gets refused because total reached max */
 	uint64_t resize_failed; /* F_SETPIPE_SZ refusals (pipe-max-size, user pages) */
@@ -40,6 +41,18 @@ int pipe_pool_get(struct pipe_pool *p, struct pipe_pair *out);
 /* Gives a pipe back. bytes_left is what the caller knows to be still in it:
  * 0 returns it to the free list, anything else closes it. */
 void pipe_pool_put(struct pipe_pool *p, struct pipe_pair *pp, size_t bytes_left);
+
+/* Called about every 100 ms by the worker: lets the pool shrink back after a
+ * burst, so a proxy that once carried 4,000 streams does not hold 8,000
+ * descriptors (and each pipe's ring) for the rest of its life. The pool keeps
+ * a high-water mark of pipes in use that decays by 1/64 per call (at least
+ * one pipe), i.e. halves in about 4.5 s of calm, and closes free pipes beyond
+ * it plus PIPE_POOL_HEADROOM, at most PIPE_POOL_TRIM_BATCH per call. Steady
+ * traffic keeps its pipes: the mark stays at what it uses. Returns the
+ * number of pipes closed. */
+#define PIPE_POOL_HEADROOM 8
+#define PIPE_POOL_TRIM_BATCH 64
+unsigned pipe_pool_trim(struct pipe_pool *p);
 
 /* Pipes currently handed out. */
 static inline unsigned pipe_pool_in_use(const struct pipe_pool *p)

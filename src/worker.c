@@ -217,6 +217,7 @@ static void worker_scan(struct worker *w)
 		next = s->next;
 		session_check_timeouts(s, w->now_ms);
 	}
+	pipe_pool_trim(&w->pipes);
 	if (w->draining)
 		return;
 	if (w->accept_resume_ms && w->now_ms >= w->accept_resume_ms) {

@@ -451,3 +451,49 @@ Test(unit_pipe_pool, pipe2_failure_returns_errno)
 	pipe_pool_put(&p, &pp, 0);
 	pipe_pool_destroy(&p);
 }
+
+/* After a burst the pool shrinks back (to the headroom once nothing is in
+ * use), never below what steady traffic uses, and in bounded steps. */
+Test(unit_pipe_pool, trim_shrinks_after_a_burst_and_keeps_steady_use)
+{
+	enum { BURST = 300, STEADY = 20 };
+	static struct pipe_pair pp[BURST];
+	struct pipe_pool p;
+
+	cr_assert_eq(pipe_pool_init(&p, 1000, 0), 0);
+	for (int i = 0; i < BURST; i++)
+		cr_assert_eq(pipe_pool_get(&p, &pp[i]), 0);
+	cr_expect_eq(p.peak, BURST);
+	/* The burst ends but for STEADY sessions that keep their pipes. */
+	for (int i = STEADY; i < BURST; i++)
+		pipe_pool_put(&p, &pp[i], 0);
+	cr_expect_eq(p.total, BURST);
+	unsigned closed = pipe_pool_trim(&p);
+	cr_expect_leq(closed, PIPE_POOL_TRIM_BATCH, "one call closed %u pipes", closed);
+	cr_expect_eq(closed, 0, "the first calm tick already closed %u pipes", closed);
+	/* 60 s of ticks: down to steady use plus headroom, never below it. */
+	for (int t = 0; t < 600; t++) {
+		pipe_pool_trim(&p);
+		cr_assert_geq(p.total, STEADY, "trimmed below the pipes in use");
+	}
+	cr_expect_eq(p.total, STEADY + PIPE_POOL_HEADROOM, "pool holds %u pipes after 60 s", p.total);
+	cr_expect_eq(pipe_pool_in_use(&p), STEADY);
+	/* Steady use again: gets are served from the headroom, no churn. */
+	uint64_t created = p.created;
+	for (int k = 0; k < 100; k++) {
+		struct pipe_pair x;
+		cr_assert_eq(pipe_pool_get(&p, &x), 0);
+		pipe_pool_put(&p, &x, 0);
+		pipe_pool_trim(&p);
+	}
+	cr_expect_eq(p.created, created, "steady traffic created %llu new pipes",
+		     (unsigned long long)(p.created - created));
+	/* Everything back: only the headroom stays. */
+	for (int i = 0; i < STEADY; i++)
+		pipe_pool_put(&p, &pp[i], 0);
+	for (int t = 0; t < 600; t++)
+		pipe_pool_trim(&p);
+	cr_expect_eq(p.total, PIPE_POOL_HEADROOM, "idle pool holds %u pipes", p.total);
+	pipe_pool_destroy(&p);
+	cr_expect_eq(p.total, 0);
+}
