@@ -12,4 +12,12 @@ int cmd_bench(int argc, char **argv);
  * and exit 1, or a one-line summary and exit 0 (cmd_check.c). */
 int cmd_check(int argc, char **argv);
 
+/* splicer recv LISTEN FILE: accepts connections and writes their bytes into
+ * FILE with splice, vmsplice or read/write, and reports (cmd_recv.c). */
+int cmd_recv(int argc, char **argv);
+
+/* splicer send FILE ADDRESS: sends FILE with sendfile, splice or read/write,
+ * and reports (cmd_send.c). */
+int cmd_send(int argc, char **argv);
+
 #endif

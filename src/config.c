@@ -519,7 +519,9 @@ void config_print_help(const char *prog)
 	       "       %s -c FILE [options]          routes from a config file (options override it)\n"
 	       "       %s check -c FILE              validate a config file: FILE:LINE: message\n"
 	       "       %s bench [--quick] ...     measure the engines beside HAProxy, nginx, socat\n"
-	       "       %s demo [--size SIZE] [--engines LIST]   a stream through each engine, checked\n\n"
+	       "       %s demo [--size SIZE] [--engines LIST]   a stream through each engine, checked\n"
+	       "       %s recv [--method splice|vmsplice|copy] LISTEN FILE   a stream into a file\n"
+	       "       %s send [--method sendfile|splice|copy] FILE ADDRESS  a file into a socket\n\n"
 	       "addresses: host:port, [v6addr]:port, :port (all addresses), unix:/path, unix:@abstract\n\n"
 	       "  -l, --listen ADDRESS            accept clients here (repeatable)\n"
 	       "  -b, --backend ADDRESS           forward to these, round-robin, trying the next on\n"
@@ -527,7 +529,7 @@ void config_print_help(const char *prog)
 	       "  -c, --config FILE               INI file: [global] with the options below as keys,\n"
 	       "                                  [route NAME] with listen, backend (ADDR [weight=N])\n"
 	       "                                  and the options marked \"per route\"\n",
-	       SPLICER_VERSION, prog, prog, prog, prog, prog);
+	       SPLICER_VERSION, prog, prog, prog, prog, prog, prog, prog);
 	for (unsigned i = 0; i < nsettings; i++) {
 		const struct setting *s = &settings[i];
 		const char *meta = s->type == SET_ENUM ? "NAME" : s->type == SET_SIZE ? "SIZE"

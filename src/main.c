@@ -305,6 +305,10 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "check"))
 		return cmd_check(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "recv"))
+		return cmd_recv(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "send"))
+		return cmd_send(argc, argv);
 
 	if (!(cfg = calloc(1, sizeof(*cfg)))) {
 		fprintf(stderr, "splicer: out of memory\n");
