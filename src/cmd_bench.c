@@ -2,7 +2,7 @@
  * peers, in one run on the machine at hand.
  *
  *   splicer bench [--quick] [--cases LIST] [--peers LIST] [--reps N]
- *                 [--seconds S] [--workers N] [--ref CASE]
+ *                 [--seconds S] [--workers N] [--ref CASE] [--files SIZE|off]
  *                 [--json FILE] [--chart FILE.png|.svg]
  *
  * Each case (a proxy and its settings, or `direct`, the ceiling) runs four
@@ -10,7 +10,8 @@
  * 64-byte request/response, and short connections. Cases are interleaved
  * (A B C A B C ...) so drift on a shared machine spreads over all of them;
  * every figure is the median of the repetitions, with min-max, and ratios are
- * taken against `direct` and against a reference case of the same run. */
+ * taken against `direct` and against a reference case of the same run.
+ * Then the file rows (bench_file.c): `splicer recv` / `splicer send`. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -23,12 +24,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_file.h"
 #include "bench_link.h"
 #include "bench_proxy.h"
 #include "bench_traffic.h"
 #include "cmd.h"
 #include "json.h"
 #include "stats.h"
+#include "units.h"
 
 #define MAX_REPS  20
 #define RR_MAX_N  2000000
@@ -106,6 +109,7 @@ struct case_run {
 struct opts {
 	int quick, reps, workers;
 	double seconds;
+	uint64_t files;          /* bytes per file-row run; 0: no file rows */
 	const char *cases, *peers, *ref, *json, *chart, *links;
 };
 
@@ -412,6 +416,7 @@ static void print_legend(const struct case_run *runs, int n)
 }
 
 static int write_json(const char *path, struct case_run *runs, int n, const struct opts *o,
+		      const struct file_bench *fb,
 		      uint64_t verified, uint64_t mism)
 {
 	FILE *f = fopen(path, "w");
@@ -467,6 +472,8 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 		json_obj_end(&j);
 	}
 	json_arr_end(&j);
+	if (o->files)
+		bench_file_json(&j, fb);
 	json_obj_end(&j);
 	if (json_finish(&j)) {
 		int e = errno;
@@ -631,6 +638,8 @@ static void usage(void)
 	       "  --seconds S        length of each workload (default 2; quick 1)\n"
 	       "  --workers N        proxy threads/processes for every proxy (default 1)\n"
 	       "  --ref CASE         reference for ratios (default haproxy, else copy)\n"
+	       "  --files SIZE|off   file rows (splicer recv/send) with SIZE per run (default 1g;\n"
+	       "                     quick 256m)\n"
 	       "  --json FILE        every raw sample and the aggregates\n"
 	       "  --chart FILE       a chart (PNG, or SVG when FILE ends in .svg), via gnuplot\n");
 }
@@ -638,7 +647,8 @@ static void usage(void)
 static int parse_opts(struct opts *o, int argc, char **argv)
 {
 	*o = (struct opts){ .reps = 3, .workers = 1, .seconds = 2, .peers = "haproxy,nginx,socat",
-			    .links = bench_link_names() };
+			    .links = bench_link_names(), .files = 1ull << 30 };
+	int files_given = 0;
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		char *end;
@@ -666,6 +676,16 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 			o->json = v;
 		else if (!strcmp(a, "--chart"))
 			o->chart = v;
+		else if (!strcmp(a, "--files")) {
+			files_given = 1;
+			if (!strcmp(v, "off"))
+				o->files = 0;
+			else if (parse_size(v, &o->files) || o->files < (1u << 20) || o->files > (64ull << 30)) {
+				fprintf(stderr, "splicer bench: option '--files': invalid value '%s' "
+					"(expects a size 1m..64g, or off)\n", v);
+				return -1;
+			}
+		}
 		else if (!strcmp(a, "--reps") || !strcmp(a, "--workers")) {
 			long n = strtol(v, &end, 10);
 			if (*end || n < 1 || n > (a[2] == 'r' ? MAX_REPS : 64)) {
@@ -692,6 +712,8 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 			seconds_given |= !strcmp(argv[i], "--seconds");
 		if (!seconds_given)
 			o->seconds = 1;
+		if (!files_given)
+			o->files = 256u << 20;
 		if (!o->cases)
 			o->cases = "direct,copy,splice,auto,haproxy";
 		int links_given = 0;
@@ -828,6 +850,12 @@ int cmd_bench(int argc, char **argv)
 			cr->nrep = rep + 1;
 		}
 	fprintf(stderr, "\r\033[K");
+	static struct file_bench fb;
+	if (o.files && !bench_file_setup(&fb, o.files))
+		for (int rep = 0; rep < o.reps; rep++)
+			failed |= bench_file_rep(&fb, rep) != 0;
+	if (o.files)
+		bench_file_finish(&fb);
 	for (int l = 0; l < nlinks; l++) {
 		uint64_t v, m;
 		if (!sinks[l])
@@ -855,9 +883,11 @@ int cmd_bench(int argc, char **argv)
 		else
 			print_link(runs, n, &links[l], o.ref);
 	print_legend(runs, n);
+	if (o.files)
+		bench_file_print(&fb);
 	printf("\nverified: %llu bytes at the sink, %llu mismatches; %.0f s\n",
 	       (unsigned long long)verified, (unsigned long long)mism, bench_now() - t_start);
-	if (o.json && write_json(o.json, runs, n, &o, verified, mism)) {
+	if (o.json && write_json(o.json, runs, n, &o, &fb, verified, mism)) {
 		fprintf(stderr, "splicer bench: cannot write %s: %s\n", o.json, strerror(errno));
 		failed = 1;
 	}

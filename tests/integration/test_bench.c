@@ -49,7 +49,7 @@ Test(integ, bench_quick_smoke, .init = h_init, .fini = h_fini, .timeout = 240)
 	char json[256], *out = NULL, *err = NULL;
 	snprintf(json, sizeof json, "%s/bench.json", h_tmpdir());
 	const char *args[] = { "bench", "--quick", "--cases", "direct,copy,splice", "--seconds", "0.5",
-			       "--json", json, NULL };
+			       "--files", "64m", "--json", json, NULL };
 	int st = h_run_capture(bin, args, 200000, &out, &err);
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		"splicer bench --quick failed (status %d):\n%s\n%s", st, out ? out : "", err ? err : "");
@@ -73,6 +73,22 @@ Test(integ, bench_quick_smoke, .init = h_init, .fini = h_fini, .timeout = 240)
 				H_CHECK(x > 0, "case %s: figure %s is %g (absent: -1, null: nan)\n%s",
 					cases[c], bench_figs[i], x, out);
 		}
+	/* The file rows: every recv method into each target, every send method. */
+	const char *files = strstr(buf, "\"files\"");
+	H_CHECK(files && strstr(files, "\"bytes_per_run\": 67108864"), "no file rows in the JSON");
+	const char *rows[] = { "recv-splice-null", "recv-vmsplice-tmpfs", "recv-copy-null",
+			       "send-sendfile", "send-splice", "send-copy", NULL };
+	for (int i = 0; rows[i]; i++) {
+		char want[96];
+		snprintf(want, sizeof want, "\"name\": \"%s\"", rows[i]);
+		const char *r = strstr(files, want);
+		H_CHECK(r, "file row %s missing from the JSON", rows[i]);
+		const char *m = strstr(r, "\"median_mib_s\":"), *c = strstr(r, "\"median_cpu_s_per_gib\":");
+		H_CHECK(m && c && strtod(m + 15, NULL) > 0 && strtod(c + 23, NULL) > 0 &&
+				(!strstr(r, "\"failed\"") || strstr(r, "\"failed\"") > m),
+			"file row %s: no positive MiB/s and CPU figures\n%s", rows[i], out);
+	}
+	H_CHECK(strstr(out, "== files: splicer recv / send"), "no file table in the output:\n%s", out);
 	free(out);
 	free(err);
 }
@@ -87,7 +103,7 @@ Test(integ, bench_veth_link, .init = h_init, .fini = h_fini, .timeout = 120)
 	char json[256], *out = NULL, *err = NULL, *ns = NULL, *nserr = NULL;
 	snprintf(json, sizeof json, "%s/bench-veth.json", h_tmpdir());
 	const char *args[] = { "bench", "--links", "veth1500-nooffload", "--cases", "direct,splice",
-			       "--reps", "1", "--seconds", "0.3", "--json", json, NULL };
+			       "--reps", "1", "--seconds", "0.3", "--files", "off", "--json", json, NULL };
 	int st = h_run_capture(bin, args, 100000, &out, &err);
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		"splicer bench on veth failed (status %d):\n%s\n%s", st, out ? out : "", err ? err : "");
