@@ -53,7 +53,7 @@ static int libbpf_log(enum libbpf_print_level lvl, const char *fmt, va_list ap)
 	n = strlen(line);
 	while (n && line[n - 1] == '\n')
 		line[--n] = '\0';
-	snprintf(sm.last, sizeof(sm.last), "%s", line);
+	snprintf(sm.last, sizeof(sm.last), "%.199s", line);
 	log_debug("libbpf: %s", line);
 	return 0;
 }

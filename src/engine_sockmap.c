@@ -203,6 +203,11 @@ void sm_try_start(struct session *s)
 		s->sm = SM_NO; /* both FINs seen: nothing left to move */
 		return;
 	}
+	if (s->up.eof || s->down.eof) {
+		/* the kernel inserts only ESTABLISHED sockets (CLOSE_WAIT is not) */
+		fall_back(s, "a FIN came before the hand-off");
+		return;
+	}
 	if (!is_tcp(s->cli.fd) || !is_tcp(s->srv.fd)) {
 		fall_back(s, "not TCP on both sides");
 		return;
@@ -224,6 +229,7 @@ void sm_try_start(struct session *s)
 		      &s->sm_cookie[0], &s->sm_cookie[1]);
 	if (r < 0) {
 		slot_put(w, slot);
+		/* EOPNOTSUPP: a FIN arrived meanwhile (not ESTABLISHED any more) */
 		fall_back(s, strerror(-r));
 		return;
 	}
