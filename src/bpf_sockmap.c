@@ -75,7 +75,10 @@ volatile struct sm_ctr *sm_ctr(unsigned slot)
 
 static int fail(struct bpf_object *obj, int r, char *err, size_t errlen, const char *what)
 {
-	if (sm.last[0])
+	if (r == -EPERM)
+		snprintf(err, errlen, "%s: %s (needs CAP_BPF and CAP_NET_ADMIN, or root)", what,
+			 strerror(-r));
+	else if (sm.last[0])
 		snprintf(err, errlen, "%s: %s (%s)", what, strerror(-r), sm.last);
 	else
 		snprintf(err, errlen, "%s: %s", what, strerror(-r));
