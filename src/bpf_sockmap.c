@@ -134,6 +134,24 @@ int sm_open(unsigned slots, char *err, size_t errlen)
 	return 0;
 }
 
+int sm_probe_load(char *err, size_t errlen)
+{
+	struct bpf_object *obj;
+	int r;
+
+	if (sm.loaded)
+		return 0;
+	sm.last[0] = '\0';
+	libbpf_set_print(libbpf_log);
+	obj = bpf_object__open_mem(sm_obj_start, (size_t)(sm_obj_end - sm_obj_start), NULL);
+	if (!obj)
+		return fail(NULL, -errno, err, errlen, "opening the embedded BPF object");
+	if ((r = bpf_object__load(obj)))
+		return fail(obj, r, err, errlen, "loading the BPF program");
+	bpf_object__close(obj);
+	return 0;
+}
+
 static int cookie_of(int fd, uint64_t *c)
 {
 	socklen_t len = sizeof(*c);

@@ -20,6 +20,10 @@
  * once loaded. */
 int sm_open(unsigned slots, char *err, size_t errlen);
 
+/* Loads the program and unloads it again: 0 if this process may use the
+ * engine, else -errno and the reason (for `splicer bench`). */
+int sm_probe_load(char *err, size_t errlen);
+
 /* 1 when sm_open() succeeded. */
 int sm_loaded(void);
 

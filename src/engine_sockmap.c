@@ -102,12 +102,34 @@ static int tcp_written(int fd, uint64_t *out)
 	return 0;
 }
 
+static uint64_t in_flight(struct dir *d);
+static void smwait_add(struct session *s);
+
+/* Whether user space has bytes of d to write: passed to it by the program
+ * (hand-off, back-pressure) or still in its buffer. */
+static int owes(const struct session *s, const struct dir *d)
+{
+	return s->sm_degraded || d->head != d->tail ||
+	       __atomic_load_n(&sm_ctr(d->sm_slot)->passed, __ATOMIC_SEQ_CST) != d->sm_user;
+}
+
 static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
 {
 	struct session *s = d->src->s;
 	uint64_t before = d->bytes;
-	int r = engine_copy.pump(w, d, budget);
+	int r;
 
+	/* Bytes passed to user space come after everything redirected before
+	 * them: written while the peer's redirect queue still holds bytes, they
+	 * would overtake those. So wait for it to drain (they stay queued on
+	 * the source, charged to it, so its window closes meanwhile). */
+	if (!s->sm_degraded && owes(s, d) && !d->eof && in_flight(d)) {
+		smwait_add(s);
+		return 0;
+	}
+	if (owes(s, d))
+		s->sm_backoff = 0;
+	r = engine_copy.pump(w, d, budget);
 	if (r == -EPIPE && sm_spurious_epipe(s, d->src, EPIPE)) {
 		/* recv() returned the error once and cleared it: go on */
 		d->err = 0;
@@ -249,23 +271,17 @@ void sm_try_start(struct session *s)
 		    s->sm_degraded ? " (degraded: user space copies)" : "");
 }
 
-/* Whether d's source may still have bytes passed to user space pending. */
-static int owes(const struct session *s, const struct dir *d)
-{
-	return s->sm_degraded || d->head != d->tail ||
-	       __atomic_load_n(&sm_ctr(d->sm_slot)->passed, __ATOMIC_SEQ_CST) != d->sm_user;
-}
-
 void sm_update_events(struct session *s)
 {
 	struct dir *ds[2] = { &s->up, &s->down };
 
 	for (int i = 0; i < 2; i++) {
 		struct dir *d = ds[i], *o = other_dir(s, d);
-		uint32_t ev = EPOLLRDHUP | EPOLLET;
+		/* EPOLLIN stays: the program may pass bytes to user space at any
+		 * time (back-pressure). It costs a wake-up per redirected batch
+		 * (sk_data_ready runs after the verdict) but reports nothing. */
+		uint32_t ev = EPOLLIN | EPOLLRDHUP | EPOLLET;
 
-		if (owes(s, d) && !d->eof)
-			ev |= EPOLLIN;
 		if (o->head != o->tail)
 			ev |= EPOLLOUT;
 		side_events(d->src, ev);
@@ -319,21 +335,23 @@ static void smwait_add(struct session *s)
 {
 	struct worker *w = s->w;
 
-	if (!s->in_smwait) {
-		s->in_smwait = 1;
-		s->sm_next = w->smwait;
-		w->smwait = s;
-		s->sm_backoff = 1;
-	} else if (s->sm_backoff < SM_BACKOFF_MAX_MS) {
-		s->sm_backoff *= 2;
-	}
+	/* backoff grows while the wait lasts; sm_progress() resets it */
+	if (s->in_smwait)
+		return;
+	s->in_smwait = 1;
+	s->sm_next = w->smwait;
+	w->smwait = s;
+	s->sm_backoff = !s->sm_backoff ? 1 : s->sm_backoff < SM_BACKOFF_MAX_MS ? s->sm_backoff * 2
+									   : SM_BACKOFF_MAX_MS;
 	s->sm_due_ms = w->now_ms + s->sm_backoff;
 }
 
 int sm_drained(struct session *s, struct dir *d)
 {
-	if (in_flight(d) == 0)
+	if (in_flight(d) == 0) {
+		s->sm_backoff = 0;
 		return 1;
+	}
 	smwait_add(s);
 	return 0;
 }
