@@ -16,14 +16,7 @@ struct sm_ctr {
 	__u64 passed;     /* BPF: bytes left to user space (+ what it held at insertion) */
 	__u64 redirected; /* BPF: bytes put on the peer's redirect queue */
 	__u64 user_sent;  /* user space: bytes it has written to the peer itself */
-	__u32 base_seq;   /* BPF: the peer's write_seq less everything sent since insertion */
-	__u32 base_set;   /* BPF: base_seq is known (set at the first redirect) */
+	__u64 pad;
 };
-
-/* Redirected bytes allowed on a peer's redirect queue (the psock backlog,
- * not charged to any socket) before the program passes skbs to user space
- * instead, where they are charged to the receiving socket (its window
- * closes) and copied with ordinary back-pressure. */
-#define SM_BACKLOG_MAX (2u << 20)
 
 #endif

@@ -106,7 +106,7 @@ static uint64_t in_flight(struct dir *d);
 static void smwait_add(struct session *s);
 
 /* Whether user space has bytes of d to write: passed to it by the program
- * (hand-off, back-pressure) or still in its buffer. */
+ * (during the hand-off, or when the peer left the map) or in its buffer. */
 static int owes(const struct session *s, const struct dir *d)
 {
 	return s->sm_degraded || d->head != d->tail ||
@@ -121,8 +121,8 @@ static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
 
 	/* Bytes passed to user space come after everything redirected before
 	 * them: written while the peer's redirect queue still holds bytes, they
-	 * would overtake those. So wait for it to drain (they stay queued on
-	 * the source, charged to it, so its window closes meanwhile). */
+	 * would overtake those. So wait for it to drain (defensive: the program
+	 * passes nothing once it has redirected, unless the peer left). */
 	if (!s->sm_degraded && owes(s, d) && !d->eof && in_flight(d)) {
 		smwait_add(s);
 		return 0;
@@ -277,11 +277,15 @@ void sm_update_events(struct session *s)
 
 	for (int i = 0; i < 2; i++) {
 		struct dir *d = ds[i], *o = other_dir(s, d);
-		/* EPOLLIN stays: the program may pass bytes to user space at any
-		 * time (back-pressure). It costs a wake-up per redirected batch
-		 * (sk_data_ready runs after the verdict) but reports nothing. */
-		uint32_t ev = EPOLLIN | EPOLLRDHUP | EPOLLET;
+		uint32_t ev = EPOLLRDHUP | EPOLLET;
 
+		/* Readable edges only while the program may pass bytes to user
+		 * space (hand-off): registered, every redirected batch would wake
+		 * the worker (sk_data_ready runs after the verdict) for nothing.
+		 * A pass that races with dropping EPOLLIN is found by sm_sync()
+		 * at the next timeout scan (at most 100 ms late). */
+		if (owes(s, d) && !d->eof)
+			ev |= EPOLLIN;
 		if (o->head != o->tail)
 			ev |= EPOLLOUT;
 		side_events(d->src, ev);
@@ -398,6 +402,20 @@ void sm_end(struct session *s)
 	s->down.sm_inflight = in_flight(&s->down);
 	s->up.bytes -= s->up.sm_inflight < s->up.bytes ? s->up.sm_inflight : s->up.bytes;
 	s->down.bytes -= s->down.sm_inflight < s->down.bytes ? s->down.sm_inflight : s->down.bytes;
+	if (log_level >= LOG_DEBUG) {
+		struct dir *ds[2] = { &s->up, &s->down };
+		for (int i = 0; i < 2; i++) {
+			volatile struct sm_ctr *c = sm_ctr(ds[i]->sm_slot);
+			uint64_t wr = 0;
+			tcp_written(ds[i]->dst->fd, &wr);
+			log_debug("session %llx: sockmap %s: passed %llu redirected %llu user %llu; dst written "
+				  "%llu since insertion; in flight %llu", (unsigned long long)s->id,
+				  i ? "down" : "up", (unsigned long long)c->passed,
+				  (unsigned long long)c->redirected, (unsigned long long)ds[i]->sm_user,
+				  (unsigned long long)(wr - ds[i]->sm_base),
+				  (unsigned long long)ds[i]->sm_inflight);
+		}
+	}
 	sm_remove(s->sm_cookie[0], s->sm_cookie[1]);
 	slot_put(w, s->up.sm_slot);
 	s->sm = SM_NO;

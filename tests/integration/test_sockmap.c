@@ -9,7 +9,6 @@
 #include "harness.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -70,64 +69,3 @@ Test(integ, sockmap_fallback_logged_when_bpf_refused, .init = h_init, .fini = h_
 	case_fallback(h_binary(0));
 }
 
-/* Back-pressure: the kernel's redirect queue is charged to no socket, so
- * without the program's bound (SM_BACKLOG_MAX) a client that stops reading
- * lets the backend push without limit into kernel memory (512 MiB in 3 s
- * was measured). With it, the push stalls like splice's (about 10 MiB:
- * socket buffers plus the 2 MiB bound). Then the client reads all of it,
- * byte-exact, tail included. */
-struct bp_state {
-	uint64_t seed, len;
-	int64_t deadline;
-	struct h_xfer tx;
-	_Atomic int sessions;
-};
-
-static void bp_conn(struct h_server *s, int fd, int index, void *arg)
-{
-	(void)s;
-	(void)index;
-	struct bp_state *st = arg;
-	if (atomic_fetch_add(&st->sessions, 1) != 0)
-		return;
-	h_xfer_init(&st->tx, fd, st->seed, st->len, st->deadline);
-	st->tx.shut_wr = 1;
-	h_xfer_send(&st->tx);
-}
-
-static void case_backpressure(const char *bin, const char *engine)
-{
-	static struct bp_state st;
-	static struct h_server srv;
-	static struct h_proxy p;
-	static struct h_xfer crx;
-	memset(&st, 0, sizeof st);
-	st.seed = 0xB9E55;
-	st.len = 256 * H_MIB;
-	st.deadline = h_now_ms() + H_T(60000);
-	int rc = h_server_start(&srv, "127.0.0.1:0", 128, bp_conn, &st);
-	H_CHECK(rc == 0, "backend: %s", strerror(-rc));
-	const char *backends[] = { srv.addr.text, NULL };
-	h_proxy_up(&p, bin, engine, "127.0.0.1:0", backends, NULL);
-	int fd = h_connect(&p.addr, 2000);
-	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
-	h_sleep_ms(2000); /* the client reads nothing */
-	uint64_t pushed = atomic_load(&st.tx.progress);
-	H_CHECK(pushed < 48 * H_MIB,
-		"the backend pushed %llu MiB through the proxy while the client read nothing for 2 s "
-		"(limit 48 MiB): no back-pressure",
-		(unsigned long long)(pushed >> 20));
-	if (getenv("SPLICER_IT_VERBOSE"))
-		fprintf(stderr, "[integ] backpressure %s: %llu KiB pushed during the stall\n", engine,
-			(unsigned long long)(pushed >> 10));
-	h_xfer_init(&crx, fd, st.seed, 0, st.deadline);
-	crx.verify = 1;
-	h_xfer_recv(&crx);
-	H_CHECK(h_server_wait_done(&srv, 1, 10000) == 0, "backend session did not finish");
-	h_check_stream("backend->client after a 2 s stall", &st.tx, &crx, st.len);
-	close(fd);
-	h_server_stop(&srv);
-	h_proxy_down(&p);
-}
-
-H_SOCKMAP_CASES(backpressure, 150)
