@@ -98,8 +98,9 @@ typedef void (*h_case_fn)(const char *bin, const char *engine);
 
 /* The same for a case whose session may legitimately stay off the sockmap:
  * the kernel inserts only ESTABLISHED sockets, so a peer whose FIN arrives
- * before the hand-off (request + shutdown before the backend is connected)
- * keeps the session on copy/splice. Then the proxy must have counted the
+ * before the hand-off (a client's request + shutdown before the backend is
+ * connected, a backend's greeting + shutdown right after accept) keeps the
+ * session on copy/splice. Then the proxy must have counted the
  * fallback instead. */
 #define H_SOCKMAP_CASES_MAY_FALL_BACK(name, tmo)                               \
 	Test(integ, name##_sockmap, .init = h_init, .fini = h_fini, .timeout = tmo) \
