@@ -266,9 +266,16 @@ void sm_try_start(struct session *s)
 	s->sm = SM_ON;
 	/* the insert may have passed bytes to user space: look */
 	s->cli.can_read = s->srv.can_read = 1;
+	if (s->sm_degraded) {
+		/* the peer was refused (a FIN came meanwhile): the source stays
+		 * in, so every byte is passed to user space and copied */
+		CTR_ADD(w, sockmap_fallbacks, 1);
+		log_verbose("session %llx: sockmap: the backend socket was refused (a FIN came during "
+			    "the hand-off): user space copies", (unsigned long long)s->id);
+		return;
+	}
 	CTR_ADD(w, sockmap_sessions, 1);
-	log_verbose("session %llx: both directions in the sockmap%s", (unsigned long long)s->id,
-		    s->sm_degraded ? " (degraded: user space copies)" : "");
+	log_verbose("session %llx: both directions in the sockmap", (unsigned long long)s->id);
 }
 
 void sm_update_events(struct session *s)
