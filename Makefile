@@ -14,7 +14,7 @@ VERSION := 0.1.0
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
 	   -DSPLICER_VERSION='"$(VERSION)"'
-LDLIBS  += -pthread -lcrypto -lm -linih
+LDLIBS  += -pthread -lcrypto -lm -linih -lbpf
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 ifeq ($(V),1)
@@ -32,11 +32,11 @@ ASAN_OBJS:= $(SRCS:src/%.c=$(B)/asan/obj/%.o)
 UNIT_SRCS:= $(wildcard tests/unit/*.c)
 INT_SRCS := $(wildcard tests/integration/*.c)
 TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS)
-HDRS     := $(wildcard src/*.h tests/integration/*.h)
+HDRS     := $(wildcard src/*.h tests/integration/*.h bpf/*.h)
 
 # Debian packages the build, the tests and `make run` need.
 DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 \
-	    iptables libnetfilter-queue-dev valgrind clang
+	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev
 # The peers `splicer bench` compares against, and gnuplot for its chart.
 BENCH_PKGS := haproxy nginx libnginx-mod-stream socat gnuplot-nox ethtool iproute2
 CRITERION_ARGS ?= --jobs 1 --timeout 300
@@ -44,6 +44,18 @@ CRITERION_ARGS ?= --jobs 1 --timeout 300
 .PHONY: all run test deps bench-deps bench install clean asan fuzz soak
 
 all: $(B)/splicer
+
+# The sockmap engine's BPF program, embedded into the binary by
+# src/bpf_sockmap.c (.incbin of this object).
+BPF_CC   ?= clang
+BPF_OBJ  := $(B)/bpf/sockmap.bpf.o
+$(BPF_OBJ): bpf/sockmap.bpf.c bpf/sockmap_abi.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  BPF     $<")
+	$(Q)$(BPF_CC) -O2 -g -target bpf -I/usr/include/$(shell $(CC) -dumpmachine) -c -o $@ $<
+
+$(B)/obj/bpf_sockmap.o $(B)/asan/obj/bpf_sockmap.o: $(BPF_OBJ)
+$(B)/obj/bpf_sockmap.o $(B)/asan/obj/bpf_sockmap.o: CFLAGS += -DSM_BPF_OBJ='"$(BPF_OBJ)"'
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)

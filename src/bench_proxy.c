@@ -1,6 +1,7 @@
 /* bench_proxy: see bench_proxy.h. */
 #define _GNU_SOURCE
 #include "bench_proxy.h"
+#include "bpf_sockmap.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -57,6 +58,7 @@ static int template_path(const char *name, char *out, size_t len)
 
 const char *bench_case_unavailable(const struct bench_case *c)
 {
+	static char why[300];
 	char path[4096];
 
 	switch (c->kind) {
@@ -76,6 +78,11 @@ const char *bench_case_unavailable(const struct bench_case *c)
 		return NULL;
 	case PX_SOCAT:
 		return on_path("socat", path, sizeof(path)) ? NULL : "socat not installed (make bench-deps)";
+	case PX_SPLICER:
+		for (int i = 0; c->opts[i]; i++)
+			if (!strcmp(c->opts[i], "sockmap") && sm_probe_load(why, sizeof(why)))
+				return why; /* else the row would measure splice under its name */
+		return NULL;
 	default:
 		return NULL;
 	}

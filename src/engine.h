@@ -39,6 +39,35 @@ struct engine_ops {
 
 extern const struct engine_ops engine_copy;
 extern const struct engine_ops engine_splice;
+extern const struct engine_ops engine_sockmap;
+
+/* Routes on engine sockmap: loads the BPF program once (needs CAP_BPF and
+ * CAP_NET_ADMIN); if it cannot, logs why in one line and puts the routes on
+ * splice. Called at start (before root is dropped) and on reload. */
+void sockmap_setup(struct config *cfg);
+
+/* sockmap (engine_sockmap.c), beside the ops table: a session on a sockmap
+ * route starts on copy and moves both directions into the kernel once no
+ * partly read segment is left (sm_try_start). */
+void sm_try_start(struct session *s);
+/* 1 when every byte the kernel took from d's source is on d->dst's send
+ * queue, so a FIN may follow; else 0 and the session is put on the
+ * worker's drain-wait list, re-run with backoff by sm_poll(). */
+int sm_drained(struct session *s, struct dir *d);
+/* epoll events of both sides as the directions need them now. */
+void sm_update_events(struct session *s);
+/* Folds the kernel's byte counts into the directions; 1 if any moved. For
+ * the idle timeout, the log and metrics. Also wakes a direction whose
+ * source has bytes passed to user space. */
+int sm_sync(struct session *s);
+/* Before close: in-flight bytes (for the RST decision), pair removed,
+ * slots freed. */
+void sm_end(struct session *s);
+/* Worker loop: runs drain-waiting sessions that are due. */
+void sm_poll(struct worker *w);
+/* 1 when an error on side sd is the spurious EPIPE of a redirect after we
+ * shut sd's write side, to be ignored. */
+int sm_spurious_epipe(const struct session *s, const struct side *sd, int err);
 
 /* Records where a direction failed (for the close reason and for which
  * side gets an RST); returns -err for pump() to return. */
@@ -52,7 +81,7 @@ static inline int dir_fail(struct dir *d, int err, int at_dst)
 /* Bytes read from src and not yet written to dst, whatever the engine. */
 static inline uint64_t dir_pending(const struct dir *d)
 {
-	return (uint64_t)(d->tail - d->head) + d->in_pipe;
+	return (uint64_t)(d->tail - d->head) + d->in_pipe + d->sm_inflight;
 }
 
 #endif

@@ -75,15 +75,18 @@ static void log_totals(struct worker *ws, unsigned n)
 
 	worker_counters_total(ws, n, &t);
 	log_info("stopped: sessions %llu (no-backend %llu, all-backends-down %llu, idle-timeout %llu); bytes up %llu down %llu "
-		 "(copied %llu, spliced %llu); auto switches %llu; splice fallbacks %llu; "
+		 "(copied %llu, spliced %llu, sockmap %llu); auto switches %llu; splice fallbacks %llu; "
+		 "sockmap sessions %llu, fallbacks %llu; "
 		 "connect errors %llu, retries %llu; resets sent %llu; accept pauses fd %llu max-conns %llu; "
 		 "bad proxy headers %llu",
 		 (unsigned long long)t.accepted, (unsigned long long)t.no_backend,
 		 (unsigned long long)t.all_down,
 		 (unsigned long long)t.idle_timeouts, (unsigned long long)t.bytes_up,
 		 (unsigned long long)t.bytes_down, (unsigned long long)t.bytes_copied,
-		 (unsigned long long)t.bytes_spliced, (unsigned long long)t.auto_switches,
-		 (unsigned long long)t.splice_fallbacks, (unsigned long long)t.connect_errors,
+		 (unsigned long long)t.bytes_spliced, (unsigned long long)t.bytes_sockmap,
+		 (unsigned long long)t.auto_switches,
+		 (unsigned long long)t.splice_fallbacks, (unsigned long long)t.sockmap_sessions,
+		 (unsigned long long)t.sockmap_fallbacks, (unsigned long long)t.connect_errors,
 		 (unsigned long long)t.connect_retries, (unsigned long long)t.resets_sent,
 		 (unsigned long long)t.accept_fd_pauses, (unsigned long long)t.max_conns_pauses,
 		 (unsigned long long)t.proxy_header_errors);
@@ -147,6 +150,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 			cfg->route[i]->o.engine = ENGINE_COPY;
 		}
 	}
+	/* before root is dropped: loading BPF needs CAP_BPF + CAP_NET_ADMIN */
+	sockmap_setup(cfg);
 	/* Signals go to this thread only, through sigtimedwait(). splice()
 	 * into a socket the peer closed raises SIGPIPE: ignore it, the EPIPE
 	 * return is handled. */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "health.h"
 #include "listener.h"
 #include "log.h"
@@ -132,6 +133,7 @@ int reload_run(struct reload_ctx *r)
 	keep_process_settings(old, nw);
 	for (unsigned i = 0; r->copy_only && i < nw->nroutes; i++)
 		nw->route[i]->o.engine = ENGINE_COPY; /* the start-up splice probe's verdict */
+	sockmap_setup(nw); /* a route new on sockmap: load now (or splice, said why) */
 	/* listeners: keep, or bind */
 	k = 0;
 	for (unsigned i = 0; i < nw->nroutes; i++)

@@ -28,6 +28,8 @@
 
 static const struct engine_ops *dir_ops(const struct dir *d)
 {
+	if (d->mode == DIR_SOCKMAP)
+		return &engine_sockmap;
 	return d->mode == DIR_SPLICE ? &engine_splice : &engine_copy;
 }
 
@@ -46,6 +48,7 @@ static int side_register(struct worker *w, struct side *sd)
 		.data.ptr = sd,
 	};
 
+	sd->ev = ev.events;
 	return epoll_ctl(w->epfd, EPOLL_CTL_ADD, sd->fd, &ev) ? -errno : 0;
 }
 
@@ -53,6 +56,8 @@ static void dir_init(struct dir *d, struct side *src, struct side *dst, const st
 {
 	d->src = src;
 	d->dst = dst;
+	/* sockmap: copy until the hand-off (sm_try_start), which needs every
+	 * byte user space read written out, not held in a pipe */
 	d->mode = r->o.engine == ENGINE_SPLICE ? DIR_SPLICE : DIR_COPY;
 	d->can_switch = r->o.engine == ENGINE_AUTO;
 	d->pipe.rd = d->pipe.wr = -1;
@@ -113,8 +118,9 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 		return r;
 	if (!budget && d->src->can_read && !d->eof)
 		*more = 1;
-	/* FIN forwarding: only once every byte before it has been written. */
-	if (d->eof && !d->shut && !dir_pending(d)) {
+	/* FIN forwarding: only once every byte before it has been written;
+	 * with sockmap, also every byte on the kernel's redirect queue. */
+	if (d->eof && !d->shut && !dir_pending(d) && (d->mode != DIR_SOCKMAP || sm_drained(s, d))) {
 		d->shut = 1;
 		if (shutdown(d->dst->fd, SHUT_WR) && errno != ENOTCONN)
 			return dir_fail(d, errno, 1);
@@ -164,6 +170,13 @@ static void session_run(struct session *s)
 		session_close(s, "done");
 		return;
 	}
+	if (s->sm == SM_WANTED) {
+		sm_try_start(s);
+		if (s->sm == SM_ON)
+			more = 1; /* read what the insert may have passed to user space */
+	}
+	if (s->sm == SM_ON)
+		sm_update_events(s);
 	if (more)
 		runq_push(s);
 }
@@ -189,6 +202,8 @@ static int mark_open(struct session *s)
 	s->opened = 1;
 	STAT_ADD(s->route->health[s->backend].sessions, 1);
 	backend_connect_result(s->route, s->backend, 1);
+	if (s->route->o.engine == ENGINE_SOCKMAP)
+		s->sm = SM_WANTED; /* after the header below, which goes first */
 	if (!s->route->o.proxy_protocol)
 		return 0;
 	if (getsockname(s->cli.fd, (struct sockaddr *)&local, &llen))
@@ -436,7 +451,7 @@ void session_event(struct side *sd, uint32_t events)
 		 * do: the I/O above did not surface it, so close here rather
 		 * than leave the other peer hanging until the idle timeout. */
 		int err = sock_error(sd->fd);
-		if (err) {
+		if (err && !sm_spurious_epipe(s, sd, err)) {
 			struct dir *d = sd == &s->cli ? &s->up : &s->down;
 			dir_fail(d, err, 0);
 			session_close(s, failure_reason(s, d));
@@ -468,6 +483,9 @@ void session_check_timeouts(struct session *s, uint64_t now_ms)
 		header_failed(s, "proxy-header-timeout", "no complete header within proxy_timeout");
 	} else if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
 		session_connect_failed(s, ETIMEDOUT);
+	} else if (s->state == S_OPEN && s->sm == SM_ON && sm_sync(s)) {
+		s->active_ms = now_ms; /* bytes moved in the kernel since the last scan */
+		session_run(s);        /* and a direction may have been passed bytes */
 	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= o->idle_timeout_ms) {
 		CTR_ADD(s->w, idle_timeouts, 1);
 		session_close(s, "idle-timeout");
@@ -494,19 +512,26 @@ static int side_close(struct side *sd, int reset)
 
 static void engines_text(const struct dir *d, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s%s%s", d->used & DIR_USED_COPY ? "copy" : "",
-		 (d->used & DIR_USED_COPY) && (d->used & DIR_USED_SPLICE) ? "+" : "",
-		 d->used & DIR_USED_SPLICE ? "splice" : (d->used ? "" : "none"));
+	static const char *const names[] = { "copy", "splice", "sockmap" };
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < 3; i++)
+		if (d->used & (1u << i))
+			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "+" : "", names[i]);
+	if (!n)
+		snprintf(buf, len, "none");
 }
 
 void session_close(struct session *s, const char *reason)
 {
 	struct worker *w = s->w;
-	char peer[ADDR_TEXT_MAX], eu[16], ed[16];
+	char peer[ADDR_TEXT_MAX], eu[32], ed[32];
 	int resets;
 
 	if (s->state == S_CLOSED)
 		return;
+	sm_end(s); /* in-flight bytes count as pending below */
 	/* A side gets an RST when bytes meant for it are still in our hands, or
 	 * when the stream toward it was cut by an error at the other end: a
 	 * FIN would tell it the stream ended cleanly. */

@@ -20,12 +20,14 @@ struct side {
 	uint8_t can_write; /* writable edge seen and not yet filled */
 	uint8_t rdhup;     /* peer's FIN seen in an event: a short read is not the end */
 	int fd;            /* -1 when not open */
+	uint32_t ev;       /* epoll events registered (sockmap narrows them) */
 	struct session *s;
 };
 
-enum dir_mode { DIR_COPY, DIR_SPLICE };
-#define DIR_USED_COPY   1
-#define DIR_USED_SPLICE 2
+enum dir_mode { DIR_COPY, DIR_SPLICE, DIR_SOCKMAP };
+#define DIR_USED_COPY    1
+#define DIR_USED_SPLICE  2
+#define DIR_USED_SOCKMAP 4
 
 struct dir {
 	struct side *src, *dst;
@@ -44,7 +46,16 @@ struct dir {
 	uint64_t bytes;       /* written to dst */
 	int err;              /* errno that ended the direction, 0 if none */
 	uint8_t err_at_dst;   /* err came from writing (1) or reading (0) */
+	/* sockmap (engine_sockmap.c): the kernel moves the bytes; these say how many */
+	unsigned sm_slot;     /* counter slot (bpf/sockmap_abi.h) */
+	uint64_t sm_user;     /* bytes user space wrote to dst since insertion */
+	uint64_t sm_seen;     /* the slot's `redirected` already added to bytes */
+	uint64_t sm_base;     /* dst's bytes written (acked + queued) at insertion */
+	uint64_t sm_inflight; /* at close: redirected bytes not yet on dst's send queue */
 };
+
+/* sockmap state of a session */
+enum sm_state { SM_NO, SM_WANTED, SM_ON };
 
 /* S_HEADER: accept_proxy, waiting for the client's PROXY header. */
 enum session_state { S_HEADER, S_CONNECTING, S_OPEN, S_CLOSED };
@@ -63,6 +74,13 @@ struct session {
 	uint8_t counted;       /* counted in route->active[backend] (leastconn) */
 	uint8_t attempted;     /* a connect to some backend was tried */
 	uint8_t opened;        /* connected to s->backend (its bytes count for it) */
+	uint8_t sm;            /* enum sm_state */
+	uint8_t in_smwait;     /* on the worker's sockmap drain-wait list */
+	uint8_t sm_degraded;   /* only one socket could be inserted: user space copies */
+	uint16_t sm_backoff;   /* drain-wait: ms until the next check (doubles) */
+	uint64_t sm_due_ms;    /* drain-wait: next check */
+	uint64_t sm_cookie[2]; /* client, backend socket cookies */
+	struct session *sm_next;     /* worker's drain-wait list */
 	uint64_t start_ms, active_ms;
 	uint64_t connect_deadline_ms;  /* S_CONNECTING: this attempt's; S_HEADER: the header's */
 	struct sockaddr_storage peer;

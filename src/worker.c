@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "log.h"
 #include "session.h"
 
@@ -241,7 +242,7 @@ static void free_dead(struct worker *w)
 
 	while (*pp) {
 		struct session *s = *pp;
-		if (s->in_runq) { /* still referenced by the run queue */
+		if (s->in_runq || s->in_smwait) { /* still referenced by a queue */
 			pp = &s->dead_next;
 			continue;
 		}
@@ -271,7 +272,7 @@ void *worker_main(void *arg)
 
 	worker_listeners_arm(w, 1);
 	for (;;) {
-		int timeout = w->runq ? 0 : SCAN_MS;
+		int timeout = w->runq ? 0 : w->smwait ? 1 : SCAN_MS;
 		int n;
 
 		/* Busy polling: right after an event the next one tends to come
@@ -308,6 +309,8 @@ void *worker_main(void *arg)
 			}
 		}
 		run_queue(w);
+		if (w->smwait)
+			sm_poll(w);
 		{
 			uint64_t gen = __atomic_load_n(&w->reload_gen, __ATOMIC_ACQUIRE);
 			if (gen != w->reload_ack && !w->draining)
@@ -346,6 +349,7 @@ void worker_destroy(struct worker *w)
 	while (w->bufs.nfree)
 		free(w->bufs.free[--w->bufs.nfree]);
 	free(w->bufs.free);
+	free(w->sm_free);
 	pipe_pool_destroy(&w->pipes);
 	if (w->wake.fd >= 0)
 		close(w->wake.fd);

@@ -34,6 +34,9 @@ struct counters {
 	uint64_t accept_fd_pauses;  /* accepts paused on EMFILE/ENFILE/ENOBUFS/ENOMEM */
 	uint64_t max_conns_pauses;  /* accepts paused at --max-conns */
 	uint64_t proxy_header_errors; /* accept_proxy: malformed, truncated or late headers */
+	uint64_t bytes_sockmap;     /* moved in the kernel by the sockmap engine (redirected) */
+	uint64_t sockmap_sessions;  /* sessions whose directions moved into the sockmap */
+	uint64_t sockmap_fallbacks; /* sockmap sessions left on copy/splice (no slot, insert failed) */
 };
 #define CTR_ADD(w, f, n) __atomic_store_n(&(w)->ctr.f, (w)->ctr.f + (n), __ATOMIC_RELAXED)
 #define CTR_GET(w, f)    __atomic_load_n(&(w)->ctr.f, __ATOMIC_RELAXED)
@@ -79,6 +82,10 @@ struct worker {
 	struct session *sessions;   /* every open session (doubly linked) */
 	struct session *runq;       /* sessions that ran out of budget with work left */
 	struct session *dead;       /* closed, freed at the end of the loop turn */
+	struct session *smwait;     /* sockmap sessions waiting for a redirect queue to drain */
+	unsigned *sm_free;          /* sockmap counter slots (pairs) this worker may use */
+	unsigned sm_nfree;
+	int sm_init;
 	uint64_t next_id;           /* session ids: worker id in the top byte */
 	uint64_t now_ms;            /* CLOCK_MONOTONIC_COARSE, refreshed each turn */
 	uint64_t next_scan_ms;      /* next timeout scan */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -91,10 +92,13 @@ static void h_unregister(struct h_proxy *p)
 			h_live[i] = NULL;
 }
 
+static int h_sockmap; /* the current test runs a sockmap case */
+
 void h_init(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	h_failed = 0;
+	h_sockmap = 0;
 	h_nlogs = 0;
 	h_slow = 1;
 	/* Make sanitizer reports as useful as possible; keep user overrides. */
@@ -219,6 +223,73 @@ const char *h_binary(int asan)
 	}
 	h_slow = asan ? 3 : 1;
 	return bin;
+}
+
+/* ---- sockmap -------------------------------------------------------------- */
+
+int h_bpf_capable(void)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capget, &hdr, data))
+		return 0;
+#define H_HAS(cap) ((data[(cap) / 32].effective >> ((cap) % 32)) & 1)
+	int bpf = H_HAS(39 /* CAP_BPF */) || H_HAS(CAP_SYS_ADMIN);
+	return bpf && H_HAS(CAP_NET_ADMIN);
+#undef H_HAS
+}
+
+void h_sockmap_require(int mode)
+{
+	if (!h_bpf_capable())
+		cr_skip_test("sockmap engine: BPF is not permitted here (this process lacks CAP_BPF or "
+			     "CAP_SYS_ADMIN, or CAP_NET_ADMIN): the proxy would fall back to splice");
+	h_sockmap = mode;
+}
+
+/* The first line of p's log containing needle, into out (empty if none). */
+static void h_log_find(const struct h_proxy *p, const char *needle, char *out, size_t len)
+{
+	FILE *f = fopen(p->log, "re");
+	char line[4096];
+	out[0] = '\0';
+	while (f && fgets(line, sizeof line, f))
+		if (strstr(line, needle)) {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(out, len, "%.*s", (int)len - 1, line);
+			break;
+		}
+	if (f)
+		fclose(f);
+}
+
+static void h_sockmap_check_up(const struct h_proxy *p)
+{
+	char line[1024];
+	h_log_find(p, "sockmap engine unavailable", line, sizeof line);
+	if (line[0])
+		cr_skip_test("sockmap engine: the kernel refused BPF, the proxy said: %s", line);
+	H_CHECK(h_log_lines(p, "sockmap engine (experimental): BPF program loaded", NULL) == 1,
+		"the proxy did not log that the sockmap program was loaded (log %s)", p->log);
+}
+
+static void h_sockmap_check_down(const struct h_proxy *p)
+{
+	char line[2048];
+	const char *at;
+	h_log_find(p, "stopped: sessions", line, sizeof line);
+	at = strstr(line, " sockmap ");
+	if (h_sockmap == 2 && at && strtoull(at + 9, NULL, 10) == 0) {
+		const char *fb = strstr(line, "sockmap sessions ");
+		fb = fb ? strstr(fb, "fallbacks ") : NULL;
+		H_CHECK(fb && strtoull(fb + 10, NULL, 10) > 0,
+			"no byte moved through the sockmap and no fallback was counted (exit line: "
+			"\"%s\"; log %s)", line, p->log);
+		return;
+	}
+	H_CHECK(at && strtoull(at + 9, NULL, 10) > 0,
+		"no byte moved through the sockmap (exit line: \"%s\"; log %s)", line, p->log);
 }
 
 /* ---- addresses ----------------------------------------------------------- */
@@ -592,6 +663,8 @@ void h_proxy_up(struct h_proxy *p, const char *bin, const char *engine, const ch
 	char err[512];
 	int rc = h_proxy_start(p, bin, args, err, sizeof err);
 	H_CHECK(rc == 0, "proxy %s (engine %s) did not start: %s", bin, engine, err);
+	if (h_sockmap && !strcmp(engine, "sockmap"))
+		h_sockmap_check_up(p);
 }
 
 void h_proxy_down(struct h_proxy *p)
@@ -610,6 +683,8 @@ void h_proxy_down(struct h_proxy *p)
 		WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), p->log);
 	const char *prob = h_proxy_log_problem(p);
 	H_CHECK(prob == NULL, "proxy log %s contains a sanitizer report (\"%s\")", p->log, prob);
+	if (h_sockmap)
+		h_sockmap_check_down(p);
 }
 
 long h_rss_kib(pid_t pid)

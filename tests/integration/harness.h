@@ -85,6 +85,36 @@ typedef void (*h_case_fn)(const char *bin, const char *engine);
 	Test(integ, name##_auto_asan, .init = h_init, .fini = h_fini, .timeout = tmo) \
 	{ case_##name(h_binary(1), "auto"); }
 
+/* The sockmap engine's variants of a case (plain and ASan proxy). Skipped,
+ * with the reason, when BPF is not permitted: this process lacks CAP_BPF (or
+ * CAP_SYS_ADMIN) or CAP_NET_ADMIN, or the proxy logs that the kernel refused
+ * the program. Otherwise h_proxy_up() checks the program was loaded and
+ * h_proxy_down() that bytes really moved in the kernel. */
+#define H_SOCKMAP_CASES(name, tmo)                                             \
+	Test(integ, name##_sockmap, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ h_sockmap_require(1); case_##name(h_binary(0), "sockmap"); }         \
+	Test(integ, name##_sockmap_asan, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ h_sockmap_require(1); case_##name(h_binary(1), "sockmap"); }
+
+/* The same for a case whose session may legitimately stay off the sockmap:
+ * the kernel inserts only ESTABLISHED sockets, so a peer whose FIN arrives
+ * before the hand-off (a client's request + shutdown before the backend is
+ * connected, a backend's greeting + shutdown right after accept) keeps the
+ * session on copy/splice. Then the proxy must have counted the
+ * fallback instead. */
+#define H_SOCKMAP_CASES_MAY_FALL_BACK(name, tmo)                               \
+	Test(integ, name##_sockmap, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ h_sockmap_require(2); case_##name(h_binary(0), "sockmap"); }         \
+	Test(integ, name##_sockmap_asan, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ h_sockmap_require(2); case_##name(h_binary(1), "sockmap"); }
+
+/* Skips the test unless this process could load BPF (see above); marks the
+ * test as a sockmap one for h_proxy_up/h_proxy_down (mode 1: bytes must
+ * move through the sockmap; 2: or a fallback be counted). */
+void h_sockmap_require(int mode);
+/* 1 if the effective capabilities allow loading a sockmap program. */
+int h_bpf_capable(void);
+
 /* ---- addresses ----------------------------------------------------------- */
 
 struct h_addr {

@@ -477,3 +477,4 @@ static void case_concurrent_2000(const char *bin, const char *engine)
 }
 
 H_ENGINE_CASES(concurrent_2000, 280)
+H_SOCKMAP_CASES(concurrent_2000, 280)

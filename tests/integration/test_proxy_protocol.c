@@ -250,3 +250,6 @@ Test(integ, accept_proxy_valid_and_bad_headers, .init = h_init, .fini = h_fini, 
 	H_CHECK(h_log_lines(&p, "client=203.0.113.9:4242", NULL),
 		"the session log does not show the header's client 203.0.113.9:4242");
 }
+/* sockmap: the header goes first, then the hand-off (TCP clients); a Unix
+ * client is not for sockmap and must count as a fallback */
+H_SOCKMAP_CASES_MAY_FALL_BACK(proxy_protocol_send, 60)

@@ -1,0 +1,22 @@
+/* sockmap_abi.h: the layout shared by bpf/sockmap.bpf.c and src/bpf_sockmap.c
+ * (map values). Change both sides together. */
+#ifndef SPLICER_SOCKMAP_ABI_H
+#define SPLICER_SOCKMAP_ABI_H
+#include <linux/types.h>
+
+/* pairs[cookie of a socket]: where its bytes go and which counters count them. */
+struct sm_pair {
+	__u64 peer; /* the peer socket's cookie, its key in socks */
+	__u32 slot; /* index into ctrs */
+	__u32 pad;
+};
+
+/* ctrs[slot]: one direction (source socket -> its peer). */
+struct sm_ctr {
+	__u64 passed;     /* BPF: bytes left to user space (+ what it held at insertion) */
+	__u64 redirected; /* BPF: bytes put on the peer's redirect queue */
+	__u64 user_sent;  /* user space: bytes it has written to the peer itself */
+	__u64 pad;
+};
+
+#endif

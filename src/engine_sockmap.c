@@ -1,0 +1,429 @@
+/* engine_sockmap (experimental): both sockets of a session go into the BPF
+ * SOCKHASH of bpf/sockmap.bpf.c, whose stream verdict redirects every skb
+ * one socket receives to the other's send path, so no byte crosses into
+ * user space. User space keeps three jobs:
+ *
+ * - The hand-off. A session starts on copy (PROXY header, first bytes) and
+ *   moves into the map once no source has a partly read segment queued
+ *   (the verdict would resend such a segment whole). Bytes user space still
+ *   holds, and bytes the program passes to user space while the peer is not
+ *   in the map yet, go first: the program redirects only once user space has
+ *   written all it was passed (passed == user_sent), so nothing is reordered.
+ *   Until then this engine is the copy engine over the socket's psock.
+ *
+ * - FIN. The kernel does not forward it. recv() returning 0 on the source
+ *   says the FIN came, but the bytes before it may still wait on the peer's
+ *   redirect queue (the psock backlog, run by a workqueue, slowed by a full
+ *   send buffer): shutting the peer's write side then would cut them off,
+ *   and closing drops the queue. So the FIN goes out only when the peer's
+ *   written bytes (tcpi_bytes_acked + SIOCOUTQ, i.e. its write_seq, counted
+ *   from insertion) reach what the program redirected plus what user space
+ *   wrote (sm_drained). Until then the session waits on the worker's
+ *   drain-wait list, re-checked with backoff (1..64 ms). A zero-length skb
+ *   (bare FIN) is dropped by the program: redirected, it would fail on the
+ *   peer with EPIPE. Any EPIPE that still shows up on a side we have shut
+ *   for writing is ignored (sm_spurious_epipe).
+ *
+ * - Time and counts. Idle timeout, log and metrics take the program's
+ *   counters (shared memory) at each timeout scan; a session's byte counts
+ *   are what was redirected, less what was still in flight at close.
+ *
+ * Sessions that cannot use it (not TCP on both sides, no counter slot, the
+ * insert refused) carry on as `auto` (copy, then splice). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <netinet/in.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_acked */
+#include <stdlib.h>
+#include <string.h>
+#include <linux/sockios.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include "bpf_sockmap.h"
+#include "config.h"
+#include "engine.h"
+#include "log.h"
+
+#define SM_BACKOFF_MAX_MS 64
+
+/* Routes on the experimental sockmap engine: load the BPF program once,
+ * sized from max-conns (two counter slots a session, at most SM_MAX_SLOTS);
+ * when it cannot be loaded, say why in one line and use splice. */
+void sockmap_setup(struct config *cfg)
+{
+	char err[512];
+	unsigned want = 0;
+	uint64_t slots = cfg->max_conns * 2;
+
+	for (unsigned i = 0; i < cfg->nroutes; i++)
+		want += cfg->route[i]->o.engine == ENGINE_SOCKMAP;
+	if (!want || sm_loaded())
+		return;
+	if (slots > SM_MAX_SLOTS)
+		slots = SM_MAX_SLOTS;
+	if (sm_open((unsigned)slots, err, sizeof(err)) == 0) {
+		log_info("sockmap engine (experimental): BPF program loaded, %llu sessions at most "
+			 "in the kernel", (unsigned long long)slots / 2);
+		return;
+	}
+	log_warn("sockmap engine unavailable: %s; using splice", err);
+	for (unsigned i = 0; i < cfg->nroutes; i++)
+		if (cfg->route[i]->o.engine == ENGINE_SOCKMAP)
+			cfg->route[i]->o.engine = ENGINE_SPLICE;
+}
+
+static int sm_probe(char *err, unsigned errlen)
+{
+	return 0; /* the real test is sm_open(), in main */
+}
+
+static struct dir *other_dir(struct session *s, const struct dir *d)
+{
+	return d == &s->up ? &s->down : &s->up;
+}
+
+/* Bytes that have entered fd's send queue since it was connected (its
+ * write_seq less the initial one). bytes_acked is read before SIOCOUTQ, so
+ * an ACK in between makes this smaller, never larger: a FIN is never sent
+ * early because of the race. */
+static int tcp_written(int fd, uint64_t *out)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int outq = 0;
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) || ioctl(fd, SIOCOUTQ, &outq))
+		return -errno;
+	*out = ti.tcpi_bytes_acked + (uint64_t)(outq > 0 ? outq : 0);
+	return 0;
+}
+
+static uint64_t in_flight(struct dir *d);
+static void smwait_add(struct session *s);
+
+/* Whether user space has bytes of d to write: passed to it by the program
+ * (during the hand-off, or when the peer left the map) or in its buffer. */
+static int owes(const struct session *s, const struct dir *d)
+{
+	return s->sm_degraded || d->head != d->tail ||
+	       __atomic_load_n(&sm_ctr(d->sm_slot)->passed, __ATOMIC_SEQ_CST) != d->sm_user;
+}
+
+static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
+{
+	struct session *s = d->src->s;
+	uint64_t before = d->bytes;
+	int r;
+
+	/* Bytes passed to user space come after everything redirected before
+	 * them: written while the peer's redirect queue still holds bytes, they
+	 * would overtake those. So wait for it to drain (defensive: the program
+	 * passes nothing once it has redirected, unless the peer left). */
+	if (!s->sm_degraded && owes(s, d) && !d->eof && in_flight(d)) {
+		smwait_add(s);
+		return 0;
+	}
+	if (owes(s, d))
+		s->sm_backoff = 0;
+	r = engine_copy.pump(w, d, budget);
+	if (r == -EPIPE && sm_spurious_epipe(s, d->src, EPIPE)) {
+		/* recv() returned the error once and cleared it: go on */
+		d->err = 0;
+		r = engine_copy.pump(w, d, budget);
+	}
+	if (d->bytes != before) {
+		d->sm_user += d->bytes - before;
+		__atomic_store_n(&sm_ctr(d->sm_slot)->user_sent, d->sm_user, __ATOMIC_SEQ_CST);
+	}
+	return r;
+}
+
+static void sm_release(struct worker *w, struct dir *d)
+{
+}
+
+const struct engine_ops engine_sockmap = {
+	.name = "sockmap",
+	.probe = sm_probe,
+	.pump = sm_pump,
+	.release = sm_release,
+};
+
+/* Worker w's share of the slots: pairs of adjacent slots (up, down). */
+static int slot_get(struct worker *w, unsigned *slot)
+{
+	if (!w->sm_init) {
+		unsigned n = (unsigned)w->cfg->workers, per = sm_slots() / (n ? n : 1) / 2;
+		w->sm_init = 1;
+		w->sm_free = calloc(per ? per : 1, sizeof(unsigned));
+		for (unsigned i = 0; w->sm_free && i < per; i++)
+			w->sm_free[w->sm_nfree++] = (w->id * per + (per - 1 - i)) * 2;
+	}
+	if (!w->sm_nfree)
+		return -1;
+	*slot = w->sm_free[--w->sm_nfree];
+	return 0;
+}
+
+static void slot_put(struct worker *w, unsigned slot)
+{
+	w->sm_free[w->sm_nfree++] = slot;
+}
+
+static int side_events(struct side *sd, uint32_t ev)
+{
+	struct epoll_event e = { .events = ev, .data.ptr = sd };
+
+	if (sd->fd < 0 || sd->ev == ev)
+		return 0;
+	if (epoll_ctl(sd->s->w->epfd, EPOLL_CTL_MOD, sd->fd, &e))
+		return -errno;
+	sd->ev = ev;
+	return 0;
+}
+
+static void fall_back(struct session *s, const char *why)
+{
+	s->sm = SM_NO;
+	s->up.can_switch = s->down.can_switch = 1; /* go on as auto */
+	CTR_ADD(s->w, sockmap_fallbacks, 1);
+	log_verbose("session %llx: sockmap not used (%s): continuing as auto", (unsigned long long)s->id,
+		    why);
+}
+
+static int is_tcp(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	return !getsockname(fd, (struct sockaddr *)&ss, &len) &&
+	       (ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
+}
+
+/* A source may hold a partly read segment when its last read filled the
+ * buffer (can_read still set after reading). EAGAIN, a short read, or no
+ * read at all leave whole segments only. */
+static int clean_source(const struct dir *d)
+{
+	return d->eof || !d->src->can_read || !(d->used & DIR_USED_COPY);
+}
+
+void sm_try_start(struct session *s)
+{
+	struct worker *w = s->w;
+	uint64_t base_up, base_down;
+	unsigned slot;
+	int r;
+
+	if (!clean_source(&s->up) || !clean_source(&s->down))
+		return; /* the next run, once the copy engine has drained them */
+	if (s->up.eof && s->down.eof) {
+		s->sm = SM_NO; /* both FINs seen: nothing left to move */
+		return;
+	}
+	if (s->up.eof || s->down.eof) {
+		/* the kernel inserts only ESTABLISHED sockets (CLOSE_WAIT is not) */
+		fall_back(s, "a FIN came before the hand-off");
+		return;
+	}
+	if (!is_tcp(s->cli.fd) || !is_tcp(s->srv.fd)) {
+		fall_back(s, "not TCP on both sides");
+		return;
+	}
+	if (slot_get(w, &slot)) {
+		fall_back(s, "no counter slot free");
+		return;
+	}
+	if (tcp_written(s->srv.fd, &base_up) || tcp_written(s->cli.fd, &base_down)) {
+		slot_put(w, slot);
+		fall_back(s, strerror(errno));
+		return;
+	}
+	/* Readable edges are needed while the program may pass bytes to user
+	 * space: from now until both sockets are in and user space caught up. */
+	side_events(&s->cli, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+	side_events(&s->srv, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+	r = sm_insert(s->cli.fd, s->srv.fd, slot, slot + 1, dir_pending(&s->up), dir_pending(&s->down),
+		      &s->sm_cookie[0], &s->sm_cookie[1]);
+	if (r < 0) {
+		slot_put(w, slot);
+		/* EOPNOTSUPP: a FIN arrived meanwhile (not ESTABLISHED any more) */
+		fall_back(s, strerror(-r));
+		return;
+	}
+	s->sm_degraded = r == 1;
+	s->up.sm_slot = slot;
+	s->down.sm_slot = slot + 1;
+	s->up.sm_base = base_up;
+	s->down.sm_base = base_down;
+	s->up.sm_user = s->down.sm_user = s->up.sm_seen = s->down.sm_seen = 0;
+	s->up.mode = s->down.mode = DIR_SOCKMAP;
+	s->up.can_switch = s->down.can_switch = 0;
+	s->sm = SM_ON;
+	/* the insert may have passed bytes to user space: look */
+	s->cli.can_read = s->srv.can_read = 1;
+	if (s->sm_degraded) {
+		/* the peer was refused (a FIN came meanwhile): the source stays
+		 * in, so every byte is passed to user space and copied */
+		CTR_ADD(w, sockmap_fallbacks, 1);
+		log_verbose("session %llx: sockmap: the backend socket was refused (a FIN came during "
+			    "the hand-off): user space copies", (unsigned long long)s->id);
+		return;
+	}
+	CTR_ADD(w, sockmap_sessions, 1);
+	log_verbose("session %llx: both directions in the sockmap", (unsigned long long)s->id);
+}
+
+void sm_update_events(struct session *s)
+{
+	struct dir *ds[2] = { &s->up, &s->down };
+
+	for (int i = 0; i < 2; i++) {
+		struct dir *d = ds[i], *o = other_dir(s, d);
+		uint32_t ev = EPOLLRDHUP | EPOLLET;
+
+		/* Readable edges only while the program may pass bytes to user
+		 * space (hand-off): registered, every redirected batch would wake
+		 * the worker (sk_data_ready runs after the verdict) for nothing.
+		 * A pass that races with dropping EPOLLIN is found by sm_sync()
+		 * at the next timeout scan (at most 100 ms late). */
+		if (owes(s, d) && !d->eof)
+			ev |= EPOLLIN;
+		if (o->head != o->tail)
+			ev |= EPOLLOUT;
+		side_events(d->src, ev);
+	}
+}
+
+static int sync_dir(struct session *s, struct dir *d)
+{
+	uint64_t red = __atomic_load_n(&sm_ctr(d->sm_slot)->redirected, __ATOMIC_RELAXED);
+	uint64_t delta = red - d->sm_seen;
+	int moved = 0;
+
+	if (__atomic_load_n(&sm_ctr(d->sm_slot)->passed, __ATOMIC_RELAXED) != d->sm_user && !d->eof &&
+	    !d->src->can_read) {
+		d->src->can_read = 1; /* bytes passed without an edge we listen to */
+		moved = 1;
+	}
+	if (!delta)
+		return moved;
+	d->sm_seen = red;
+	d->bytes += delta;
+	d->used |= DIR_USED_SOCKMAP;
+	CTR_ADD(s->w, bytes_sockmap, delta);
+	if (d == &s->up)
+		CTR_ADD(s->w, bytes_up, delta);
+	else
+		CTR_ADD(s->w, bytes_down, delta);
+	return 1;
+}
+
+int sm_sync(struct session *s)
+{
+	if (s->sm != SM_ON)
+		return 0;
+	return sync_dir(s, &s->up) | sync_dir(s, &s->down);
+}
+
+/* Bytes taken from d's source that are not yet on d->dst's send queue. */
+static uint64_t in_flight(struct dir *d)
+{
+	uint64_t written, want = __atomic_load_n(&sm_ctr(d->sm_slot)->redirected, __ATOMIC_SEQ_CST) +
+				 d->sm_user;
+
+	if (d->dst->fd < 0 || tcp_written(d->dst->fd, &written))
+		return 0; /* the socket is gone: nothing more will be delivered */
+	written -= d->sm_base;
+	return written >= want ? 0 : want - written;
+}
+
+static void smwait_add(struct session *s)
+{
+	struct worker *w = s->w;
+
+	/* backoff grows while the wait lasts; sm_progress() resets it */
+	if (s->in_smwait)
+		return;
+	s->in_smwait = 1;
+	s->sm_next = w->smwait;
+	w->smwait = s;
+	s->sm_backoff = !s->sm_backoff ? 1 : s->sm_backoff < SM_BACKOFF_MAX_MS ? s->sm_backoff * 2
+									   : SM_BACKOFF_MAX_MS;
+	s->sm_due_ms = w->now_ms + s->sm_backoff;
+}
+
+int sm_drained(struct session *s, struct dir *d)
+{
+	if (in_flight(d) == 0) {
+		s->sm_backoff = 0;
+		return 1;
+	}
+	smwait_add(s);
+	return 0;
+}
+
+void sm_poll(struct worker *w)
+{
+	struct session **pp = &w->smwait;
+
+	while (*pp) {
+		struct session *s = *pp;
+
+		if (s->state == S_CLOSED) {
+			*pp = s->sm_next;
+			s->in_smwait = 0;
+			continue;
+		}
+		if (w->now_ms < s->sm_due_ms) {
+			pp = &s->sm_next;
+			continue;
+		}
+		*pp = s->sm_next;
+		s->in_smwait = 0;
+		/* may put it back, at the head, due later: skipped above */
+		session_resume(s);
+	}
+}
+
+int sm_spurious_epipe(const struct session *s, const struct side *sd, int err)
+{
+	const struct dir *into = sd == &s->cli ? &s->down : &s->up;
+
+	return s->sm == SM_ON && err == EPIPE && into->shut;
+}
+
+void sm_end(struct session *s)
+{
+	struct worker *w = s->w;
+
+	if (s->sm != SM_ON)
+		return;
+	sm_sync(s);
+	/* what never reached a send queue was not delivered: RST, and not counted */
+	s->up.sm_inflight = in_flight(&s->up);
+	s->down.sm_inflight = in_flight(&s->down);
+	s->up.bytes -= s->up.sm_inflight < s->up.bytes ? s->up.sm_inflight : s->up.bytes;
+	s->down.bytes -= s->down.sm_inflight < s->down.bytes ? s->down.sm_inflight : s->down.bytes;
+	if (log_level >= LOG_DEBUG) {
+		struct dir *ds[2] = { &s->up, &s->down };
+		for (int i = 0; i < 2; i++) {
+			volatile struct sm_ctr *c = sm_ctr(ds[i]->sm_slot);
+			uint64_t wr = 0;
+			tcp_written(ds[i]->dst->fd, &wr);
+			log_debug("session %llx: sockmap %s: passed %llu redirected %llu user %llu; dst written "
+				  "%llu since insertion; in flight %llu", (unsigned long long)s->id,
+				  i ? "down" : "up", (unsigned long long)c->passed,
+				  (unsigned long long)c->redirected, (unsigned long long)ds[i]->sm_user,
+				  (unsigned long long)(wr - ds[i]->sm_base),
+				  (unsigned long long)ds[i]->sm_inflight);
+		}
+	}
+	sm_remove(s->sm_cookie[0], s->sm_cookie[1]);
+	slot_put(w, s->up.sm_slot);
+	s->sm = SM_NO;
+}
