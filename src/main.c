@@ -17,6 +17,7 @@
 #include "cmd.h"
 #include "config.h"
 #include "engine.h"
+#include "engine_uring.h"
 #include "listener.h"
 #include "health.h"
 #include "log.h"
@@ -147,6 +148,12 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 			cfg->route[i]->o.engine = ENGINE_COPY;
 		}
 	}
+	for (unsigned i = 0; i < cfg->nroutes; i++)
+		if (cfg->route[i]->o.engine == ENGINE_URING && uring_probe(err, sizeof(err))) {
+			log_warn("route %s: uring engine unavailable (%s): using copy",
+				 cfg->route[i]->name, err);
+			cfg->route[i]->o.engine = ENGINE_COPY;
+		}
 	/* Signals go to this thread only, through sigtimedwait(). splice()
 	 * into a socket the peer closed raises SIGPIPE: ignore it, the EPIPE
 	 * return is handled. */

@@ -18,6 +18,7 @@
 #include "addr.h"
 #include "backend.h"
 #include "engine.h"
+#include "engine_uring.h"
 #include "log.h"
 #include "proxy_proto.h"
 #include "worker.h"
@@ -152,6 +153,12 @@ static void session_run(struct session *s)
 
 	if (s->state != S_OPEN)
 		return;
+	if (s->route->o.engine == ENGINE_URING) {
+		/* The worker's io_uring drives it from here on (engine_uring.c). */
+		if (!s->up.ur && uring_session_start(s) < 0)
+			session_close(s, "uring-error");
+		return;
+	}
 	if (dir_pump(s, &s->up, &more) < 0) {
 		session_close(s, failure_reason(s, &s->up));
 		return;
@@ -166,6 +173,18 @@ static void session_run(struct session *s)
 	}
 	if (more)
 		runq_push(s);
+}
+
+void session_io_result(struct session *s)
+{
+	if (s->state != S_OPEN)
+		return;
+	if (s->up.err)
+		session_close(s, failure_reason(s, &s->up));
+	else if (s->down.err)
+		session_close(s, failure_reason(s, &s->down));
+	else if (s->up.shut && s->down.shut)
+		session_close(s, "done");
 }
 
 void session_resume(struct session *s)
@@ -494,6 +513,10 @@ static int side_close(struct side *sd, int reset)
 
 static void engines_text(const struct dir *d, char *buf, size_t len)
 {
+	if (d->used & DIR_USED_URING) {
+		snprintf(buf, len, "uring");
+		return;
+	}
 	snprintf(buf, len, "%s%s%s", d->used & DIR_USED_COPY ? "copy" : "",
 		 (d->used & DIR_USED_COPY) && (d->used & DIR_USED_SPLICE) ? "+" : "",
 		 d->used & DIR_USED_SPLICE ? "splice" : (d->used ? "" : "none"));
@@ -522,6 +545,8 @@ void session_close(struct session *s, const char *reason)
 	engine_copy.release(w, &s->down);
 	engine_splice.release(w, &s->up);
 	engine_splice.release(w, &s->down);
+	uring_dir_release(w, &s->up);
+	uring_dir_release(w, &s->down);
 
 	if (log_level >= LOG_VERBOSE || access_log_enabled())
 		addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));

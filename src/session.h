@@ -26,6 +26,9 @@ struct side {
 enum dir_mode { DIR_COPY, DIR_SPLICE };
 #define DIR_USED_COPY   1
 #define DIR_USED_SPLICE 2
+#define DIR_USED_URING  4
+
+struct uring_dir;
 
 struct dir {
 	struct side *src, *dst;
@@ -44,6 +47,8 @@ struct dir {
 	uint64_t bytes;       /* written to dst */
 	int err;              /* errno that ended the direction, 0 if none */
 	uint8_t err_at_dst;   /* err came from writing (1) or reading (0) */
+	struct uring_dir *ur; /* uring: the engine's state, NULL when none */
+	uint64_t in_uring;    /* uring: bytes received, not yet sent */
 };
 
 /* S_HEADER: accept_proxy, waiting for the client's PROXY header. */
@@ -91,5 +96,9 @@ void session_check_timeouts(struct session *s, uint64_t now_ms);
 void session_close(struct session *s, const char *reason);
 
 void session_free(struct session *s);
+
+/* uring: the engine moved bytes, met EOF or failed on s; closes the session
+ * when a direction failed or both are shut, as session_run() does. */
+void session_io_result(struct session *s);
 
 #endif

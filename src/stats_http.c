@@ -171,6 +171,8 @@ size_t stats_http_metrics(char *buf, size_t len)
 	    (unsigned long long)t.bytes_copied);
 	put(&o, "splicer_engine_bytes_total{engine=\"splice\"} %llu\n",
 	    (unsigned long long)t.bytes_spliced);
+	put(&o, "splicer_engine_bytes_total{engine=\"uring\"} %llu\n",
+	    (unsigned long long)t.bytes_uring);
 	WORKER_COUNTER("splice_fallbacks_total", "Directions that wanted a pipe and copied instead.",
 		       splice_fallbacks);
 	WORKER_COUNTER("auto_switches_total", "Directions auto moved from copy to splice.", auto_switches);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "engine_uring.h"
 #include "session.h"
 
 #define MAX_EVENTS      256
@@ -280,6 +281,7 @@ void *worker_main(void *arg)
 		 * of a proxy's added latency on a virtual machine. */
 		if (w->cfg->busy_poll_us && !w->runq && now_precise_us() < w->spin_until_us)
 			timeout = 0;
+		uring_flush(w); /* the SQEs of the last turn, one io_uring_enter */
 		n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
@@ -297,6 +299,9 @@ void *worker_main(void *arg)
 			case EV_CLIENT:
 			case EV_BACKEND:
 				session_event(evs[i].data.ptr, evs[i].events);
+				break;
+			case EV_URING:
+				uring_reap(w);
 				break;
 			case EV_WAKE: {
 				uint64_t v;
@@ -325,7 +330,7 @@ void *worker_main(void *arg)
 				session_close(w->sessions, "drain-timeout");
 		}
 		free_dead(w);
-		if (w->draining && !w->sessions && !w->dead)
+		if (w->draining && !w->sessions && !w->dead && !uring_busy(w))
 			break;
 	}
 	return NULL;
@@ -343,6 +348,7 @@ void worker_wake(struct worker *w)
 void worker_destroy(struct worker *w)
 {
 	listeners_close(w);
+	uring_destroy(w);
 	while (w->bufs.nfree)
 		free(w->bufs.free[--w->bufs.nfree]);
 	free(w->bufs.free);

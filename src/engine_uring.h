@@ -1,0 +1,30 @@
+/* engine_uring: a session whose route has engine uring is driven by the
+ * worker's io_uring once its backend is connected (accept, connect, the
+ * PROXY header and timers stay on epoll). See engine_uring.c. */
+#ifndef SPLICER_ENGINE_URING_H
+#define SPLICER_ENGINE_URING_H
+
+struct worker;
+struct session;
+struct dir;
+
+/* 0 if io_uring with multishot recv and provided-buffer rings works here,
+ * else -errno with err filled (main falls back to copy). */
+int uring_probe(char *err, unsigned errlen);
+
+/* Takes an open session off epoll and arms its receives. 0 or -errno. */
+int uring_session_start(struct session *s);
+
+/* Session close: cancels the direction's operations and detaches it; the
+ * engine frees its part once the last completion came back. */
+void uring_dir_release(struct worker *w, struct dir *d);
+
+/* Worker loop hooks: submit queued SQEs (top of each turn), reap CQEs
+ * (the ring's fd is in epoll), 1 while detached operations are in flight
+ * (the worker does not exit before), teardown. */
+void uring_flush(struct worker *w);
+void uring_reap(struct worker *w);
+int uring_busy(const struct worker *w);
+void uring_destroy(struct worker *w);
+
+#endif
