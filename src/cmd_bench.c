@@ -57,6 +57,8 @@ static const struct bench_case all_cases[] = {
 	{ "splice-lowat256k", PX_SPLICER, { "--engine", "splice", "--lowat", "256k", NULL },
 	  "splicer, splice + SO_RCVLOWAT 256k" },
 	{ "auto", PX_SPLICER, { "--engine", "auto", NULL }, "splicer, its default: copy, then splice for streams" },
+	{ "uring", PX_SPLICER, { "--engine", "uring", NULL },
+	  "splicer, io_uring multishot recv into provided buffers + sendmsg (experimental)" },
 	{ "auto-busypoll", PX_SPLICER, { "--engine", "auto", "--busy-poll", "50", NULL },
 	  "splicer auto, polling 50 us after each event before sleeping" },
 	{ "haproxy", PX_HAPROXY, { NULL }, "HAProxy mode tcp, its defaults (no splicing)" },
