@@ -30,11 +30,18 @@
  * hop per splice; see the README for the measurement. Why not SEND_ZC: on
  * loopback the kernel copies anyway (and completes with a notification CQE
  * per send); it pays only on real NICs for large sends.
- * Why no fixed (direct) descriptors: the sockets are accepted and connected
- * on epoll as normal descriptors and the session code shuts down, lingers
- * and closes them by number; registering them as well would not lift the
- * descriptor ceiling, only going direct-only (accept/connect/close in the
- * ring) would, and that is left for a later round. */
+ *
+ * Fixed (direct) descriptors: once open, both sockets move into the ring's
+ * sparse file table (io_uring_register_files_update) and their descriptors
+ * are closed, so established sessions do not count against ulimit -n; the
+ * kernel caps each table at RLIMIT_NOFILE, so N workers hold up to
+ * N x ulimit/2 sessions beside the descriptors of those still connecting.
+ * Every op then uses IOSQE_FIXED_FILE; FIN is IORING_OP_SHUTDOWN, the RST an
+ * SO_LINGER 0 through IORING_OP_URING_CMD (SOCKET_URING_OP_SETSOCKOPT,
+ * kernel 6.7+) hard-linked before IORING_OP_CLOSE of the slot. A full table
+ * leaves the session on plain descriptors. Accept and connect still take a
+ * descriptor each for a moment (epoll), which is where ulimit -n still
+ * bites: a burst of connects beyond it pauses accepting, as before. */
 #define _GNU_SOURCE
 #include "engine_uring.h"
 
@@ -45,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -73,7 +81,13 @@
 #define UR_HIGH_BUFS  8       /* a direction holding this many (512k) stops receiving */
 #define UR_IOV        16      /* buffers gathered into one sendmsg */
 
-enum { OP_RECV = 1, OP_SEND = 2, OP_SPLICE_IN = 3, OP_SPLICE_OUT = 4 };
+enum { OP_RECV = 1, OP_SEND = 2, OP_SPLICE_IN = 3, OP_SPLICE_OUT = 4, OP_CLOSE = 5,
+       OP_SHUTDOWN = 6 };
+
+/* Socket commands through IORING_OP_URING_CMD (kernel 6.7+). */
+#ifndef SOCKET_URING_OP_SETSOCKOPT
+#define SOCKET_URING_OP_SETSOCKOPT 3
+#endif
 
 struct uring_ctx;
 
@@ -81,7 +95,10 @@ struct uring_dir {
 	struct uring_ctx *u;
 	struct session *s;   /* NULL once detached by session close */
 	struct dir *d;
-	int src, dst;
+	int src, dst;        /* descriptors, or slots of the ring's file table */
+	uint8_t fixed;       /* src/dst are slots (IOSQE_FIXED_FILE) */
+	uint8_t close_dst;   /* fixed: close the dst slot once the last op is back */
+	uint8_t rst_dst;     /* ... with SO_LINGER 0 first (an RST) */
 	uint8_t recv_armed;  /* a multishot recv is in the kernel */
 	uint8_t cancelling;  /* a cancel for that recv was queued */
 	uint8_t send_busy;   /* a sendmsg is in the kernel */
@@ -111,6 +128,8 @@ struct uring_ctx {
 	struct uring_dir *starved;
 	struct uring_dir *later; /* detached, done: freed after the next submit */
 	int splice;          /* SPLICER_URING_SPLICE=1: the IORING_OP_SPLICE variant */
+	int *slots;          /* free slots of the fixed file table (a stack) */
+	unsigned nslots, nfree_slots;
 	unsigned detached;   /* detached directions not yet freed */
 };
 
@@ -174,6 +193,8 @@ static struct io_uring_sqe *sqe_get(struct uring_ctx *u)
 	return sqe;
 }
 
+static void fixed_close(struct uring_ctx *u, int slot, int rst);
+
 /* A detached direction whose last completion came back. */
 static void detached_check(struct uring_dir *ud)
 {
@@ -181,6 +202,8 @@ static void detached_check(struct uring_dir *ud)
 
 	if (ud->s || ud->inflight || ud->starved)
 		return;
+	if (ud->close_dst)
+		fixed_close(u, ud->dst, ud->rst_dst);
 	ud->next = u->later;
 	u->later = ud;
 }
@@ -206,7 +229,7 @@ static int arm_recv(struct uring_dir *ud)
 	if (!sqe)
 		return -EBUSY;
 	io_uring_prep_recv_multishot(sqe, ud->src, NULL, 0, 0);
-	sqe->flags |= IOSQE_BUFFER_SELECT;
+	sqe->flags |= IOSQE_BUFFER_SELECT | (ud->fixed ? IOSQE_FIXED_FILE : 0);
 	sqe->buf_group = UR_BGID;
 	io_uring_sqe_set_data64(sqe, ud_data(ud, OP_RECV));
 	ud->recv_armed = 1;
@@ -242,6 +265,8 @@ static int send_next(struct uring_dir *ud)
 	if (!(sqe = sqe_get(u)))
 		return -EBUSY;
 	io_uring_prep_sendmsg(sqe, ud->dst, &ud->msg, MSG_NOSIGNAL);
+	if (ud->fixed)
+		sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data64(sqe, ud_data(ud, OP_SEND));
 	ud->send_busy = 1;
 	ud->inflight++;
@@ -295,8 +320,22 @@ static void check_fin(struct uring_dir *ud)
 
 	if (d->eof && !d->shut && !ud->nq && !ud->in_pipe && !ud->send_busy) {
 		d->shut = 1;
-		if (shutdown(ud->dst, SHUT_WR) && errno != ENOTCONN)
+		if (ud->fixed) {
+			/* In the ring, after every send (none is in flight);
+			 * a close queued behind it leaves the FIN in place. */
+			struct io_uring_sqe *sqe = sqe_get(ud->u);
+
+			if (!sqe) {
+				dir_fail(d, ENOMEM, 1);
+				return;
+			}
+			io_uring_prep_shutdown(sqe, ud->dst, SHUT_WR);
+			sqe->flags |= IOSQE_FIXED_FILE;
+			io_uring_sqe_set_data64(sqe, ud_data(ud, OP_SHUTDOWN));
+			ud->inflight++;
+		} else if (shutdown(ud->dst, SHUT_WR) && errno != ENOTCONN) {
 			dir_fail(d, errno, 1);
+		}
 	}
 }
 
@@ -467,9 +506,19 @@ void uring_reap(struct worker *w)
 			struct uring_dir *ud = (struct uring_dir *)(uintptr_t)(data & ~(uint64_t)7);
 
 			n++;
+			if ((data & 7) == OP_CLOSE) { /* a slot is free once closed */
+				u->slots[u->nfree_slots++] = (int)(data >> 3);
+				continue;
+			}
 			if (!ud)
 				continue;
-			if ((data & 7) == OP_RECV)
+			if ((data & 7) == OP_SHUTDOWN) {
+				/* FIN errors are ignored, as ENOTCONN is for
+				 * shutdown(2): the next send or recv reports a
+				 * dead peer. */
+				ud->inflight--;
+				detached_check(ud);
+			} else if ((data & 7) == OP_RECV)
 				on_recv(ud, cqe->res, cqe->flags);
 			else if ((data & 7) == OP_SEND)
 				on_send(ud, cqe->res);
@@ -525,6 +574,7 @@ static void ctx_free(struct uring_ctx *u)
 	free(u->blen);
 	free(u->boff);
 	free(u->bnext);
+	free(u->slots);
 	free(u->br);
 	free(u);
 }
@@ -580,15 +630,31 @@ static int ctx_create(struct worker *w)
 	for (unsigned i = 0; i < u->nbufs; i++)
 		buf_put(u, (int)i);
 	ring_publish(u);
+	/* A sparse fixed file table as large as the descriptor limit allows
+	 * (the kernel caps it at RLIMIT_NOFILE): established sessions live
+	 * there, not in the process's descriptor table. */
+	if (!u->splice) {
+		struct rlimit rl;
+		unsigned n = 0;
+
+		if (!getrlimit(RLIMIT_NOFILE, &rl))
+			n = rl.rlim_cur > (1u << 20) ? (1u << 20) : (unsigned)rl.rlim_cur;
+		if (n && (u->slots = calloc(n, sizeof(*u->slots))) &&
+		    io_uring_register_files_sparse(&u->ring, n) == 0) {
+			u->nslots = n;
+			for (unsigned i = 0; i < n; i++)
+				u->slots[u->nfree_slots++] = (int)(n - 1 - i);
+		}
+	}
 	ev.data.ptr = u;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, u->ring.ring_fd, &ev)) {
 		r = -errno;
 		goto fail;
 	}
 	w->uring = u;
-	log_verbose("worker %u: io_uring up (%u SQ, %u CQ entries, %u buffers of %u bytes%s)", w->id,
-		    p.sq_entries, p.cq_entries, u->nbufs, u->bufsize,
-		    (p.flags & IORING_SETUP_COOP_TASKRUN) ? ", coop taskrun" : "");
+	log_verbose("worker %u: io_uring up (%u SQ, %u CQ entries, %u buffers of %u bytes%s, "
+		    "%u fixed file slots)", w->id, p.sq_entries, p.cq_entries, u->nbufs, u->bufsize,
+		    (p.flags & IORING_SETUP_COOP_TASKRUN) ? ", coop taskrun" : "", u->nslots);
 	return 0;
 fail:
 	io_uring_queue_exit(&u->ring);
@@ -596,11 +662,84 @@ fail:
 	return r;
 }
 
+/* Moves the session's two sockets into the ring's fixed file table and
+ * closes their descriptors (slot[0] client, slot[1] backend). Returns 1, or
+ * 0 when the table is full or absent: the session then uses descriptors. */
+static int fixed_register(struct uring_ctx *u, struct session *s, int slot[2])
+{
+	int fds[2] = { s->cli.fd, s->srv.fd };
+
+	if (u->nfree_slots < 2)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		slot[i] = u->slots[--u->nfree_slots];
+		if (io_uring_register_files_update(&u->ring, (unsigned)slot[i], &fds[i], 1) != 1) {
+			int none = -1;
+
+			if (i)
+				io_uring_register_files_update(&u->ring, (unsigned)slot[0], &none, 1);
+			u->nfree_slots += (unsigned)i + 1;
+			return 0;
+		}
+	}
+	close(s->cli.fd);
+	close(s->srv.fd);
+	s->cli.fd = s->srv.fd = -1;
+	return 1;
+}
+
+/* Queues SO_LINGER {1, 0} on a slot (the close behind it then sends an RST). */
+static void fixed_linger0(struct uring_ctx *u, int slot)
+{
+	static const struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	struct io_uring_sqe *sqe = sqe_get(u);
+
+	if (!sqe)
+		return;
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->flags = IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK; /* before the close, whatever it returns */
+	sqe->fd = slot;
+	sqe->cmd_op = SOCKET_URING_OP_SETSOCKOPT;
+	sqe->addr = (uint64_t)SOL_SOCKET | ((uint64_t)SO_LINGER << 32); /* level, optname */
+	sqe->splice_fd_in = (int)sizeof(lg);                            /* optlen */
+	sqe->addr3 = (uint64_t)(uintptr_t)&lg;                          /* optval */
+	io_uring_sqe_set_data64(sqe, 0);
+}
+
+static void fixed_close(struct uring_ctx *u, int slot, int rst)
+{
+	struct io_uring_sqe *sqe;
+
+	if (rst)
+		fixed_linger0(u, slot);
+	if (!(sqe = sqe_get(u)))
+		return;
+	io_uring_prep_close_direct(sqe, (unsigned)slot);
+	io_uring_sqe_set_data64(sqe, ((uint64_t)slot << 3) | OP_CLOSE);
+}
+
+/* Each direction closes the slot it writes to once its last operation is
+ * back: IORING_OP_SHUTDOWN always runs in io-wq and looks its slot up
+ * there, so a slot closed (and handed to a new session) while one is
+ * queued would shut the new session's socket. */
+int uring_sides_close(struct session *s, int reset_cli, int reset_srv)
+{
+	struct uring_dir *up = s->up.ur, *down = s->down.ur;
+
+	if (!up || !down || !up->fixed)
+		return 0;
+	up->close_dst = down->close_dst = 1;
+	up->rst_dst = (uint8_t)reset_srv;
+	down->rst_dst = (uint8_t)reset_cli;
+	return reset_cli + reset_srv;
+}
+
 int uring_session_start(struct session *s)
 {
 	struct worker *w = s->w;
 	struct dir *dirs[2] = { &s->up, &s->down };
-	int r;
+	int r, fixed, slot[2];
 
 	if (!w->uring && (r = ctx_create(w)) < 0) {
 		log_warn("session %llx: io_uring setup: %s", (unsigned long long)s->id, strerror(-r));
@@ -616,6 +755,7 @@ int uring_session_start(struct session *s)
 		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK))
 			return -errno;
 	}
+	fixed = fixed_register(w->uring, s, slot);
 	for (int i = 0; i < 2; i++) {
 		struct uring_dir *ud = calloc(1, sizeof(*ud));
 
@@ -624,8 +764,9 @@ int uring_session_start(struct session *s)
 		ud->u = w->uring;
 		ud->s = s;
 		ud->d = dirs[i];
-		ud->src = dirs[i]->src->fd;
-		ud->dst = dirs[i]->dst->fd;
+		ud->fixed = (uint8_t)fixed;
+		ud->src = fixed ? slot[i] : dirs[i]->src->fd;
+		ud->dst = fixed ? slot[!i] : dirs[i]->dst->fd;
 		ud->qhead = ud->qtail = -1;
 		ud->pipe[0] = ud->pipe[1] = -1;
 		dirs[i]->ur = ud;

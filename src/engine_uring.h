@@ -15,6 +15,11 @@ int uring_probe(char *err, unsigned errlen);
 /* Takes an open session off epoll and arms its receives. 0 or -errno. */
 int uring_session_start(struct session *s);
 
+/* Session close, for sockets living in the ring's fixed file table (their
+ * descriptors were closed): queues SO_LINGER 0 where asked, then the close.
+ * Returns the number of resets; 0 for sessions on plain descriptors. */
+int uring_sides_close(struct session *s, int reset_cli, int reset_srv);
+
 /* Session close: cancels the direction's operations and detaches it; the
  * engine frees its part once the last completion came back. */
 void uring_dir_release(struct worker *w, struct dir *d);

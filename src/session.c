@@ -450,7 +450,7 @@ void session_event(struct side *sd, uint32_t events)
 		}
 	}
 	session_run(s);
-	if (s->state == S_OPEN && (events & EPOLLERR)) {
+	if (s->state == S_OPEN && (events & EPOLLERR) && sd->fd >= 0) {
 		/* An RST or ICMP error on a side whose directions had nothing to
 		 * do: the I/O above did not surface it, so close here rather
 		 * than leave the other peer hanging until the idle timeout. */
@@ -526,15 +526,17 @@ void session_close(struct session *s, const char *reason)
 {
 	struct worker *w = s->w;
 	char peer[ADDR_TEXT_MAX], eu[16], ed[16];
-	int resets;
+	int resets, rst_cli, rst_srv;
 
 	if (s->state == S_CLOSED)
 		return;
 	/* A side gets an RST when bytes meant for it are still in our hands, or
 	 * when the stream toward it was cut by an error at the other end: a
 	 * FIN would tell it the stream ended cleanly. */
-	resets = side_close(&s->cli, dir_pending(&s->down) || (s->down.err && !s->down.err_at_dst)) +
-		 side_close(&s->srv, dir_pending(&s->up) || (s->up.err && !s->up.err_at_dst));
+	rst_cli = dir_pending(&s->down) || (s->down.err && !s->down.err_at_dst);
+	rst_srv = dir_pending(&s->up) || (s->up.err && !s->up.err_at_dst);
+	resets = side_close(&s->cli, rst_cli) + side_close(&s->srv, rst_srv) +
+		 uring_sides_close(s, rst_cli, rst_srv);
 	if (resets)
 		CTR_ADD(w, resets_sent, (uint64_t)resets);
 	if (s->counted)

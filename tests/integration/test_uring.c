@@ -1,0 +1,77 @@
+/* The uring engine past the descriptor limit: established sessions live in
+ * the workers' fixed file tables, not in the process's descriptor table, so
+ * a proxy under `ulimit -n 1024` holds 1,200 sessions (2,400 sockets) open
+ * at once and moves bytes both ways through every one of them. (The copy and
+ * splice engines stop at about 500 there: accepting pauses on EMFILE.) The
+ * rest of the engine runs the shared cases through H_ENGINE_CASES. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "load_driver.h"
+
+static struct ld_bulk ub;
+
+static void case_beyond_nofile(const char *bin)
+{
+	static struct h_proxy p;
+	enum { N = 1200, NOFILE = 1024 };
+	struct h_addr baddr;
+	struct ld_fds f;
+	char nofile[32], err[512];
+	int64_t t0 = h_now_ms();
+
+	int lfd = ld_listen(&baddr, 4096);
+	H_CHECK(lfd >= 0, "backend listen: %s", strerror(-lfd));
+	snprintf(nofile, sizeof nofile, "--nofile=%d", NOFILE);
+	/* Four workers: the kernel caps each ring's table at RLIMIT_NOFILE. */
+	const char *args[] = { nofile, bin, "-l", "127.0.0.1:0", "-b", baddr.text, "--engine", "uring",
+			       "--workers", "4", "--max-conns", "100000", NULL };
+	H_CHECK(h_proxy_start(&p, "/usr/bin/prlimit", args, err, sizeof err) == 0,
+		"proxy under prlimit did not start: %s", err);
+
+	memset(&ub, 0, sizeof ub);
+	ub = (struct ld_bulk){ .proxy = p.addr, .lfd = lfd, .n = N, .len = 64 * 1024, .tag = 1,
+			       .seed = 0x0121460000000000ull, .deadline = t0 + H_T(60000) };
+	int rc = ld_bulk_start(&ub);
+	H_CHECK(rc == 0, "driver threads: %s", strerror(-rc));
+	while ((atomic_load(&ub.c_ready) < N || atomic_load(&ub.b_ready) < N) &&
+	       !atomic_load(&ub.c_fail) && !atomic_load(&ub.b_fail) && h_now_ms() < t0 + H_T(30000))
+		h_sleep_ms(50);
+	int c_ready = atomic_load(&ub.c_ready), b_ready = atomic_load(&ub.b_ready);
+	int fds_ok = ld_fd_kinds(p.pid, &f) == 0;
+	if (c_ready < N || b_ready < N || !fds_ok) {
+		atomic_store(&ub.stop, 1);
+		ld_bulk_join(&ub);
+		H_CHECK(0, "with ulimit -n %d, %d of %d sessions opened (clients), %d (backends); "
+			   "client: %s; backend: %s", NOFILE, c_ready, N, b_ready,
+			ub.c_why[0] ? ub.c_why : "-", ub.b_why[0] ? ub.b_why : "-");
+	}
+	/* Every session is open: the descriptors are not where they live. */
+	H_CHECK(f.sockets < NOFILE, "the proxy holds %d socket descriptors for %d open sessions",
+		f.sockets, N);
+	atomic_store(&ub.go, 1);
+	ld_bulk_join(&ub);
+	close(lfd);
+	H_CHECK(!ub.c_fail && !ub.b_fail && ub.c_done == N && ub.b_done == N,
+		"client: %d of %d sessions done, %d failed (%s); backend: %d done, %d failed (%s)",
+		ub.c_done, N, ub.c_fail, ub.c_why[0] ? ub.c_why : "-", ub.b_done, ub.b_fail,
+		ub.b_why[0] ? ub.b_why : "-");
+	H_CHECK(ub.c_verified == (uint64_t)N * ub.len && ub.b_verified == (uint64_t)N * ub.len,
+		"bytes checked: %llu by the clients, %llu by the backends, expected %llu each",
+		(unsigned long long)ub.c_verified, (unsigned long long)ub.b_verified,
+		(unsigned long long)((uint64_t)N * ub.len));
+	h_proxy_down(&p);
+}
+
+Test(integ, uring_beyond_nofile, .init = h_init, .fini = h_fini, .timeout = 120)
+{
+	case_beyond_nofile(h_binary(0));
+}
+
+Test(integ, uring_beyond_nofile_asan, .init = h_init, .fini = h_fini, .timeout = 180)
+{
+	case_beyond_nofile(h_binary(1));
+}
