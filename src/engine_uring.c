@@ -579,6 +579,42 @@ static void ctx_free(struct uring_ctx *u)
 	free(u);
 }
 
+/* A fresh ring with a sparse table: can it set SO_LINGER on a slot (the
+ * RST of a fixed-file session needs IORING_OP_URING_CMD setsockopt, kernel
+ * 6.7+)? Without it sessions stay on plain descriptors. */
+static int fixed_works(struct uring_ctx *u)
+{
+	static const struct linger lg = { .l_onoff = 0, .l_linger = 0 };
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	int sv[2], ok = 0;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return 0;
+	if (io_uring_register_files_update(&u->ring, 0, &sv[0], 1) == 1 &&
+	    (sqe = io_uring_get_sqe(&u->ring))) {
+		memset(sqe, 0, sizeof(*sqe));
+		sqe->opcode = IORING_OP_URING_CMD;
+		sqe->flags = IOSQE_FIXED_FILE;
+		sqe->fd = 0;
+		sqe->cmd_op = SOCKET_URING_OP_SETSOCKOPT;
+		sqe->addr = (uint64_t)SOL_SOCKET | ((uint64_t)SO_LINGER << 32);
+		sqe->splice_fd_in = (int)sizeof(lg);
+		sqe->addr3 = (uint64_t)(uintptr_t)&lg;
+		if (io_uring_submit_and_wait(&u->ring, 1) == 1 && io_uring_peek_cqe(&u->ring, &cqe) == 0) {
+			ok = cqe->res == 0;
+			io_uring_cqe_seen(&u->ring, cqe);
+		}
+	}
+	close(sv[0]);
+	close(sv[1]);
+	if (!ok)
+		io_uring_unregister_files(&u->ring);
+	else /* the slot's reference goes; the table stays */
+		io_uring_register_files_update(&u->ring, 0, &(int){ -1 }, 1);
+	return ok;
+}
+
 static int ctx_create(struct worker *w)
 {
 	struct uring_ctx *u = calloc(1, sizeof(*u));
@@ -640,7 +676,7 @@ static int ctx_create(struct worker *w)
 		if (!getrlimit(RLIMIT_NOFILE, &rl))
 			n = rl.rlim_cur > (1u << 20) ? (1u << 20) : (unsigned)rl.rlim_cur;
 		if (n && (u->slots = calloc(n, sizeof(*u->slots))) &&
-		    io_uring_register_files_sparse(&u->ring, n) == 0) {
+		    io_uring_register_files_sparse(&u->ring, n) == 0 && fixed_works(u)) {
 			u->nslots = n;
 			for (unsigned i = 0; i < n; i++)
 				u->slots[u->nfree_slots++] = (int)(n - 1 - i);
