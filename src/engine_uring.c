@@ -629,7 +629,10 @@ static int ctx_create(struct worker *w)
 	u->kind = EV_URING;
 	u->splice = getenv("SPLICER_URING_SPLICE") && atoi(getenv("SPLICER_URING_SPLICE"));
 	/* COOP_TASKRUN: completions run when the worker enters the kernel
-	 * anyway (no IPI); a worker asleep in epoll_wait is still woken. */
+	 * anyway (no IPI); a worker asleep in epoll_wait is still woken.
+	 * Not DEFER_TASKRUN: its completions wait for io_uring_enter and do
+	 * not make the ring's fd readable, so an epoll-driven worker stalled
+	 * (tried: the second short session of a row hung). */
 	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER;
 	p.cq_entries = UR_CQ_ENTRIES;
 	r = io_uring_queue_init_params(UR_SQ_ENTRIES, &u->ring, &p);
