@@ -108,8 +108,10 @@ struct uring_dir {
 	unsigned nq;
 	struct iovec iov[UR_IOV];
 	struct msghdr msg;
-	/* SPLICER_URING_SPLICE=1 (measurement only): IORING_OP_SPLICE src ->
-	 * pipe -> dst, recv_armed/send_busy standing for the two splices. */
+	/* SPLICER_URING_SPLICE=1 (measurement only, not a supported mode):
+	 * IORING_OP_SPLICE src -> pipe -> dst, recv_armed/send_busy standing
+	 * for the two splices. Each splice blocks an io-wq thread until its
+	 * socket has data, so it fails concurrent_2000 and ping_pong. */
 	int pipe[2];
 	uint32_t in_pipe, pipe_cap;
 	struct uring_dir *next; /* u->starved or u->later */
