@@ -631,11 +631,13 @@ static int ctx_create(struct worker *w)
 	u->kind = EV_URING;
 	u->splice = getenv("SPLICER_URING_SPLICE") && atoi(getenv("SPLICER_URING_SPLICE"));
 	/* COOP_TASKRUN: completions run when the worker enters the kernel
-	 * anyway (no IPI); a worker asleep in epoll_wait is still woken.
+	 * anyway (no IPI); a worker asleep in epoll_wait is still woken. Not
+	 * SINGLE_ISSUER: the ring is made by the main thread (worker_init),
+	 * so it is there from the start, and used by the worker's.
 	 * Not DEFER_TASKRUN: its completions wait for io_uring_enter and do
 	 * not make the ring's fd readable, so an epoll-driven worker stalled
 	 * (tried: the second short session of a row hung). */
-	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER;
+	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
 	p.cq_entries = UR_CQ_ENTRIES;
 	r = io_uring_queue_init_params(UR_SQ_ENTRIES, &u->ring, &p);
 	if (r == -EINVAL) {
@@ -774,6 +776,11 @@ int uring_sides_close(struct session *s, int reset_cli, int reset_srv)
 	up->rst_dst = (uint8_t)reset_srv;
 	down->rst_dst = (uint8_t)reset_cli;
 	return reset_cli + reset_srv;
+}
+
+int uring_worker_init(struct worker *w)
+{
+	return w->uring ? 0 : ctx_create(w);
 }
 
 int uring_session_start(struct session *s)

@@ -12,6 +12,11 @@ struct dir;
  * else -errno with err filled (main falls back to copy). */
 int uring_probe(char *err, unsigned errlen);
 
+/* The worker's ring, buffers and fixed file table, made by worker_init when
+ * a route uses uring (else by the first such session, after a reload).
+ * 0 or -errno. */
+int uring_worker_init(struct worker *w);
+
 /* Takes an open session off epoll and arms its receives. 0 or -errno. */
 int uring_session_start(struct session *s);
 

@@ -86,6 +86,9 @@ int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *lis
 		return -ENOMEM;
 	worker_set_listeners(w, cfg, listen_fds);
 	w->now_ms = now_monotonic_ms();
+	for (unsigned r = 0; r < cfg->nroutes; r++)
+		if (cfg->route[r]->o.engine == ENGINE_URING)
+			return uring_worker_init(w);
 	return 0;
 }
 
