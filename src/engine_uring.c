@@ -61,14 +61,6 @@
 #include "session.h"
 #include "worker.h"
 
-/* Debian's liburing 2.3 headers predate these (the 6.x kernel has them). */
-#ifndef IORING_SEND_ZC_REPORT_USAGE
-#define IORING_SEND_ZC_REPORT_USAGE (1U << 3)
-#endif
-#ifndef IORING_CQE_F_BUF_MORE
-#define IORING_CQE_F_BUF_MORE (1U << 4)
-#endif
-
 #define UR_SQ_ENTRIES 1024
 #define UR_CQ_ENTRIES 16384
 /* Provided buffers per worker (a power of two) of --buffer-size, at most
@@ -84,7 +76,10 @@
 enum { OP_RECV = 1, OP_SEND = 2, OP_SPLICE_IN = 3, OP_SPLICE_OUT = 4, OP_CLOSE = 5,
        OP_SHUTDOWN = 6 };
 
-/* Socket commands through IORING_OP_URING_CMD (kernel 6.7+). */
+/* Socket commands through IORING_OP_URING_CMD (kernel 6.7+): Debian's
+ * liburing 2.3 headers predate them, and the sqe fields they use are
+ * written by their 2.3 names (cmd_op, addr = level | optname << 32,
+ * splice_fd_in = optlen, addr3 = optval). */
 #ifndef SOCKET_URING_OP_SETSOCKOPT
 #define SOCKET_URING_OP_SETSOCKOPT 3
 #endif
