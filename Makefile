@@ -14,7 +14,7 @@ VERSION := 0.1.0
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
 	   -DSPLICER_VERSION='"$(VERSION)"'
-LDLIBS  += -pthread -lcrypto -lm -linih -lbpf
+LDLIBS  += -pthread -lcrypto -lm -linih -lbpf -luring
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 ifeq ($(V),1)
@@ -36,7 +36,7 @@ HDRS     := $(wildcard src/*.h tests/integration/*.h bpf/*.h)
 
 # Debian packages the build, the tests and `make run` need.
 DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 \
-	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev
+	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev
 # The peers `splicer bench` compares against, and gnuplot for its chart.
 BENCH_PKGS := haproxy nginx libnginx-mod-stream socat gnuplot-nox ethtool iproute2
 CRITERION_ARGS ?= --jobs 1 --timeout 300

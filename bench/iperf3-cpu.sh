@@ -3,6 +3,7 @@
 # loopback, one row per engine setting. The quick figure behind the core's
 # closing note; `splicer bench` (issue 3) is the full experiment.
 #   bench/iperf3-cpu.sh [SECONDS] [STREAMS] -- [extra splicer options]
+#   BYTES=4G sends that much per run (iperf3 -n) instead of SECONDS.
 # Needs iperf3. Every process it starts is stopped by PID.
 set -euo pipefail
 secs=${1:-5}; streams=${2:-1}; shift $(( $# >= 2 ? 2 : $# )); [ "${1:-}" = "--" ] && shift
@@ -19,7 +20,8 @@ run_case() {
 	"$bin" -l 127.0.0.1:$port_px -b 127.0.0.1:$port_srv "$@" 2>/tmp/splicer-bench.$$.log & local px=$!
 	for _ in $(seq 50); do grep -q 'ready:' /tmp/splicer-bench.$$.log 2>/dev/null && break; sleep 0.05; done
 	local t0; t0=$(cpu_ticks $px)
-	local out; out=$(iperf3 -c 127.0.0.1 -p $port_px -t "$secs" -P "$streams" -J)
+	local len=(-t "$secs"); [ -n "${BYTES:-}" ] && len=(-n "$BYTES")
+	local out; out=$(iperf3 -c 127.0.0.1 -p $port_px "${len[@]}" -P "$streams" -J)
 	local t1; t1=$(cpu_ticks $px)
 	kill $px; wait $px || true
 	python3 - "$name" "$t0" "$t1" "$hz" <<PY

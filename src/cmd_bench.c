@@ -62,6 +62,8 @@ static const struct bench_case all_cases[] = {
 	{ "auto", PX_SPLICER, { "--engine", "auto", NULL }, "splicer, its default: copy, then splice for streams" },
 	{ "sockmap", PX_SPLICER, { "--engine", "sockmap", NULL },
 	  "splicer, experimental: eBPF sockmap redirects in the kernel (needs CAP_BPF)" },
+	{ "uring", PX_SPLICER, { "--engine", "uring", NULL },
+	  "splicer, io_uring multishot recv into provided buffers + sendmsg (experimental)" },
 	{ "auto-busypoll", PX_SPLICER, { "--engine", "auto", "--busy-poll", "50", NULL },
 	  "splicer auto, polling 50 us after each event before sleeping" },
 	{ "haproxy", PX_HAPROXY, { NULL }, "HAProxy mode tcp, its defaults (no splicing)" },

@@ -16,7 +16,7 @@
 
 #include "units.h"
 
-const char *const engine_names[] = { "auto", "copy", "splice", "sockmap", NULL };
+const char *const engine_names[] = { "auto", "copy", "splice", "sockmap", "uring", NULL };
 static const char *const log_forms[] = { "FILE|-|syslog|off", NULL };
 static const char *const stats_forms[] = { "ADDRESS|off", NULL };
 static const char *const user_forms[] = { "NAME|off", NULL };
@@ -34,7 +34,9 @@ const char *const balance_names[] = { "roundrobin", "leastconn", "maglev", NULL 
 const struct setting settings[] = {
 	{ "engine", 'e', SET_ENUM, 0, 0, "auto", 0, engine_names, SCOPE_ROUTE, R(engine),
 	  "how bytes move: copy (recv/send), splice (socket->pipe->socket), auto (copy, then splice for streams), "
-	  "sockmap (experimental: eBPF redirects in the kernel; needs CAP_BPF and CAP_NET_ADMIN, else splice)" },
+	  "sockmap (experimental: eBPF redirects in the kernel; needs CAP_BPF and CAP_NET_ADMIN, else splice), "
+
+	  "uring (io_uring multishot recv into provided buffers + send; experimental, never picked by auto)" },
 	{ "balance", 0, SET_ENUM, 0, 0, "roundrobin", 0, balance_names, SCOPE_ROUTE, R(balance),
 	  "how a session picks its backend: roundrobin (by weight), leastconn (fewest sessions per weight), "
 	  "maglev (consistent hash of the client IP)" },

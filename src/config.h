@@ -25,7 +25,7 @@
 #define SETTING_AUTO UINT64_MAX
 #define SETTING_TEXT_MAX 256
 
-enum engine_kind { ENGINE_AUTO, ENGINE_COPY, ENGINE_SPLICE, ENGINE_SOCKMAP };
+enum engine_kind { ENGINE_AUTO, ENGINE_COPY, ENGINE_SPLICE, ENGINE_SOCKMAP, ENGINE_URING };
 extern const char *const engine_names[]; /* indexed by enum engine_kind */
 
 enum balance_kind { BALANCE_ROUNDROBIN, BALANCE_LEASTCONN, BALANCE_MAGLEV };

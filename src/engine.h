@@ -81,7 +81,7 @@ static inline int dir_fail(struct dir *d, int err, int at_dst)
 /* Bytes read from src and not yet written to dst, whatever the engine. */
 static inline uint64_t dir_pending(const struct dir *d)
 {
-	return (uint64_t)(d->tail - d->head) + d->in_pipe + d->sm_inflight;
+	return (uint64_t)(d->tail - d->head) + d->in_pipe + d->sm_inflight + d->in_uring;
 }
 
 #endif

@@ -17,6 +17,7 @@
 #include "cmd.h"
 #include "config.h"
 #include "engine.h"
+#include "engine_uring.h"
 #include "listener.h"
 #include "health.h"
 #include "log.h"
@@ -152,6 +153,12 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	}
 	/* before root is dropped: loading BPF needs CAP_BPF + CAP_NET_ADMIN */
 	sockmap_setup(cfg);
+	for (unsigned i = 0; i < cfg->nroutes; i++)
+		if (cfg->route[i]->o.engine == ENGINE_URING && uring_probe(err, sizeof(err))) {
+			log_warn("route %s: uring engine unavailable (%s): using copy",
+				 cfg->route[i]->name, err);
+			cfg->route[i]->o.engine = ENGINE_COPY;
+		}
 	/* Signals go to this thread only, through sigtimedwait(). splice()
 	 * into a socket the peer closed raises SIGPIPE: ignore it, the EPIPE
 	 * return is handled. */

@@ -18,6 +18,7 @@
 #include "addr.h"
 #include "backend.h"
 #include "engine.h"
+#include "engine_uring.h"
 #include "log.h"
 #include "proxy_proto.h"
 #include "worker.h"
@@ -158,6 +159,12 @@ static void session_run(struct session *s)
 
 	if (s->state != S_OPEN)
 		return;
+	if (s->route->o.engine == ENGINE_URING) {
+		/* The worker's io_uring drives it from here on (engine_uring.c). */
+		if (!s->up.ur && uring_session_start(s) < 0)
+			session_close(s, "uring-error");
+		return;
+	}
 	if (dir_pump(s, &s->up, &more) < 0) {
 		session_close(s, failure_reason(s, &s->up));
 		return;
@@ -179,6 +186,18 @@ static void session_run(struct session *s)
 		sm_update_events(s);
 	if (more)
 		runq_push(s);
+}
+
+void session_io_result(struct session *s)
+{
+	if (s->state != S_OPEN)
+		return;
+	if (s->up.err)
+		session_close(s, failure_reason(s, &s->up));
+	else if (s->down.err)
+		session_close(s, failure_reason(s, &s->down));
+	else if (s->up.shut && s->down.shut)
+		session_close(s, "done");
 }
 
 void session_resume(struct session *s)
@@ -446,7 +465,7 @@ void session_event(struct side *sd, uint32_t events)
 		}
 	}
 	session_run(s);
-	if (s->state == S_OPEN && (events & EPOLLERR)) {
+	if (s->state == S_OPEN && (events & EPOLLERR) && sd->fd >= 0) {
 		/* An RST or ICMP error on a side whose directions had nothing to
 		 * do: the I/O above did not surface it, so close here rather
 		 * than leave the other peer hanging until the idle timeout. */
@@ -512,11 +531,11 @@ static int side_close(struct side *sd, int reset)
 
 static void engines_text(const struct dir *d, char *buf, size_t len)
 {
-	static const char *const names[] = { "copy", "splice", "sockmap" };
+	static const char *const names[] = { "copy", "splice", "sockmap", "uring" };
 	size_t n = 0;
 
 	buf[0] = '\0';
-	for (unsigned i = 0; i < 3; i++)
+	for (unsigned i = 0; i < 4; i++)
 		if (d->used & (1u << i))
 			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "+" : "", names[i]);
 	if (!n)
@@ -527,7 +546,7 @@ void session_close(struct session *s, const char *reason)
 {
 	struct worker *w = s->w;
 	char peer[ADDR_TEXT_MAX], eu[32], ed[32];
-	int resets;
+	int resets, rst_cli, rst_srv;
 
 	if (s->state == S_CLOSED)
 		return;
@@ -535,8 +554,10 @@ void session_close(struct session *s, const char *reason)
 	/* A side gets an RST when bytes meant for it are still in our hands, or
 	 * when the stream toward it was cut by an error at the other end: a
 	 * FIN would tell it the stream ended cleanly. */
-	resets = side_close(&s->cli, dir_pending(&s->down) || (s->down.err && !s->down.err_at_dst)) +
-		 side_close(&s->srv, dir_pending(&s->up) || (s->up.err && !s->up.err_at_dst));
+	rst_cli = dir_pending(&s->down) || (s->down.err && !s->down.err_at_dst);
+	rst_srv = dir_pending(&s->up) || (s->up.err && !s->up.err_at_dst);
+	resets = side_close(&s->cli, rst_cli) + side_close(&s->srv, rst_srv) +
+		 uring_sides_close(s, rst_cli, rst_srv);
 	if (resets)
 		CTR_ADD(w, resets_sent, (uint64_t)resets);
 	if (s->counted)
@@ -547,6 +568,8 @@ void session_close(struct session *s, const char *reason)
 	engine_copy.release(w, &s->down);
 	engine_splice.release(w, &s->up);
 	engine_splice.release(w, &s->down);
+	uring_dir_release(w, &s->up);
+	uring_dir_release(w, &s->down);
 
 	if (log_level >= LOG_VERBOSE || access_log_enabled())
 		addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));

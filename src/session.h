@@ -28,6 +28,9 @@ enum dir_mode { DIR_COPY, DIR_SPLICE, DIR_SOCKMAP };
 #define DIR_USED_COPY    1
 #define DIR_USED_SPLICE  2
 #define DIR_USED_SOCKMAP 4
+#define DIR_USED_URING   8
+
+struct uring_dir;
 
 struct dir {
 	struct side *src, *dst;
@@ -52,6 +55,8 @@ struct dir {
 	uint64_t sm_seen;     /* the slot's `redirected` already added to bytes */
 	uint64_t sm_base;     /* dst's bytes written (acked + queued) at insertion */
 	uint64_t sm_inflight; /* at close: redirected bytes not yet on dst's send queue */
+	struct uring_dir *ur; /* uring: the engine's state, NULL when none */
+	uint64_t in_uring;    /* uring: bytes received, not yet sent */
 };
 
 /* sockmap state of a session */
@@ -109,5 +114,9 @@ void session_check_timeouts(struct session *s, uint64_t now_ms);
 void session_close(struct session *s, const char *reason);
 
 void session_free(struct session *s);
+
+/* uring: the engine moved bytes, met EOF or failed on s; closes the session
+ * when a direction failed or both are shut, as session_run() does. */
+void session_io_result(struct session *s);
 
 #endif

@@ -177,6 +177,8 @@ size_t stats_http_metrics(char *buf, size_t len)
 		       sockmap_sessions);
 	WORKER_COUNTER("sockmap_fallbacks_total", "Sockmap-route sessions left on copy/splice.",
 		       sockmap_fallbacks);
+	put(&o, "splicer_engine_bytes_total{engine=\"uring\"} %llu\n",
+	    (unsigned long long)t.bytes_uring);
 	WORKER_COUNTER("splice_fallbacks_total", "Directions that wanted a pipe and copied instead.",
 		       splice_fallbacks);
 	WORKER_COUNTER("auto_switches_total", "Directions auto moved from copy to splice.", auto_switches);

@@ -14,6 +14,7 @@
 
 #include "engine.h"
 #include "log.h"
+#include "engine_uring.h"
 #include "session.h"
 
 #define MAX_EVENTS      256
@@ -86,6 +87,9 @@ int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *lis
 		return -ENOMEM;
 	worker_set_listeners(w, cfg, listen_fds);
 	w->now_ms = now_monotonic_ms();
+	for (unsigned r = 0; r < cfg->nroutes; r++)
+		if (cfg->route[r]->o.engine == ENGINE_URING)
+			return uring_worker_init(w);
 	return 0;
 }
 
@@ -281,6 +285,7 @@ void *worker_main(void *arg)
 		 * of a proxy's added latency on a virtual machine. */
 		if (w->cfg->busy_poll_us && !w->runq && now_precise_us() < w->spin_until_us)
 			timeout = 0;
+		uring_flush(w); /* the SQEs of the last turn, one io_uring_enter */
 		n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
@@ -298,6 +303,9 @@ void *worker_main(void *arg)
 			case EV_CLIENT:
 			case EV_BACKEND:
 				session_event(evs[i].data.ptr, evs[i].events);
+				break;
+			case EV_URING:
+				uring_reap(w);
 				break;
 			case EV_WAKE: {
 				uint64_t v;
@@ -328,7 +336,7 @@ void *worker_main(void *arg)
 				session_close(w->sessions, "drain-timeout");
 		}
 		free_dead(w);
-		if (w->draining && !w->sessions && !w->dead)
+		if (w->draining && !w->sessions && !w->dead && !uring_busy(w))
 			break;
 	}
 	return NULL;
@@ -346,6 +354,7 @@ void worker_wake(struct worker *w)
 void worker_destroy(struct worker *w)
 {
 	listeners_close(w);
+	uring_destroy(w);
 	while (w->bufs.nfree)
 		free(w->bufs.free[--w->bufs.nfree]);
 	free(w->bufs.free);

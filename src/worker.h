@@ -11,7 +11,7 @@
 #include "pipe_pool.h"
 
 /* The first byte of everything registered in epoll says what it is. */
-enum ev_kind { EV_LISTENER = 1, EV_CLIENT, EV_BACKEND, EV_WAKE };
+enum ev_kind { EV_LISTENER = 1, EV_CLIENT, EV_BACKEND, EV_WAKE, EV_URING };
 
 /* Per-worker counters. Only the owning worker writes them (CTR_ADD is a
  * relaxed store, not a locked add); any thread may read them. */
@@ -37,6 +37,7 @@ struct counters {
 	uint64_t bytes_sockmap;     /* moved in the kernel by the sockmap engine (redirected) */
 	uint64_t sockmap_sessions;  /* sessions whose directions moved into the sockmap */
 	uint64_t sockmap_fallbacks; /* sockmap sessions left on copy/splice (no slot, insert failed) */
+	uint64_t bytes_uring;       /* moved by the uring engine */
 };
 #define CTR_ADD(w, f, n) __atomic_store_n(&(w)->ctr.f, (w)->ctr.f + (n), __ATOMIC_RELAXED)
 #define CTR_GET(w, f)    __atomic_load_n(&(w)->ctr.f, __ATOMIC_RELAXED)
@@ -65,6 +66,7 @@ struct buf_pool {
 };
 
 struct session;
+struct uring_ctx;
 
 struct worker {
 	unsigned id;
@@ -92,6 +94,7 @@ struct worker {
 	uint64_t spin_until_us;     /* --busy-poll: epoll_wait does not sleep before this */
 	int draining;
 	struct counters ctr;
+	struct uring_ctx *uring;    /* engine uring: made by the first such session */
 	/* SIGHUP: the main thread fills these, raises reload_gen and wakes the
 	 * worker, which swaps its listener table and config between two loop
 	 * turns and answers with reload_ack = reload_gen. */

@@ -69,8 +69,15 @@ const char *h_binary(int asan);
 
 typedef void (*h_case_fn)(const char *bin, const char *engine);
 
-/* Six Criterion tests per case: engines copy, splice, auto, each with the
- * plain and the ASan+UBSan proxy. */
+/* The uring engine's pair of a case (plain and ASan+UBSan proxy). */
+#define H_URING_CASES(name, tmo)                                               \
+	Test(integ, name##_uring, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ case_##name(h_binary(0), "uring"); }                                 \
+	Test(integ, name##_uring_asan, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ case_##name(h_binary(1), "uring"); }
+
+/* Eight Criterion tests per case: engines copy, splice, auto and uring,
+ * each with the plain and the ASan+UBSan proxy. */
 #define H_ENGINE_CASES(name, tmo)                                              \
 	Test(integ, name##_copy, .init = h_init, .fini = h_fini, .timeout = tmo) \
 	{ case_##name(h_binary(0), "copy"); }                                  \
@@ -83,7 +90,8 @@ typedef void (*h_case_fn)(const char *bin, const char *engine);
 	Test(integ, name##_splice_asan, .init = h_init, .fini = h_fini, .timeout = tmo) \
 	{ case_##name(h_binary(1), "splice"); }                                \
 	Test(integ, name##_auto_asan, .init = h_init, .fini = h_fini, .timeout = tmo) \
-	{ case_##name(h_binary(1), "auto"); }
+	{ case_##name(h_binary(1), "auto"); }                                  \
+	H_URING_CASES(name, tmo)
 
 /* The sockmap engine's variants of a case (plain and ASan proxy). Skipped,
  * with the reason, when BPF is not permitted: this process lacks CAP_BPF (or

@@ -323,7 +323,7 @@ Test(integ, bad_config_binary_nul_long_line_unterminated_section, .init = h_init
 	config_rejected(bin, put_file("long.conf", big, (size_t)n),
 			"4: line longer than 198 characters (split a long backend or listen list over "
 			"several 'backend =' lines)\n"
-			"5: engine: invalid value 'fast' (expects auto|copy|splice)\n",
+			"5: engine: invalid value 'fast' (expects auto|copy|splice|sockmap|uring)\n",
 			sock, "a 1 MB line");
 
 	/* a section header without ']': named, and not echoed by other errors */

@@ -64,7 +64,7 @@ static const struct {
 	{ "bad-value.conf", "[global]\nworkers = zero\n", "",
 	  "2: workers: invalid value 'zero' (expects an integer 1..256 or auto)" },
 	{ "bad-enum.conf", "", "engine = fast\n",
-	  "4: engine: invalid value 'fast' (expects auto|copy|splice|sockmap)" },
+	  "4: engine: invalid value 'fast' (expects auto|copy|splice|sockmap|uring)" },
 	{ "bad-duration.conf", "", "idle_timeout = 5 minutes\n",
 	  "4: idle_timeout: invalid value '5 minutes' (expects a duration 1ms..8760h (suffix ms, s, m, h))" },
 	{ "duplicate-route.conf", "", "\n[route web]\nlisten = 127.0.0.1:18081\nbackend = :9\n",

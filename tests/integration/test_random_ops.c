@@ -1102,3 +1102,13 @@ Test(integ, random_ops_auto_asan, .init = h_init, .fini = h_fini, .timeout = 120
 {
 	case_random_ops(h_binary(1), "auto");
 }
+
+Test(integ, random_ops_uring, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	case_random_ops(h_binary(0), "uring");
+}
+
+Test(integ, random_ops_uring_asan, .init = h_init, .fini = h_fini, .timeout = 120)
+{
+	case_random_ops(h_binary(1), "uring");
+}

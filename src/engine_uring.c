@@ -1,0 +1,933 @@
+/* engine_uring: io_uring drives a session's two directions once its backend
+ * is connected. Accept, connect (with retries), the PROXY header and timers
+ * stay on the worker's epoll loop; the ring's fd sits in that epoll set and
+ * its completions are reaped when it fires. SQEs queued during a loop turn
+ * are submitted together at the top of the next turn (one io_uring_enter).
+ *
+ * Per direction:
+ *   - one multishot recv (IORING_RECV_MULTISHOT) on the source, picking its
+ *     buffers from the worker's provided-buffer ring (io_uring_register_buf_ring,
+ *     group 0). Each completion hands over one buffer (IORING_CQE_F_BUFFER);
+ *     the direction queues them in arrival order (a list threaded through
+ *     the buffer ids);
+ *   - one sendmsg in flight at a time, gathering up to UR_IOV queued buffers,
+ *     so bytes leave in the order they came. A short send resends the rest;
+ *     a fully sent buffer goes straight back to the ring;
+ *   - back-pressure: a direction holding UR_HIGH_BUFS buffers cancels its
+ *     recv (data stays in the socket) and re-arms it once it holds at most
+ *     half that. ENOBUFS (ring empty: other directions hold every buffer)
+ *     ends a multishot recv too; the direction waits on the worker's starved
+ *     list and is re-armed when buffers come back;
+ *   - EOF (res 0): shutdown(dst, SHUT_WR) once the queue is empty and no
+ *     send is in flight; errors close the session through the same rules
+ *     as the other engines (session_io_result(), session_close()).
+ * Session close detaches a direction: its operations are cancelled by
+ * user_data, and the engine frees its part once the last completion came
+ * back; the session itself is freed as usual (nothing here points at it).
+ *
+ * Why not IORING_OP_SPLICE: the kernel always punts it to io-wq workers
+ * (socket splice has no nonblocking path inside io_uring), one kernel thread
+ * hop per splice; see the README for the measurement. Why not SEND_ZC: on
+ * loopback the kernel copies anyway (and completes with a notification CQE
+ * per send); it pays only on real NICs for large sends.
+ *
+ * Fixed (direct) descriptors: once open, both sockets move into the ring's
+ * sparse file table (io_uring_register_files_update) and their descriptors
+ * are closed, so established sessions do not count against ulimit -n; the
+ * kernel caps each table at RLIMIT_NOFILE, so N workers hold up to
+ * N x ulimit/2 sessions beside the descriptors of those still connecting.
+ * Every op then uses IOSQE_FIXED_FILE; FIN is IORING_OP_SHUTDOWN, the RST an
+ * SO_LINGER 0 through IORING_OP_URING_CMD (SOCKET_URING_OP_SETSOCKOPT,
+ * kernel 6.7+) hard-linked before IORING_OP_CLOSE of the slot. A full table
+ * leaves the session on plain descriptors. Accept and connect still take a
+ * descriptor each for a moment (epoll), which is where ulimit -n still
+ * bites: a burst of connects beyond it pauses accepting, as before. */
+#define _GNU_SOURCE
+#include "engine_uring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "log.h"
+#include "session.h"
+#include "worker.h"
+
+#define UR_SQ_ENTRIES 1024
+#define UR_CQ_ENTRIES 16384
+/* Provided buffers per worker (a power of two) of --buffer-size, at most
+ * UR_BUF_MAX: 64 x 64k, 4 MiB a worker touches at most (the ring hands
+ * buffers out in turn, so all of them get touched). 64k buffers cost 0.37-0.40
+ * CPU-s/GB against 0.45-0.61 for 128 x 32k (bench/iperf3-cpu.sh, 4 GiB). */
+#define UR_NBUFS      64
+#define UR_BUF_MAX    (64u << 10)
+#define UR_BGID       0
+#define UR_HIGH_BUFS  8       /* a direction holding this many (512k) stops receiving */
+#define UR_IOV        16      /* buffers gathered into one sendmsg */
+
+enum { OP_RECV = 1, OP_SEND = 2, OP_SPLICE_IN = 3, OP_SPLICE_OUT = 4, OP_CLOSE = 5,
+       OP_SHUTDOWN = 6 };
+
+/* Socket commands through IORING_OP_URING_CMD (kernel 6.7+): Debian's
+ * liburing 2.3 headers predate them, and the sqe fields they use are
+ * written by their 2.3 names (cmd_op, addr = level | optname << 32,
+ * splice_fd_in = optlen, addr3 = optval). */
+#ifndef SOCKET_URING_OP_SETSOCKOPT
+#define SOCKET_URING_OP_SETSOCKOPT 3
+#endif
+
+struct uring_ctx;
+
+struct uring_dir {
+	struct uring_ctx *u;
+	struct session *s;   /* NULL once detached by session close */
+	struct dir *d;
+	int src, dst;        /* descriptors, or slots of the ring's file table */
+	uint8_t fixed;       /* src/dst are slots (IOSQE_FIXED_FILE) */
+	uint8_t close_dst;   /* fixed: close the dst slot once the last op is back */
+	uint8_t rst_dst;     /* ... with SO_LINGER 0 first (an RST) */
+	uint8_t recv_armed;  /* a multishot recv is in the kernel */
+	uint8_t cancelling;  /* a cancel for that recv was queued */
+	uint8_t send_busy;   /* a sendmsg is in the kernel */
+	uint8_t starved;     /* on u->starved: re-arm when buffers come back */
+	unsigned inflight;   /* operations whose last CQE has not come */
+	int qhead, qtail;    /* received buffers, oldest first; -1: none */
+	unsigned nq;
+	struct iovec iov[UR_IOV];
+	struct msghdr msg;
+	/* SPLICER_URING_SPLICE=1 (measurement only, not a supported mode):
+	 * IORING_OP_SPLICE src -> pipe -> dst, recv_armed/send_busy standing
+	 * for the two splices. Each splice blocks an io-wq thread until its
+	 * socket has data, so it fails concurrent_2000 and ping_pong. */
+	int pipe[2];
+	uint32_t in_pipe, pipe_cap;
+	struct uring_dir *next; /* u->starved or u->later */
+};
+
+struct uring_ctx {
+	uint8_t kind;        /* EV_URING: epoll data points here */
+	struct io_uring ring;
+	struct io_uring_buf_ring *br;
+	char *mem;
+	unsigned nbufs, bufsize, mask;
+	uint32_t *blen, *boff;
+	int *bnext;
+	unsigned to_add;     /* buffers added to the ring, not yet published */
+	unsigned nfree;      /* buffers in the ring (or about to be) */
+	struct uring_dir *starved;
+	struct uring_dir *later; /* detached, done: freed after the next submit */
+	int splice;          /* SPLICER_URING_SPLICE=1: the IORING_OP_SPLICE variant */
+	int *slots;          /* free slots of the fixed file table (a stack) */
+	unsigned nslots, nfree_slots;
+	unsigned detached;   /* detached directions not yet freed */
+};
+
+static inline uint64_t ud_data(struct uring_dir *ud, int op)
+{
+	return (uint64_t)(uintptr_t)ud | (uint64_t)op;
+}
+
+static void ring_publish(struct uring_ctx *u)
+{
+	if (u->to_add) {
+		io_uring_buf_ring_advance(u->br, (int)u->to_add);
+		u->to_add = 0;
+	}
+}
+
+static void buf_put(struct uring_ctx *u, int bid)
+{
+	io_uring_buf_ring_add(u->br, u->mem + (size_t)bid * u->bufsize, u->bufsize,
+			      (unsigned short)bid, (int)u->mask, (int)u->to_add++);
+	u->nfree++;
+}
+
+static void ud_free(struct uring_dir *ud)
+{
+	if (ud->pipe[0] >= 0)
+		close(ud->pipe[0]);
+	if (ud->pipe[1] >= 0)
+		close(ud->pipe[1]);
+	free(ud);
+}
+
+static void ring_submit(struct uring_ctx *u)
+{
+	int r;
+
+	ring_publish(u);
+	do
+		r = io_uring_submit(&u->ring);
+	while (r == -EINTR);
+	if (r < 0 && r != -EBUSY && r != -EAGAIN)
+		die("io_uring_submit: %s", strerror(-r));
+	/* Cancels naming a freed direction's user_data are in the kernel by
+	 * now, so its address may be reused. */
+	while (u->later) {
+		struct uring_dir *ud = u->later;
+		u->later = ud->next;
+		u->detached--;
+		ud_free(ud);
+	}
+}
+
+static struct io_uring_sqe *sqe_get(struct uring_ctx *u)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+
+	if (!sqe) {
+		ring_submit(u);
+		sqe = io_uring_get_sqe(&u->ring);
+	}
+	return sqe;
+}
+
+static void fixed_close(struct uring_ctx *u, int slot, int rst);
+
+/* A detached direction whose last completion came back. */
+static void detached_check(struct uring_dir *ud)
+{
+	struct uring_ctx *u = ud->u;
+
+	if (ud->s || ud->inflight || ud->starved)
+		return;
+	if (ud->close_dst)
+		fixed_close(u, ud->dst, ud->rst_dst);
+	ud->next = u->later;
+	u->later = ud;
+}
+
+/* Gives every queued buffer back to the ring. */
+static void queue_drop(struct uring_dir *ud)
+{
+	struct uring_ctx *u = ud->u;
+
+	while (ud->qhead >= 0) {
+		int b = ud->qhead;
+		ud->qhead = u->bnext[b];
+		buf_put(u, b);
+	}
+	ud->qtail = -1;
+	ud->nq = 0;
+}
+
+static int arm_recv(struct uring_dir *ud)
+{
+	struct io_uring_sqe *sqe = sqe_get(ud->u);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_recv_multishot(sqe, ud->src, NULL, 0, 0);
+	sqe->flags |= IOSQE_BUFFER_SELECT | (ud->fixed ? IOSQE_FIXED_FILE : 0);
+	sqe->buf_group = UR_BGID;
+	io_uring_sqe_set_data64(sqe, ud_data(ud, OP_RECV));
+	ud->recv_armed = 1;
+	ud->inflight++;
+	return 0;
+}
+
+static void cancel_op(struct uring_dir *ud, int op)
+{
+	struct io_uring_sqe *sqe = sqe_get(ud->u);
+
+	if (!sqe)
+		return; /* the ring is wedged; queue_exit at teardown cancels */
+	io_uring_prep_cancel64(sqe, ud_data(ud, op), 0);
+	io_uring_sqe_set_data64(sqe, 0); /* its own CQE is ignored */
+}
+
+static int send_next(struct uring_dir *ud)
+{
+	struct uring_ctx *u = ud->u;
+	struct io_uring_sqe *sqe;
+	unsigned n = 0;
+
+	if (ud->send_busy || !ud->nq)
+		return 0;
+	for (int b = ud->qhead; b >= 0 && n < UR_IOV; b = u->bnext[b], n++) {
+		ud->iov[n].iov_base = u->mem + (size_t)b * u->bufsize + u->boff[b];
+		ud->iov[n].iov_len = u->blen[b] - u->boff[b];
+	}
+	memset(&ud->msg, 0, sizeof(ud->msg));
+	ud->msg.msg_iov = ud->iov;
+	ud->msg.msg_iovlen = n;
+	if (!(sqe = sqe_get(u)))
+		return -EBUSY;
+	io_uring_prep_sendmsg(sqe, ud->dst, &ud->msg, MSG_NOSIGNAL);
+	if (ud->fixed)
+		sqe->flags |= IOSQE_FIXED_FILE;
+	io_uring_sqe_set_data64(sqe, ud_data(ud, OP_SEND));
+	ud->send_busy = 1;
+	ud->inflight++;
+	return 0;
+}
+
+static int splice_in(struct uring_dir *ud)
+{
+	struct io_uring_sqe *sqe;
+
+	if (ud->recv_armed || ud->d->eof || ud->d->err || ud->in_pipe >= ud->pipe_cap)
+		return 0;
+	if (!(sqe = sqe_get(ud->u)))
+		return -EBUSY;
+	io_uring_prep_splice(sqe, ud->src, -1, ud->pipe[1], -1, ud->pipe_cap - ud->in_pipe, SPLICE_F_MOVE);
+	io_uring_sqe_set_data64(sqe, ud_data(ud, OP_SPLICE_IN));
+	ud->recv_armed = 1;
+	ud->inflight++;
+	return 0;
+}
+
+static int splice_out(struct uring_dir *ud)
+{
+	struct io_uring_sqe *sqe;
+
+	if (ud->send_busy || !ud->in_pipe)
+		return 0;
+	if (!(sqe = sqe_get(ud->u)))
+		return -EBUSY;
+	io_uring_prep_splice(sqe, ud->pipe[0], -1, ud->dst, -1, ud->in_pipe, SPLICE_F_MOVE);
+	io_uring_sqe_set_data64(sqe, ud_data(ud, OP_SPLICE_OUT));
+	ud->send_busy = 1;
+	ud->inflight++;
+	return 0;
+}
+
+/* Re-arms the recv when the direction has room again and nothing ended it. */
+static int maybe_rearm(struct uring_dir *ud)
+{
+	struct dir *d = ud->d;
+
+	if (ud->recv_armed || ud->starved || d->eof || d->err || ud->nq > UR_HIGH_BUFS / 2)
+		return 0;
+	return arm_recv(ud);
+}
+
+/* EOF forwarding: once every byte before it has been written. */
+static void check_fin(struct uring_dir *ud)
+{
+	struct dir *d = ud->d;
+
+	if (d->eof && !d->shut && !ud->nq && !ud->in_pipe && !ud->send_busy) {
+		d->shut = 1;
+		if (ud->fixed) {
+			/* In the ring, after every send (none is in flight);
+			 * a close queued behind it leaves the FIN in place. */
+			struct io_uring_sqe *sqe = sqe_get(ud->u);
+
+			if (!sqe) {
+				dir_fail(d, ENOMEM, 1);
+				return;
+			}
+			io_uring_prep_shutdown(sqe, ud->dst, SHUT_WR);
+			sqe->flags |= IOSQE_FIXED_FILE;
+			io_uring_sqe_set_data64(sqe, ud_data(ud, OP_SHUTDOWN));
+			ud->inflight++;
+		} else if (shutdown(ud->dst, SHUT_WR) && errno != ENOTCONN) {
+			dir_fail(d, errno, 1);
+		}
+	}
+}
+
+static void on_recv(struct uring_dir *ud, int res, unsigned flags)
+{
+	struct uring_ctx *u = ud->u;
+	int bid = (flags & IORING_CQE_F_BUFFER) ? (int)(flags >> IORING_CQE_BUFFER_SHIFT) : -1;
+	struct session *s = ud->s;
+	struct dir *d = ud->d;
+
+	if (bid >= 0)
+		u->nfree--;
+	if (!(flags & IORING_CQE_F_MORE)) {
+		ud->recv_armed = 0;
+		ud->cancelling = 0;
+		ud->inflight--;
+	}
+	if (!s) {
+		if (bid >= 0)
+			buf_put(u, bid);
+		detached_check(ud);
+		return;
+	}
+	if (res > 0 && bid >= 0) {
+		u->blen[bid] = (uint32_t)res;
+		u->boff[bid] = 0;
+		u->bnext[bid] = -1;
+		if (ud->qtail >= 0)
+			u->bnext[ud->qtail] = bid;
+		else
+			ud->qhead = bid;
+		ud->qtail = bid;
+		ud->nq++;
+		d->in_uring += (uint64_t)res;
+		d->used |= DIR_USED_URING;
+		bid = -1;
+		if (send_next(ud))
+			dir_fail(d, ENOMEM, 1);
+		if (ud->nq >= UR_HIGH_BUFS && ud->recv_armed && !ud->cancelling) {
+			cancel_op(ud, OP_RECV);
+			ud->cancelling = 1;
+		}
+	} else if (res == 0) {
+		d->eof = 1;
+	} else if (res == -ENOBUFS) {
+		if (!ud->starved) {
+			ud->starved = 1;
+			ud->next = u->starved;
+			u->starved = ud;
+		}
+	} else if (res != -ECANCELED) {
+		log_verbose("session %llx: uring recv: %s", (unsigned long long)s->id, strerror(res < 0 ? -res : EIO));
+		dir_fail(d, res < 0 ? -res : EIO, 0);
+	}
+	if (bid >= 0)
+		buf_put(u, bid);
+	if (!d->err && maybe_rearm(ud))
+		dir_fail(d, ENOMEM, 0);
+	if (!d->err)
+		check_fin(ud);
+	session_io_result(s);
+}
+
+static void on_send(struct uring_dir *ud, int res)
+{
+	struct uring_ctx *u = ud->u;
+	struct session *s = ud->s;
+	struct dir *d = ud->d;
+
+	ud->send_busy = 0;
+	ud->inflight--;
+	if (!s) {
+		queue_drop(ud);
+		detached_check(ud);
+		return;
+	}
+	if (res > 0) {
+		struct worker *w = s->w;
+		uint32_t left = (uint32_t)res;
+
+		while (left && ud->qhead >= 0) {
+			int b = ud->qhead;
+			uint32_t take = u->blen[b] - u->boff[b];
+
+			if (take > left)
+				take = left;
+			u->boff[b] += take;
+			left -= take;
+			if (u->boff[b] == u->blen[b]) {
+				ud->qhead = u->bnext[b];
+				if (ud->qhead < 0)
+					ud->qtail = -1;
+				ud->nq--;
+				buf_put(u, b);
+			}
+		}
+		d->in_uring -= (uint64_t)res;
+		d->bytes += (uint64_t)res;
+		s->active_ms = w->now_ms;
+		CTR_ADD(w, bytes_uring, (uint64_t)res);
+		if (d == &s->up)
+			CTR_ADD(w, bytes_up, (uint64_t)res);
+		else
+			CTR_ADD(w, bytes_down, (uint64_t)res);
+		if (send_next(ud) || maybe_rearm(ud))
+			dir_fail(d, ENOMEM, 1);
+	} else {
+		log_verbose("session %llx: uring send: %s", (unsigned long long)s->id, strerror(res < 0 ? -res : EPIPE));
+		dir_fail(d, res < 0 ? -res : EPIPE, 1);
+	}
+	if (!d->err)
+		check_fin(ud);
+	session_io_result(s);
+}
+
+static void on_splice(struct uring_dir *ud, int op, int res)
+{
+	struct session *s = ud->s;
+	struct dir *d = ud->d;
+
+	if (op == OP_SPLICE_IN)
+		ud->recv_armed = 0;
+	else
+		ud->send_busy = 0;
+	ud->inflight--;
+	if (!s) {
+		detached_check(ud);
+		return;
+	}
+	if (res < 0 && res != -ECANCELED) {
+		dir_fail(d, -res, op == OP_SPLICE_OUT);
+	} else if (op == OP_SPLICE_IN && res == 0) {
+		d->eof = 1;
+	} else if (op == OP_SPLICE_IN && res > 0) {
+		ud->in_pipe += (uint32_t)res;
+		d->in_uring += (uint64_t)res;
+		d->used |= DIR_USED_URING;
+	} else if (res > 0) {
+		ud->in_pipe -= (uint32_t)res;
+		d->in_uring -= (uint64_t)res;
+		d->bytes += (uint64_t)res;
+		s->active_ms = s->w->now_ms;
+		CTR_ADD(s->w, bytes_uring, (uint64_t)res);
+		if (d == &s->up)
+			CTR_ADD(s->w, bytes_up, (uint64_t)res);
+		else
+			CTR_ADD(s->w, bytes_down, (uint64_t)res);
+	}
+	if (!d->err && (splice_out(ud) || splice_in(ud)))
+		dir_fail(d, ENOMEM, 0);
+	if (!d->err)
+		check_fin(ud);
+	session_io_result(s);
+}
+
+void uring_reap(struct worker *w)
+{
+	struct uring_ctx *u = w->uring;
+	struct io_uring_cqe *cqe;
+	unsigned head, n;
+
+	if (!u)
+		return;
+	do {
+		n = 0;
+		io_uring_for_each_cqe(&u->ring, head, cqe) {
+			uint64_t data = io_uring_cqe_get_data64(cqe);
+			struct uring_dir *ud = (struct uring_dir *)(uintptr_t)(data & ~(uint64_t)7);
+
+			n++;
+			if ((data & 7) == OP_CLOSE) { /* a slot is free once closed */
+				u->slots[u->nfree_slots++] = (int)(data >> 3);
+				continue;
+			}
+			if (!ud)
+				continue;
+			if ((data & 7) == OP_SHUTDOWN) {
+				/* FIN errors are ignored, as ENOTCONN is for
+				 * shutdown(2): the next send or recv reports a
+				 * dead peer. */
+				ud->inflight--;
+				detached_check(ud);
+			} else if ((data & 7) == OP_RECV)
+				on_recv(ud, cqe->res, cqe->flags);
+			else if ((data & 7) == OP_SEND)
+				on_send(ud, cqe->res);
+			else
+				on_splice(ud, (int)(data & 7), cqe->res);
+		}
+		io_uring_cq_advance(&u->ring, n);
+	} while (n);
+	if (io_uring_cq_has_overflow(&u->ring))
+		io_uring_get_events(&u->ring); /* moves overflowed CQEs in: the fd fires again */
+}
+
+void uring_flush(struct worker *w)
+{
+	struct uring_ctx *u = w->uring;
+	struct uring_dir **pp;
+
+	if (!u)
+		return;
+	/* Starved directions get the buffers that came back, one each at least. */
+	pp = &u->starved;
+	for (unsigned budget = u->nfree; *pp;) {
+		struct uring_dir *ud = *pp;
+
+		if (ud->s && !budget) {
+			pp = &ud->next;
+			continue;
+		}
+		*pp = ud->next;
+		ud->starved = 0;
+		if (!ud->s) {
+			detached_check(ud);
+			continue;
+		}
+		budget--;
+		if (maybe_rearm(ud)) {
+			dir_fail(ud->d, ENOMEM, 0);
+			session_io_result(ud->s);
+		}
+	}
+	if (io_uring_sq_ready(&u->ring) || u->to_add || u->later)
+		ring_submit(u);
+}
+
+int uring_busy(const struct worker *w)
+{
+	return w->uring && w->uring->detached;
+}
+
+static void ctx_free(struct uring_ctx *u)
+{
+	free(u->mem);
+	free(u->blen);
+	free(u->boff);
+	free(u->bnext);
+	free(u->slots);
+	free(u->br);
+	free(u);
+}
+
+/* A fresh ring with a sparse table: can it set SO_LINGER on a slot (the
+ * RST of a fixed-file session needs IORING_OP_URING_CMD setsockopt, kernel
+ * 6.7+)? Without it sessions stay on plain descriptors. */
+static int fixed_works(struct uring_ctx *u)
+{
+	static const struct linger lg = { .l_onoff = 0, .l_linger = 0 };
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	int sv[2], ok = 0;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return 0;
+	if (io_uring_register_files_update(&u->ring, 0, &sv[0], 1) == 1 &&
+	    (sqe = io_uring_get_sqe(&u->ring))) {
+		memset(sqe, 0, sizeof(*sqe));
+		sqe->opcode = IORING_OP_URING_CMD;
+		sqe->flags = IOSQE_FIXED_FILE;
+		sqe->fd = 0;
+		sqe->cmd_op = SOCKET_URING_OP_SETSOCKOPT;
+		sqe->addr = (uint64_t)SOL_SOCKET | ((uint64_t)SO_LINGER << 32);
+		sqe->splice_fd_in = (int)sizeof(lg);
+		sqe->addr3 = (uint64_t)(uintptr_t)&lg;
+		if (io_uring_submit_and_wait(&u->ring, 1) == 1 && io_uring_peek_cqe(&u->ring, &cqe) == 0) {
+			ok = cqe->res == 0;
+			io_uring_cqe_seen(&u->ring, cqe);
+		}
+	}
+	close(sv[0]);
+	close(sv[1]);
+	if (!ok)
+		io_uring_unregister_files(&u->ring);
+	else /* the slot's reference goes; the table stays */
+		io_uring_register_files_update(&u->ring, 0, &(int){ -1 }, 1);
+	return ok;
+}
+
+static int ctx_create(struct worker *w)
+{
+	struct uring_ctx *u = calloc(1, sizeof(*u));
+	struct io_uring_params p = { 0 };
+	struct io_uring_buf_reg reg = { 0 };
+	struct epoll_event ev = { .events = EPOLLIN };
+	size_t bs = w->cfg->buffer_size;
+	int r;
+
+	if (!u)
+		return -ENOMEM;
+	u->kind = EV_URING;
+	u->splice = getenv("SPLICER_URING_SPLICE") && atoi(getenv("SPLICER_URING_SPLICE"));
+	/* COOP_TASKRUN: completions run when the worker enters the kernel
+	 * anyway (no IPI); a worker asleep in epoll_wait is still woken. Not
+	 * SINGLE_ISSUER: the ring is made by the main thread (worker_init),
+	 * so it is there from the start, and used by the worker's.
+	 * Not DEFER_TASKRUN: its completions wait for io_uring_enter and do
+	 * not make the ring's fd readable, so an epoll-driven worker stalled
+	 * (tried: the second short session of a row hung). */
+	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
+	p.cq_entries = UR_CQ_ENTRIES;
+	r = io_uring_queue_init_params(UR_SQ_ENTRIES, &u->ring, &p);
+	if (r == -EINVAL) {
+		memset(&p, 0, sizeof(p));
+		p.flags = IORING_SETUP_CQSIZE;
+		p.cq_entries = UR_CQ_ENTRIES;
+		r = io_uring_queue_init_params(UR_SQ_ENTRIES, &u->ring, &p);
+	}
+	if (r < 0) {
+		free(u);
+		return r;
+	}
+	u->nbufs = UR_NBUFS;
+	u->mask = UR_NBUFS - 1;
+	u->bufsize = (unsigned)(bs > UR_BUF_MAX ? UR_BUF_MAX : bs);
+	u->mem = malloc((size_t)u->nbufs * u->bufsize);
+	u->blen = calloc(u->nbufs, sizeof(*u->blen));
+	u->boff = calloc(u->nbufs, sizeof(*u->boff));
+	u->bnext = calloc(u->nbufs, sizeof(*u->bnext));
+	if (posix_memalign((void **)&u->br, 4096, u->nbufs * sizeof(struct io_uring_buf)))
+		u->br = NULL;
+	if (!u->mem || !u->blen || !u->boff || !u->bnext || !u->br) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	memset(u->br, 0, u->nbufs * sizeof(struct io_uring_buf));
+	reg.ring_addr = (uint64_t)(uintptr_t)u->br;
+	reg.ring_entries = u->nbufs;
+	reg.bgid = UR_BGID;
+	if ((r = io_uring_register_buf_ring(&u->ring, &reg, 0)) < 0)
+		goto fail;
+	io_uring_buf_ring_init(u->br);
+	for (unsigned i = 0; i < u->nbufs; i++)
+		buf_put(u, (int)i);
+	ring_publish(u);
+	/* A sparse fixed file table as large as the descriptor limit allows
+	 * (the kernel caps it at RLIMIT_NOFILE): established sessions live
+	 * there, not in the process's descriptor table. */
+	if (!u->splice) {
+		struct rlimit rl;
+		unsigned n = 0;
+
+		if (!getrlimit(RLIMIT_NOFILE, &rl))
+			n = rl.rlim_cur > (1u << 20) ? (1u << 20) : (unsigned)rl.rlim_cur;
+		if (n && (u->slots = calloc(n, sizeof(*u->slots))) &&
+		    io_uring_register_files_sparse(&u->ring, n) == 0 && fixed_works(u)) {
+			u->nslots = n;
+			for (unsigned i = 0; i < n; i++)
+				u->slots[u->nfree_slots++] = (int)(n - 1 - i);
+		}
+	}
+	ev.data.ptr = u;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, u->ring.ring_fd, &ev)) {
+		r = -errno;
+		goto fail;
+	}
+	w->uring = u;
+	log_verbose("worker %u: io_uring up (%u SQ, %u CQ entries, %u buffers of %u bytes%s, "
+		    "%u fixed file slots)", w->id, p.sq_entries, p.cq_entries, u->nbufs, u->bufsize,
+		    (p.flags & IORING_SETUP_COOP_TASKRUN) ? ", coop taskrun" : "", u->nslots);
+	return 0;
+fail:
+	io_uring_queue_exit(&u->ring);
+	ctx_free(u);
+	return r;
+}
+
+/* Moves the session's two sockets into the ring's fixed file table and
+ * closes their descriptors (slot[0] client, slot[1] backend). Returns 1, or
+ * 0 when the table is full or absent: the session then uses descriptors. */
+static int fixed_register(struct uring_ctx *u, struct session *s, int slot[2])
+{
+	int fds[2] = { s->cli.fd, s->srv.fd };
+
+	if (u->nfree_slots < 2)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		slot[i] = u->slots[--u->nfree_slots];
+		if (io_uring_register_files_update(&u->ring, (unsigned)slot[i], &fds[i], 1) != 1) {
+			int none = -1;
+
+			if (i)
+				io_uring_register_files_update(&u->ring, (unsigned)slot[0], &none, 1);
+			u->nfree_slots += (unsigned)i + 1;
+			return 0;
+		}
+	}
+	close(s->cli.fd);
+	close(s->srv.fd);
+	s->cli.fd = s->srv.fd = -1;
+	return 1;
+}
+
+/* Queues SO_LINGER {1, 0} on a slot (the close behind it then sends an RST). */
+static void fixed_linger0(struct uring_ctx *u, int slot)
+{
+	static const struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	struct io_uring_sqe *sqe = sqe_get(u);
+
+	if (!sqe)
+		return;
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->flags = IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK; /* before the close, whatever it returns */
+	sqe->fd = slot;
+	sqe->cmd_op = SOCKET_URING_OP_SETSOCKOPT;
+	sqe->addr = (uint64_t)SOL_SOCKET | ((uint64_t)SO_LINGER << 32); /* level, optname */
+	sqe->splice_fd_in = (int)sizeof(lg);                            /* optlen */
+	sqe->addr3 = (uint64_t)(uintptr_t)&lg;                          /* optval */
+	io_uring_sqe_set_data64(sqe, 0);
+}
+
+static void fixed_close(struct uring_ctx *u, int slot, int rst)
+{
+	struct io_uring_sqe *sqe;
+
+	if (rst)
+		fixed_linger0(u, slot);
+	if (!(sqe = sqe_get(u)))
+		return;
+	io_uring_prep_close_direct(sqe, (unsigned)slot);
+	io_uring_sqe_set_data64(sqe, ((uint64_t)slot << 3) | OP_CLOSE);
+}
+
+/* Each direction closes the slot it writes to once its last operation is
+ * back: IORING_OP_SHUTDOWN always runs in io-wq and looks its slot up
+ * there, so a slot closed (and handed to a new session) while one is
+ * queued would shut the new session's socket. */
+int uring_sides_close(struct session *s, int reset_cli, int reset_srv)
+{
+	struct uring_dir *up = s->up.ur, *down = s->down.ur;
+
+	if (!up || !down || !up->fixed)
+		return 0;
+	up->close_dst = down->close_dst = 1;
+	up->rst_dst = (uint8_t)reset_srv;
+	down->rst_dst = (uint8_t)reset_cli;
+	return reset_cli + reset_srv;
+}
+
+int uring_worker_init(struct worker *w)
+{
+	return w->uring ? 0 : ctx_create(w);
+}
+
+int uring_session_start(struct session *s)
+{
+	struct worker *w = s->w;
+	struct dir *dirs[2] = { &s->up, &s->down };
+	int r, fixed, slot[2];
+
+	if (!w->uring && (r = ctx_create(w)) < 0) {
+		log_warn("session %llx: io_uring setup: %s", (unsigned long long)s->id, strerror(-r));
+		return r;
+	}
+	/* From here the ring reports everything about these sockets. They
+	 * become blocking: io_uring honours O_NONBLOCK and would complete a
+	 * send to a full socket with -EAGAIN instead of waiting for room. */
+	for (int i = 0; i < 2; i++) {
+		int fd = i ? s->srv.fd : s->cli.fd, fl = fcntl(fd, F_GETFL);
+
+		epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
+		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK))
+			return -errno;
+	}
+	fixed = fixed_register(w->uring, s, slot);
+	for (int i = 0; i < 2; i++) {
+		struct uring_dir *ud = calloc(1, sizeof(*ud));
+
+		if (!ud)
+			return -ENOMEM;
+		ud->u = w->uring;
+		ud->s = s;
+		ud->d = dirs[i];
+		ud->fixed = (uint8_t)fixed;
+		ud->src = fixed ? slot[i] : dirs[i]->src->fd;
+		ud->dst = fixed ? slot[!i] : dirs[i]->dst->fd;
+		ud->qhead = ud->qtail = -1;
+		ud->pipe[0] = ud->pipe[1] = -1;
+		dirs[i]->ur = ud;
+		if (w->uring->splice) {
+			if (pipe2(ud->pipe, O_CLOEXEC))
+				return -errno;
+			if (w->cfg->pipe_size)
+				fcntl(ud->pipe[1], F_SETPIPE_SZ, (int)w->cfg->pipe_size);
+			ud->pipe_cap = (uint32_t)fcntl(ud->pipe[1], F_GETPIPE_SZ);
+			r = splice_in(ud);
+		} else {
+			r = arm_recv(ud);
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void uring_dir_release(struct worker *w, struct dir *d)
+{
+	struct uring_dir *ud = d->ur;
+	struct uring_ctx *u;
+
+	if (!ud)
+		return;
+	u = ud->u;
+	d->ur = NULL;
+	d->in_uring = 0;
+	ud->s = NULL;
+	ud->d = NULL;
+	u->detached++;
+	/* A send in flight still reads the queued buffers: they go back to
+	 * the ring (where a recv may refill them) only after its CQE. */
+	if (!ud->send_busy)
+		queue_drop(ud);
+	if (ud->recv_armed)
+		cancel_op(ud, u->splice ? OP_SPLICE_IN : OP_RECV);
+	if (ud->send_busy)
+		cancel_op(ud, u->splice ? OP_SPLICE_OUT : OP_SEND);
+	detached_check(ud);
+}
+
+void uring_destroy(struct worker *w)
+{
+	struct uring_ctx *u = w->uring;
+
+	if (!u)
+		return;
+	epoll_ctl(w->epfd, EPOLL_CTL_DEL, u->ring.ring_fd, NULL);
+	io_uring_queue_exit(&u->ring);
+	while (u->later) {
+		struct uring_dir *ud = u->later;
+		u->later = ud->next;
+		ud_free(ud);
+	}
+	ctx_free(u);
+	w->uring = NULL;
+}
+
+/* A multishot recv of one byte from a socketpair into a provided-buffer ring:
+ * fails on kernels before 6.0 and where io_uring is disabled or filtered. */
+int uring_probe(char *err, unsigned errlen)
+{
+	struct io_uring ring;
+	struct io_uring_buf_ring *br = NULL;
+	struct io_uring_buf_reg reg = { 0 };
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	char buf[64];
+	int sv[2] = { -1, -1 }, r;
+
+	if ((r = io_uring_queue_init(8, &ring, 0)) < 0) {
+		snprintf(err, errlen, "io_uring_setup: %s", strerror(-r));
+		return r;
+	}
+	if (posix_memalign((void **)&br, 4096, 4096)) {
+		r = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	memset(br, 0, 4096);
+	reg.ring_addr = (uint64_t)(uintptr_t)br;
+	reg.ring_entries = 1;
+	reg.bgid = UR_BGID;
+	if ((r = io_uring_register_buf_ring(&ring, &reg, 0)) < 0) {
+		snprintf(err, errlen, "io_uring_register_buf_ring: %s (kernel 5.19+ needed)", strerror(-r));
+		goto out;
+	}
+	io_uring_buf_ring_init(br);
+	io_uring_buf_ring_add(br, buf, sizeof(buf), 0, 0, 0);
+	io_uring_buf_ring_advance(br, 1);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) || write(sv[0], "x", 1) != 1) {
+		r = -errno;
+		snprintf(err, errlen, "socketpair: %s", strerror(errno));
+		goto out;
+	}
+	sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_recv_multishot(sqe, sv[1], NULL, 0, 0);
+	sqe->flags |= IOSQE_BUFFER_SELECT;
+	sqe->buf_group = UR_BGID;
+	io_uring_sqe_set_data64(sqe, 1);
+	if ((r = io_uring_submit_and_wait(&ring, 1)) < 0 || (r = io_uring_peek_cqe(&ring, &cqe)) < 0) {
+		snprintf(err, errlen, "io_uring_enter: %s", strerror(-r));
+		goto out;
+	}
+	if (cqe->res != 1 || !(cqe->flags & IORING_CQE_F_BUFFER)) {
+		r = cqe->res < 0 ? cqe->res : -EINVAL;
+		snprintf(err, errlen, "multishot recv with a provided buffer: %s (kernel 6.0+ needed)",
+			 cqe->res < 0 ? strerror(-cqe->res) : "unexpected result");
+		goto out;
+	}
+	r = 0;
+out:
+	io_uring_queue_exit(&ring); /* cancels the recv still armed */
+	for (int i = 0; i < 2; i++)
+		if (sv[i] >= 0)
+			close(sv[i]);
+	free(br);
+	return r;
+}

@@ -1,0 +1,97 @@
+/* The uring engine past the descriptor limit: established sessions live in
+ * the workers' fixed file tables, not in the process's descriptor table, so
+ * a proxy under `ulimit -n 1024` holds 1,200 sessions (2,400 sockets) open
+ * at once and moves bytes both ways through every one of them. (The copy and
+ * splice engines stop at about 500 there: accepting pauses on EMFILE.) And
+ * 4,000 sessions x 1 MiB both ways at once on 2 workers: 8,000 directions
+ * share 128 provided buffers, so most receives end on ENOBUFS and wait on
+ * the starved list; every byte must still arrive, in order. The rest of the
+ * engine runs the shared cases through H_ENGINE_CASES. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "load_driver.h"
+
+static struct ld_bulk ub;
+
+/* n sessions open at once, then len bytes both ways through each. With
+ * nofile, the proxy runs under that ulimit -n and must hold fewer socket
+ * descriptors than that with every session open. */
+static void bulk(const char *bin, int N, uint64_t len, int NOFILE, const char *workers,
+		 int64_t budget_ms)
+{
+	static struct h_proxy p;
+	struct h_addr baddr;
+	struct ld_fds f;
+	char nofile[32], err[512];
+	int64_t t0 = h_now_ms();
+
+	int lfd = ld_listen(&baddr, 4096);
+	H_CHECK(lfd >= 0, "backend listen: %s", strerror(-lfd));
+	snprintf(nofile, sizeof nofile, "--nofile=%d", NOFILE ? NOFILE : 20000);
+	const char *args[] = { nofile, bin, "-l", "127.0.0.1:0", "-b", baddr.text, "--engine", "uring",
+			       "--workers", workers, "--max-conns", "100000", NULL };
+	H_CHECK(h_proxy_start(&p, "/usr/bin/prlimit", args, err, sizeof err) == 0,
+		"proxy under prlimit did not start: %s", err);
+
+	memset(&ub, 0, sizeof ub);
+	ub = (struct ld_bulk){ .proxy = p.addr, .lfd = lfd, .n = (unsigned)N, .len = len, .tag = 1,
+			       .seed = 0x0121460000000000ull ^ (uint64_t)N, .deadline = t0 + H_T(budget_ms) };
+	int rc = ld_bulk_start(&ub);
+	H_CHECK(rc == 0, "driver threads: %s", strerror(-rc));
+	while ((atomic_load(&ub.c_ready) < N || atomic_load(&ub.b_ready) < N) &&
+	       !atomic_load(&ub.c_fail) && !atomic_load(&ub.b_fail) && h_now_ms() < t0 + H_T(30000))
+		h_sleep_ms(50);
+	int c_ready = atomic_load(&ub.c_ready), b_ready = atomic_load(&ub.b_ready);
+	int fds_ok = ld_fd_kinds(p.pid, &f) == 0;
+	if (c_ready < N || b_ready < N || !fds_ok) {
+		atomic_store(&ub.stop, 1);
+		ld_bulk_join(&ub);
+		H_CHECK(0, "with ulimit -n %d, %d of %d sessions opened (clients), %d (backends); "
+			   "client: %s; backend: %s", NOFILE, c_ready, N, b_ready,
+			ub.c_why[0] ? ub.c_why : "-", ub.b_why[0] ? ub.b_why : "-");
+	}
+	/* Every session is open: the descriptors are not where they live. */
+	if (NOFILE)
+		H_CHECK(f.sockets < NOFILE, "the proxy holds %d socket descriptors for %d open sessions",
+			f.sockets, N);
+	atomic_store(&ub.go, 1);
+	ld_bulk_join(&ub);
+	close(lfd);
+	H_CHECK(!ub.c_fail && !ub.b_fail && ub.c_done == N && ub.b_done == N,
+		"client: %d of %d sessions done, %d failed (%s); backend: %d done, %d failed (%s)",
+		ub.c_done, N, ub.c_fail, ub.c_why[0] ? ub.c_why : "-", ub.b_done, ub.b_fail,
+		ub.b_why[0] ? ub.b_why : "-");
+	H_CHECK(ub.c_verified == (uint64_t)N * ub.len && ub.b_verified == (uint64_t)N * ub.len,
+		"bytes checked: %llu by the clients, %llu by the backends, expected %llu each",
+		(unsigned long long)ub.c_verified, (unsigned long long)ub.b_verified,
+		(unsigned long long)((uint64_t)N * ub.len));
+	fprintf(stderr, "[uring] %d sessions x %llu KiB both ways (ulimit -n %d, %s workers): %lld ms\n",
+		N, (unsigned long long)(len >> 10), NOFILE ? NOFILE : 20000, workers,
+		(long long)(h_now_ms() - t0));
+	h_proxy_down(&p);
+}
+
+/* Four workers: the kernel caps each ring's table at RLIMIT_NOFILE. */
+static void case_beyond_nofile(const char *bin)
+{
+	bulk(bin, 1200, 64 * 1024, 1024, "4", 60000);
+}
+
+Test(integ, uring_beyond_nofile, .init = h_init, .fini = h_fini, .timeout = 120)
+{
+	case_beyond_nofile(h_binary(0));
+}
+
+Test(integ, uring_beyond_nofile_asan, .init = h_init, .fini = h_fini, .timeout = 180)
+{
+	case_beyond_nofile(h_binary(1));
+}
+
+Test(integ, uring_4000_sessions_1mib_both_ways, .init = h_init, .fini = h_fini, .timeout = 180)
+{
+	bulk(h_binary(0), 4000, 1024 * 1024, 0, "2", 150000);
+}
