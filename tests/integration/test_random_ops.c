@@ -1112,3 +1112,12 @@ Test(integ, random_ops_uring_asan, .init = h_init, .fini = h_fini, .timeout = 12
 {
 	case_random_ops(h_binary(1), "uring");
 }
+
+/* The sockmap engine's hand-off (copy first, then the kernel) under the same
+ * model: resets and half-closes at any point of it; a session whose FIN came
+ * before the hand-off may stay off the sockmap (counted as a fallback). */
+Test(integ, random_ops_sockmap, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	h_sockmap_require(2);
+	case_random_ops(h_binary(0), "sockmap");
+}
