@@ -14,16 +14,18 @@ int pipe_pool_init(struct pipe_pool *p, unsigned max, unsigned size)
 	return p->free ? 0 : -ENOMEM;
 }
 
-int pipe_pool_get(struct pipe_pool *p, struct pipe_pair *out)
+static void pipe_close(struct pipe_pool *p, const struct pipe_pair *pp)
+{
+	close(pp->rd);
+	close(pp->wr);
+	p->total--;
+}
+
+/* A new pipe, within the bound. 0, -ENOSPC or -errno from pipe2(). */
+static int pipe_new(struct pipe_pool *p, struct pipe_pair *out)
 {
 	int fds[2], r;
 
-	if (p->nfree) {
-		*out = p->free[--p->nfree];
-		if (pipe_pool_in_use(p) > p->peak)
-			p->peak = pipe_pool_in_use(p);
-		return 0;
-	}
 	if (p->total >= p->max) {
 		p->exhausted++;
 		return -ENOSPC;
@@ -42,6 +44,17 @@ int pipe_pool_get(struct pipe_pool *p, struct pipe_pair *out)
 	out->wr = fds[1];
 	p->total++;
 	p->created++;
+	return 0;
+}
+
+int pipe_pool_get(struct pipe_pool *p, struct pipe_pair *out)
+{
+	int r;
+
+	if (p->nfree)
+		*out = p->free[--p->nfree];
+	else if ((r = pipe_new(p, out)))
+		return r;
 	if (pipe_pool_in_use(p) > p->peak)
 		p->peak = pipe_pool_in_use(p);
 	return 0;
@@ -56,10 +69,7 @@ unsigned pipe_pool_trim(struct pipe_pool *p)
 	else
 		p->peak = used;
 	while (p->nfree && p->total > p->peak + PIPE_POOL_HEADROOM && closed < PIPE_POOL_TRIM_BATCH) {
-		struct pipe_pair *pp = &p->free[--p->nfree];
-		close(pp->rd);
-		close(pp->wr);
-		p->total--;
+		pipe_close(p, &p->free[--p->nfree]);
 		closed++;
 	}
 	return closed;
@@ -69,24 +79,17 @@ void pipe_pool_put(struct pipe_pool *p, struct pipe_pair *pp, size_t bytes_left)
 {
 	if (pp->rd < 0)
 		return;
-	if (bytes_left || p->nfree >= p->max) {
-		close(pp->rd);
-		close(pp->wr);
-		p->total--;
-	} else {
+	if (bytes_left || p->nfree >= p->max)
+		pipe_close(p, pp);
+	else
 		p->free[p->nfree++] = *pp;
-	}
 	pp->rd = pp->wr = -1;
 }
 
 void pipe_pool_destroy(struct pipe_pool *p)
 {
-	while (p->nfree) {
-		struct pipe_pair *pp = &p->free[--p->nfree];
-		close(pp->rd);
-		close(pp->wr);
-		p->total--;
-	}
+	while (p->nfree)
+		pipe_close(p, &p->free[--p->nfree]);
 	free(p->free);
 	p->free = NULL;
 }
