@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -754,24 +755,31 @@ int h_stats_addr(const struct h_proxy *p, struct h_addr *out)
 	return a[0] ? h_addr_parse(a, out) : -1;
 }
 
+int h_metrics_get(const struct h_addr *stats, char *buf, size_t len, int timeout_ms)
+{
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+	int64_t deadline = h_now_ms() + timeout_ms;
+	int fd = h_connect(stats, timeout_ms < 2000 ? timeout_ms : 2000);
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return -1;
+	if (h_send_all(fd, req, sizeof req - 1, deadline) == 0)
+		h_recv_all(fd, buf, len, deadline);
+	close(fd);
+	return strncmp(buf, "HTTP/1.1 200 ", 13) ? -1 : 0;
+}
+
 long long h_metric(const struct h_addr *stats, const char *name)
 {
 	enum { BODY_MAX = 256 * 1024 };
-	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
-	int64_t deadline = h_now_ms() + 2000;
 	long long v = -1;
-
-	int fd = h_connect(stats, 2000);
-	if (fd < 0)
-		return -1;
 	char *body = malloc(BODY_MAX);
-	if (!body || h_send_all(fd, req, sizeof req - 1, deadline)) {
+
+	if (!body || h_metrics_get(stats, body, BODY_MAX, 2000)) {
 		free(body);
-		close(fd);
 		return -1;
 	}
-	h_recv_all(fd, body, BODY_MAX, deadline);
-	close(fd);
 	size_t nl = strlen(name);
 	for (char *l = body; *l;) {
 		if (!strncmp(l, name, nl) && l[nl] == ' ') {
@@ -991,6 +999,15 @@ void h_refused_close(struct h_refused *r)
 	if (r->fd >= 0)
 		close(r->fd);
 	r->fd = -1;
+}
+
+void h_epoll_arm(int ep, int fd, uint32_t id, uint32_t *cur, uint32_t want)
+{
+	if (*cur == want)
+		return;
+	struct epoll_event ev = { .events = want, .data.u32 = id };
+	epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+	*cur = want;
 }
 
 int h_free_port(void)

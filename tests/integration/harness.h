@@ -200,6 +200,11 @@ double h_cpu_seconds(pid_t pid);
  * (the proxy runs with --stats ADDR). Returns 0 or -1. */
 int h_stats_addr(const struct h_proxy *p, struct h_addr *out);
 
+/* GET /metrics: the whole answer (status line, headers, body) into buf,
+ * NUL-terminated, within timeout_ms. Returns 0 for a 200 answer, else -1
+ * (buf then holds whatever came, possibly nothing). */
+int h_metrics_get(const struct h_addr *stats, char *buf, size_t len, int timeout_ms);
+
 /* One value from GET /metrics: the first line that is `name` followed by a
  * space (name includes any labels, e.g. splicer_pipes{state="free"}).
  * Returns -1 when absent or when the endpoint does not answer within 2 s. */
@@ -243,6 +248,11 @@ struct h_refused {
 };
 int h_refused_open(struct h_refused *r);
 void h_refused_close(struct h_refused *r);
+
+/* For level-triggered epoll loops: re-arms fd (registered with data.u32 =
+ * id) for `want` events only when that differs from *cur, so a socket at EOF
+ * or with nothing to send is never armed for what it cannot do. */
+void h_epoll_arm(int ep, int fd, uint32_t id, uint32_t *cur, uint32_t want);
 
 /* A TCP port on 127.0.0.1 that nobody uses right now (asserts). */
 int h_free_port(void);

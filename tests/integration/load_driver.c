@@ -34,17 +34,6 @@ __attribute__((format(printf, 4, 5))) static void ld_note(char *why, size_t len,
 	atomic_fetch_add(fail, 1);
 }
 
-/* Level-triggered epoll: a socket is armed only for what it still needs, so
- * one at EOF or with nothing to send never spins a loop. */
-static void ld_arm(int ep, int fd, uint32_t id, uint32_t *cur, uint32_t want)
-{
-	if (*cur == want)
-		return;
-	struct epoll_event ev = { .events = want, .data.u32 = id };
-	epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
-	*cur = want;
-}
-
 int ld_listen(struct h_addr *out, int backlog)
 {
 	struct h_addr a;
@@ -337,7 +326,7 @@ static void ld_on_event(struct ld_loop *l, uint32_t id, uint32_t ev)
 	if (bad || (e->wdone && e->rdone))
 		ld_end_close(l, e, !bad);
 	else
-		ld_arm(l->ep, e->fd, id, &e->mask, ld_want(l, e));
+		h_epoll_arm(l->ep, e->fd, id, &e->mask, ld_want(l, e));
 }
 
 static void ld_accept(struct ld_loop *l)
@@ -416,7 +405,7 @@ static void ld_run(struct ld_loop *l)
 			l->go = 1;
 			for (unsigned i = 0; i < l->nend; i++)
 				if (!l->e[i].closed)
-					ld_arm(l->ep, l->e[i].fd, i, &l->e[i].mask,
+					h_epoll_arm(l->ep, l->e[i].fd, i, &l->e[i].mask,
 					       ld_want(l, &l->e[i]));
 		}
 		int n = epoll_wait(l->ep, evs, LD_EVENTS, 20);
@@ -630,7 +619,7 @@ static void *ld_sback_main(void *arg)
 				freel[nfree++] = k;
 				atomic_fetch_add(&s->b_closed, 1);
 			} else {
-				ld_arm(ep, c->fd, k, &c->mask,
+				h_epoll_arm(ep, c->fd, k, &c->mask,
 				       c->got < LD_SHORT_REQ ? EPOLLIN : EPOLLOUT);
 			}
 		}
@@ -800,7 +789,7 @@ void ld_short_run(struct ld_short *s, uint64_t count, int64_t deadline)
 				c->fd = -1;
 				live--;
 			} else {
-				ld_arm(ep, c->fd, evs[i].data.u32, &c->mask,
+				h_epoll_arm(ep, c->fd, evs[i].data.u32, &c->mask,
 				       c->sent < LD_SHORT_REQ ? EPOLLOUT : EPOLLIN);
 			}
 		}
@@ -875,24 +864,6 @@ int ld_stats_addr(const struct h_proxy *p, struct h_addr *out)
 	if (f)
 		fclose(f);
 	return a[0] ? h_addr_parse(a, out) : -1;
-}
-
-int ld_metrics(const struct h_addr *stats, char *buf, size_t len)
-{
-	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-	int64_t end = h_now_ms() + 3000;
-	int fd = h_connect(stats, 2000);
-
-	buf[0] = '\0';
-	if (fd < 0)
-		return -1;
-	if (h_send_all(fd, req, sizeof req - 1, end)) {
-		close(fd);
-		return -1;
-	}
-	h_recv_all(fd, buf, len, end);
-	close(fd);
-	return strncmp(buf, "HTTP/1.1 200 ", 13) ? -1 : 0;
 }
 
 long long ld_metric(const char *body, const char *name)

@@ -104,8 +104,6 @@ long ld_status_kib(pid_t pid, const char *key);
 
 /* The stats address from the proxy's "stats: listening on" log line. */
 int ld_stats_addr(const struct h_proxy *p, struct h_addr *out);
-/* GET /metrics into buf (NUL-terminated). Returns 0 or -1. */
-int ld_metrics(const struct h_addr *stats, char *buf, size_t len);
 /* The value of the sample named exactly `name` ("splicer_pipes{state=\"free\"}"),
  * or -1 when absent. */
 long long ld_metric(const char *body, const char *name);

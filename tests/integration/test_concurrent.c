@@ -57,17 +57,6 @@ __attribute__((format(printf, 4, 5))) static void cc_note(char *why, size_t len,
 	(*fail)++;
 }
 
-/* Level-triggered epoll: sockets are armed only for what they still need, so
- * a socket at EOF or with nothing to send never spins the loop. */
-static void cc_set_mask(int ep, int fd, uint32_t id, uint32_t *cur, uint32_t want)
-{
-	if (*cur == want)
-		return;
-	struct epoll_event ev = { .events = want, .data.u32 = id };
-	epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
-	*cur = want;
-}
-
 /* ---- client --------------------------------------------------------------- */
 
 struct cc_csess {
@@ -135,7 +124,7 @@ static void *cc_client_main(void *unused)
 			cc.c_barrier = 1;
 			for (unsigned i = 0; i < CC_N; i++)
 				if (!ss[i].closed)
-					cc_set_mask(ep, ss[i].fd, i, &ss[i].mask, cc_client_want(&ss[i], go));
+					h_epoll_arm(ep, ss[i].fd, i, &ss[i].mask, cc_client_want(&ss[i], go));
 		}
 		if (!go && (now > cc.barrier_deadline || cc.c_fail)) {
 			size_t l = strlen(cc.c_why);
@@ -237,7 +226,7 @@ static void *cc_client_main(void *unused)
 				s->closed = 1;
 				live--;
 			} else {
-				cc_set_mask(ep, s->fd, i, &s->mask, cc_client_want(s, go));
+				h_epoll_arm(ep, s->fd, i, &s->mask, cc_client_want(s, go));
 			}
 		}
 	}
@@ -410,7 +399,7 @@ static void *cc_backend_main(void *unused)
 				c->fd = -1;
 				live--;
 			} else {
-				cc_set_mask(ep, c->fd, id, &c->mask, cc_backend_want(c));
+				h_epoll_arm(ep, c->fd, id, &c->mask, cc_backend_want(c));
 			}
 		}
 	}

@@ -41,7 +41,7 @@ static void lt_proxy_up(struct h_proxy *p, const char *bin, const char *engine,
 /* Reads /metrics and returns the value of one sample (asserts it is there). */
 static long long lt_metric(const struct h_addr *stats, const char *name)
 {
-	H_CHECK(ld_metrics(stats, lt_body, sizeof lt_body) == 0,
+	H_CHECK(h_metrics_get(stats, lt_body, sizeof lt_body, 3000) == 0,
 		"GET /metrics from %s failed: %.200s", stats->text, lt_body);
 	long long v = ld_metric(lt_body, name);
 	H_CHECK(v >= 0, "/metrics has no sample %s", name);
@@ -156,7 +156,7 @@ static void lt_watch(const struct h_proxy *p, const struct h_addr *stats, struct
 		int f = h_fd_count(p->pid);
 		if (f > pk->fds)
 			pk->fds = f;
-		if (ld_metrics(stats, lt_body, sizeof lt_body) == 0) {
+		if (h_metrics_get(stats, lt_body, sizeof lt_body, 3000) == 0) {
 			long long used = ld_metric(lt_body, LT_PIPES_USED);
 			long long total = used + ld_metric(lt_body, LT_PIPES_FREE);
 			if (used > pk->pipes_used)

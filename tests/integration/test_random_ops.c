@@ -898,17 +898,8 @@ static int ro_fds(pid_t pid, int *pipes)
 static const char *ro_metrics(const struct h_addr *a)
 {
 	static char resp[65536];
-	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-	size_t got = 0;
-	resp[0] = 0;
-	int fd = h_connect(a, 2000);
-	if (fd < 0)
-		return resp;
-	int64_t end = h_now_ms() + 4000;
-	if (h_send_all(fd, req, sizeof req - 1, end) == 0)
-		got = h_recv_all(fd, resp, sizeof resp, end);
-	resp[got] = 0;
-	close(fd);
+
+	h_metrics_get(a, resp, sizeof resp, 4000); /* the checks name what is missing */
 	return resp;
 }
 
