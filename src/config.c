@@ -58,6 +58,10 @@ const struct setting settings[] = {
 	  "backend connect attempt limit before trying the next backend" },
 	{ "idle-timeout", 0, SET_DURATION, 1, 365 * DAY_MS, "10m", 0, NULL, SCOPE_ROUTE, R(idle_timeout_ms),
 	  "close a session after this long without a byte either way" },
+	{ "half-close-timeout", 0, SET_DURATION, 1, 365 * DAY_MS, "1m", 0, NULL, SCOPE_ROUTE,
+	  R(half_close_timeout_ms),
+	  "once one direction has ended (FIN or reset), close the session after this long without a byte "
+	  "either way (or without the peer taking what is left to deliver)" },
 	{ "log", 0, SET_TEXT, 0, 0, "off", 0, log_forms, SCOPE_GLOBAL, G(access_log),
 	  "access log, a line per session: a file (SIGUSR1 reopens it), - (stdout), syslog, or off" },
 	{ "proxy-protocol", 0, SET_ENUM, 0, 0, "off", 0, proxy_versions, SCOPE_ROUTE, R(proxy_protocol),

@@ -46,6 +46,7 @@ struct route_opts {
 	uint64_t check_timeout_ms;
 	uint64_t rise;               /* good checks in a row that bring a backend up */
 	uint64_t fall;               /* failed checks (or connects) in a row that take it down */
+	uint64_t half_close_timeout_ms; /* idle limit once one direction has ended */
 };
 
 /* A backend's health, shared by the checker thread and the workers. */

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "engine.h"
+#include "urgent.h"
 
 static int copy_probe(char *err, unsigned errlen)
 {
@@ -44,16 +45,27 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 			break;
 		}
 		if (!d->eof && d->src->can_read && d->tail < size && *budget) {
+			int urg = d->src->urg ? urgent_step(d, d->tail - d->head) : URG_READ;
+
+			if (urg < 0) {
+				ret = urg;
+				break;
+			}
+			if (urg == URG_WAIT)
+				goto read_done;
 			if (!d->buf && !(d->buf = buf_pool_get(&w->bufs))) {
 				ret = dir_fail(d, ENOMEM, 0);
 				break;
 			}
 			n = recv(d->src->fd, d->buf + d->tail, size - d->tail, MSG_DONTWAIT);
+			if (urg == URG_SKIP)
+				urgent_passed(d);
 			if (n > 0) {
 				/* A read shorter than asked drained the socket: the
 				 * next byte brings a new edge, unless a FIN is already
-				 * queued behind it (rdhup), which needs one more read. */
-				if ((size_t)n < size - d->tail && !d->src->rdhup)
+				 * queued behind it (rdhup), which needs one more read,
+				 * or it stopped at an urgent mark (src->urg). */
+				if ((size_t)n < size - d->tail && !d->src->rdhup && !d->src->urg)
 					d->src->can_read = 0;
 				/* auto: big reads in a row make a stream. Not only
 				 * reads that fill the buffer: a worker serving
@@ -75,6 +87,7 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 				break;
 			}
 		}
+read_done:
 		if (!did)
 			break;
 	}

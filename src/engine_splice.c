@@ -26,6 +26,7 @@
 
 #include "engine.h"
 #include "log.h"
+#include "urgent.h"
 
 #define SPLICE_FLAGS (SPLICE_F_NONBLOCK | SPLICE_F_MOVE)
 
@@ -64,9 +65,36 @@ static void set_lowat(struct worker *w, struct dir *d)
 		log_debug("SO_RCVLOWAT %d: %s", v, strerror(errno));
 }
 
+/* At an urgent mark whose byte has been passed on (urgent.h): splice()
+ * cannot step over the mark, a recv() can. The bytes it reads behind the
+ * mark go into the (empty) pipe, so they leave in order. Returns 1 when
+ * bytes moved or the source state changed, 0 when the socket was empty,
+ * or -errno. */
+static int step_over_mark(struct dir *d)
+{
+	char buf[4096]; /* a pipe holds at least a page: never a short write */
+	ssize_t n = recv(d->src->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	int r = 1;
+
+	urgent_passed(d);
+	if (n > 0) {
+		if (write(d->pipe.wr, buf, (size_t)n) != n)
+			return dir_fail(d, errno ? errno : EIO, 0);
+		d->in_pipe += (uint32_t)n;
+	} else if (n == 0) {
+		d->eof = 1;
+	} else if (errno == EAGAIN) {
+		d->src->can_read = 0;
+		r = 0;
+	} else if (errno != EINTR) {
+		return dir_fail(d, errno, 0);
+	}
+	return r;
+}
+
 static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 {
-	int ret = 0;
+	int ret = 0, r;
 	ssize_t n;
 
 	if (d->src->s->route->o.lowat && !d->lowat_set)
@@ -90,15 +118,37 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 			}
 		}
 		if (!d->eof && d->src->can_read && !d->pipe_full && *budget) {
+			int urg = d->src->urg ? urgent_step(d, d->in_pipe) : URG_READ;
+
+			if (urg < 0) {
+				ret = urg;
+				break;
+			}
+			if (urg == URG_WAIT)
+				goto read_done;
 			if (d->pipe.rd < 0 && pipe_pool_get(&w->pipes, &d->pipe) < 0) {
 				ret = PUMP_NOPIPE;
 				break;
+			}
+			if (urg == URG_SKIP) {
+				r = step_over_mark(d);
+				if (r < 0) {
+					ret = r;
+					break;
+				}
+				did = r;
+				continue;
 			}
 			n = splice(d->src->fd, NULL, d->pipe.wr, NULL, INT_MAX & ~4095, SPLICE_FLAGS);
 			if (n > 0) {
 				d->in_pipe += (uint32_t)n;
 				d->used |= DIR_USED_SPLICE;
 				(*budget)--;
+				did = 1;
+			} else if (n <= 0 && (n == 0 || errno == EAGAIN) && d->src->urg &&
+				   urgent_at_mark(d)) {
+				/* splice() stops at the urgent mark (EAGAIN, or 0 once
+				 * a FIN is queued): the next turn steps over it. */
 				did = 1;
 			} else if (n == 0) {
 				d->eof = 1;
@@ -115,6 +165,7 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 				break;
 			}
 		}
+read_done:
 		if (!did)
 			break;
 	}

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@
  * pipes up to 8 MiB, with 64k buffers up to 1 MiB. */
 #define PUMP_BUDGET 16
 
+static int local_warned; /* a local connect error was logged (atomic) */
+
 static const struct engine_ops *dir_ops(const struct dir *d)
 {
 	if (d->mode == DIR_SOCKMAP)
@@ -45,7 +48,7 @@ static void set_nodelay(int fd, const struct addr *a)
 static int side_register(struct worker *w, struct side *sd)
 {
 	struct epoll_event ev = {
-		.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+		.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
 		.data.ptr = sd,
 	};
 
@@ -119,9 +122,14 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 		return r;
 	if (!budget && d->src->can_read && !d->eof)
 		*more = 1;
+	/* The end of a stream read from a reset socket is a reset, whatever
+	 * read() said (the error may have been taken by a write). */
+	if (d->eof && d->src->broken)
+		d->rst = 1;
 	/* FIN forwarding: only once every byte before it has been written;
 	 * with sockmap, also every byte on the kernel's redirect queue. */
-	if (d->eof && !d->shut && !dir_pending(d) && (d->mode != DIR_SOCKMAP || sm_drained(s, d))) {
+	if (d->eof && !d->rst && !d->shut && !dir_pending(d) &&
+	    (d->mode != DIR_SOCKMAP || sm_drained(s, d))) {
 		d->shut = 1;
 		if (shutdown(d->dst->fd, SHUT_WR) && errno != ENOTCONN)
 			return dir_fail(d, errno, 1);
@@ -153,6 +161,119 @@ static const char *failure_reason(const struct session *s, const struct dir *d)
 	return at_client ? "client-error" : "backend-error";
 }
 
+/* Per-direction state (issue 12): an error ends what it touches, not the
+ * session. HAProxy keeps shutr/shutw per channel and nginx closes lingering
+ * for the same reason: a backend that answers early and resets (a 413 to an
+ * upload) must still have its answer delivered.
+ *   - An error writing to a socket ends the direction that writes to it
+ *     (dead: its pending bytes are dropped) and marks the socket broken.
+ *   - The direction reading a broken socket (or one whose read failed)
+ *     drains what the kernel still returns, delivers it, and ends with a
+ *     reset (rst) instead of a FIN.
+ *   - A side gets an RST at the end when the stream toward it was cut, bytes
+ *     for it were lost, or its own bytes could not be delivered; never before
+ *     everything delivered to it has left its send queue (session_end). */
+static void dir_kill(struct worker *w, struct dir *d)
+{
+	if (d->dead)
+		return;
+	d->dead = 1;
+	engine_copy.release(w, d);
+	engine_splice.release(w, d);
+}
+
+static void side_broken(struct session *s, struct side *sd)
+{
+	if (sd->broken)
+		return;
+	sd->broken = 1;
+	sd->can_read = 1; /* a broken socket returns data, 0 or an error: never EAGAIN */
+	dir_kill(s->w, sd == &s->cli ? &s->down : &s->up);
+}
+
+static void dir_error(struct session *s, struct dir *d)
+{
+	if (!s->fail)
+		s->fail = d;
+	if (d->err_at_dst) {
+		side_broken(s, d->dst);
+	} else {
+		d->eof = d->rst = 1;
+		side_broken(s, d->src);
+	}
+}
+
+/* Nothing more will move in d. */
+static int dir_over(const struct dir *d)
+{
+	return d->shut || d->dead || (d->rst && !dir_pending(d));
+}
+
+/* Sockmap keeps its first-error-ends-the-session model: its bytes are in
+ * flight in the kernel, where user space cannot drain them (engine_sockmap.c). */
+static int closes_on_first_error(const struct session *s)
+{
+	return s->route->o.engine == ENGINE_SOCKMAP;
+}
+
+/* Pumps d; an error changes the state of the session rather than closing
+ * it. Returns 1 when the state changed (run both directions again), 0, or
+ * -1 when the session was closed. */
+static int dir_step(struct session *s, struct dir *d, int *more)
+{
+	if (d->dead || d->shut)
+		return 0;
+	if (dir_pump(s, d, more) >= 0)
+		return 0;
+	if (closes_on_first_error(s) || d->err == ENOMEM) {
+		session_close(s, failure_reason(s, d));
+		return -1;
+	}
+	dir_error(s, d);
+	return 1;
+}
+
+static int side_outq(const struct side *sd)
+{
+	int q = 0;
+
+	if (sd->fd < 0 || ioctl(sd->fd, SIOCOUTQ, &q) || q < 0)
+		return 0;
+	return q;
+}
+
+static int wants_rst(const struct session *s, const struct side *sd)
+{
+	const struct dir *to = sd == &s->cli ? &s->down : &s->up;
+	const struct dir *from = sd == &s->cli ? &s->up : &s->down;
+
+	return !sd->broken && (to->rst || dir_pending(to) || from->dead);
+}
+
+/* Both directions are over: close, unless a side that gets an RST still
+ * holds delivered bytes in its send queue (an RST discards them; HAProxy
+ * and nginx deliver them). Then wait (session_check_timeouts looks again)
+ * while the peer takes them, bounded by half_close_timeout without progress. */
+static void session_end(struct session *s, int timed_out)
+{
+	struct side *sides[2] = { &s->cli, &s->srv };
+	int wait = 0;
+
+	for (int i = 0; i < 2 && !timed_out; i++) {
+		int q = wants_rst(s, sides[i]) ? side_outq(sides[i]) : 0;
+
+		if (q && (!s->ending || (uint32_t)q < s->outq[i]))
+			s->active_ms = s->w->now_ms; /* the peer is taking them */
+		s->outq[i] = (uint32_t)q;
+		wait |= q > 0;
+	}
+	if (wait) {
+		s->ending = 1;
+		return;
+	}
+	session_close(s, s->fail ? failure_reason(s, s->fail) : timed_out ? "half-close-timeout" : "done");
+}
+
 static void session_run(struct session *s)
 {
 	int more = 0;
@@ -165,16 +286,18 @@ static void session_run(struct session *s)
 			session_close(s, "uring-error");
 		return;
 	}
-	if (dir_pump(s, &s->up, &more) < 0) {
-		session_close(s, failure_reason(s, &s->up));
-		return;
+	/* Each state change (a direction ends, a side breaks) is final, so
+	 * a few passes settle it. */
+	for (int pass = 0; pass < 4; pass++) {
+		int a = dir_step(s, &s->up, &more), b;
+
+		if (a < 0 || (b = dir_step(s, &s->down, &more)) < 0)
+			return;
+		if (!a && !b)
+			break;
 	}
-	if (dir_pump(s, &s->down, &more) < 0) {
-		session_close(s, failure_reason(s, &s->down));
-		return;
-	}
-	if (s->up.shut && s->down.shut) {
-		session_close(s, "done");
+	if (dir_over(&s->up) && dir_over(&s->down)) {
+		session_end(s, 0);
 		return;
 	}
 	if (s->sm == SM_WANTED) {
@@ -238,15 +361,44 @@ static int mark_open(struct session *s)
 	return 0;
 }
 
-/* A connect to the current backend failed, at once or later: counted for
- * the worker, the route and the backend, and for passive health. */
-static void connect_error(struct session *s, int err)
+/* Errors of this host, not of the backend: out of ports, buffers, memory or
+ * descriptors, no local route, a local firewall. They say nothing about the
+ * backend's health, so they never count toward marking it down (with checks
+ * on, an overloaded proxy would otherwise take every backend down). */
+static int local_error(int err)
 {
+	switch (err) {
+	case EADDRNOTAVAIL: case EADDRINUSE: case ENOBUFS: case ENOMEM:
+	case EMFILE: case ENFILE: case ENETUNREACH: case ENETDOWN:
+	case EPERM: case EACCES:
+		return 1;
+	}
+	return 0;
+}
+
+/* A connect to the current backend failed, at once or later: counted for
+ * the worker, the route and the backend, and for passive health unless it
+ * was this host's error (local, 1: only synchronous connect() errors are
+ * ours for sure; an ENETUNREACH reported later came from the network). */
+static void connect_error(struct session *s, int err, int local)
+{
+	const char *backend = s->route->backend[s->backend].addr.text;
+
+	if (local) {
+		CTR_ADD(s->w, connect_local_errors, 1);
+		if (!__atomic_exchange_n(&local_warned, 1, __ATOMIC_RELAXED))
+			log_warn("connect to backend %s: %s: an error of this host, not of the "
+				 "backend (not counted against its health); logged once, counted in "
+				 "splicer_connect_local_errors_total", backend, strerror(err));
+		log_verbose("session %llx: backend %s: connect: %s (local)", (unsigned long long)s->id,
+			    backend, strerror(err));
+		return;
+	}
 	CTR_ADD(s->w, connect_errors, 1);
 	STAT_ADD(s->route->st.connect_errors, 1);
 	STAT_ADD(s->route->health[s->backend].connect_errors, 1);
-	log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id,
-		    s->route->backend[s->backend].addr.text, strerror(err));
+	log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id, backend,
+		    strerror(err));
 	backend_connect_result(s->route, s->backend, 0);
 }
 
@@ -273,8 +425,7 @@ static int session_connect(struct session *s)
 		s->attempted = 1;
 		fd = socket(b->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0) {
-			log_warn("session %llx: socket() for backend %s: %s",
-				 (unsigned long long)s->id, b->text, strerror(errno));
+			connect_error(s, errno, 1); /* warns once, not once per session */
 			break; /* out of descriptors: another backend will not help */
 		}
 		set_nodelay(fd, b);
@@ -293,7 +444,7 @@ static int session_connect(struct session *s)
 				return -1;
 			return 0;
 		}
-		connect_error(s, errno);
+		connect_error(s, errno, local_error(errno));
 		close(fd);
 	}
 	if (!s->attempted) {
@@ -310,9 +461,9 @@ static int session_connect(struct session *s)
 
 /* The current backend attempt failed (refused, unreachable or timed out):
  * drop its socket and go on with the next. */
-static void session_connect_failed(struct session *s, int err)
+static void session_connect_failed(struct session *s, int err, int local)
 {
-	connect_error(s, err);
+	connect_error(s, err, local);
 	backend_release(s->route, s->backend);
 	s->counted = 0;
 	close(s->srv.fd); /* also leaves the epoll set */
@@ -443,6 +594,8 @@ void session_event(struct side *sd, uint32_t events)
 		sd->can_write = 1;
 	if (events & (EPOLLRDHUP | EPOLLHUP))
 		sd->rdhup = 1;
+	if (events & EPOLLPRI)
+		sd->urg = sd->can_read = 1; /* urgent data: see urgent.h */
 
 	if (s->state == S_HEADER) {
 		if (sd == &s->cli && sd->can_read)
@@ -452,8 +605,19 @@ void session_event(struct side *sd, uint32_t events)
 	if (s->state == S_CONNECTING) {
 		if (sd == &s->srv) {
 			int err = sock_error(sd->fd);
+			if (err == ECONNRESET || err == EPIPE) {
+				/* Connected, then reset before this turn saw it (a
+				 * backend that answers at once and resets): what it
+				 * sent is in the socket and is delivered. */
+				if (mark_open(s))
+					return;
+				dir_fail(&s->down, err, 0);
+				dir_error(s, &s->down);
+				session_run(s);
+				return;
+			}
 			if (err || (events & (EPOLLERR | EPOLLHUP)) == EPOLLHUP) {
-				session_connect_failed(s, err ? err : ECONNREFUSED);
+				session_connect_failed(s, err ? err : ECONNREFUSED, 0);
 				return;
 			}
 			if (!(events & EPOLLOUT))
@@ -469,11 +633,29 @@ void session_event(struct side *sd, uint32_t events)
 		/* An RST or ICMP error on a side whose directions had nothing to
 		 * do: the I/O above did not surface it, so close here rather
 		 * than leave the other peer hanging until the idle timeout. */
-		int err = sock_error(sd->fd);
+		int err = sd->broken ? 0 : sock_error(sd->fd);
 		if (err && !sm_spurious_epipe(s, sd, err)) {
-			struct dir *d = sd == &s->cli ? &s->up : &s->down;
-			dir_fail(d, err, 0);
-			session_close(s, failure_reason(s, d));
+			struct dir *from = sd == &s->cli ? &s->up : &s->down;
+
+			if (closes_on_first_error(s)) {
+				dir_fail(from, err, 0);
+				session_close(s, failure_reason(s, from));
+				return;
+			}
+			/* The reading direction cannot see it now (ended, or
+			 * waiting for its destination): what it still has to
+			 * forward ends with a reset, and nothing more can be
+			 * written to sd. */
+			if (!from->shut && !from->dead) {
+				from->eof = from->rst = 1;
+				if (!s->fail)
+					s->fail = from, dir_fail(from, err, 0);
+			} else if (!s->fail) {
+				struct dir *to = sd == &s->cli ? &s->down : &s->up;
+				s->fail = to, dir_fail(to, err, 1);
+			}
+			side_broken(s, sd);
+			session_run(s);
 		}
 	}
 }
@@ -494,6 +676,36 @@ static int lowat_tail_waiting(struct dir *d)
 	return 1;
 }
 
+/* The connect deadline passed. A worker that was too busy to see the
+ * connect complete must not blame the backend: if the socket is connected
+ * after all, the session opens. */
+static void connect_timed_out(struct session *s)
+{
+	struct pollfd p = { .fd = s->srv.fd, .events = POLLOUT };
+
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) && !(p.revents & (POLLERR | POLLHUP)) &&
+	    !sock_error(s->srv.fd)) {
+		s->srv.can_write = 1;
+		if (mark_open(s) == 0)
+			session_run(s);
+		return;
+	}
+	session_connect_failed(s, ETIMEDOUT, 0);
+}
+
+/* Once one direction is over (a FIN forwarded, a reset, a failed side),
+ * half_close_timeout bounds the silence instead of idle_timeout (HAProxy's
+ * timeout client-fin / server-fin). UINT64_MAX while both are open. */
+static uint64_t half_closed_limit(const struct session *s)
+{
+	const struct route_opts *o = &s->route->o;
+
+	if (s->state != S_OPEN || !(dir_over(&s->up) || dir_over(&s->down) || s->up.eof || s->down.eof))
+		return UINT64_MAX;
+	return o->half_close_timeout_ms < o->idle_timeout_ms ? o->half_close_timeout_ms
+							      : o->idle_timeout_ms;
+}
+
 void session_check_timeouts(struct session *s, uint64_t now_ms)
 {
 	const struct route_opts *o = &s->route->o;
@@ -501,10 +713,16 @@ void session_check_timeouts(struct session *s, uint64_t now_ms)
 	if (s->state == S_HEADER && now_ms >= s->connect_deadline_ms) {
 		header_failed(s, "proxy-header-timeout", "no complete header within proxy_timeout");
 	} else if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
-		session_connect_failed(s, ETIMEDOUT);
+		connect_timed_out(s);
 	} else if (s->state == S_OPEN && s->sm == SM_ON && sm_sync(s)) {
 		s->active_ms = now_ms; /* bytes moved in the kernel since the last scan */
 		session_run(s);        /* and a direction may have been passed bytes */
+	} else if (s->state == S_OPEN && s->ending) {
+		/* waiting for a send queue to empty before an RST */
+		session_end(s, now_ms - s->active_ms >= half_closed_limit(s));
+	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= half_closed_limit(s)) {
+		CTR_ADD(s->w, idle_timeouts, 1);
+		session_close(s, "half-close-timeout");
 	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= o->idle_timeout_ms) {
 		CTR_ADD(s->w, idle_timeouts, 1);
 		session_close(s, "idle-timeout");
@@ -554,8 +772,13 @@ void session_close(struct session *s, const char *reason)
 	/* A side gets an RST when bytes meant for it are still in our hands, or
 	 * when the stream toward it was cut by an error at the other end: a
 	 * FIN would tell it the stream ended cleanly. */
-	rst_cli = dir_pending(&s->down) || (s->down.err && !s->down.err_at_dst);
-	rst_srv = dir_pending(&s->up) || (s->up.err && !s->up.err_at_dst);
+	if (closes_on_first_error(s)) {
+		rst_cli = dir_pending(&s->down) || (s->down.err && !s->down.err_at_dst);
+		rst_srv = dir_pending(&s->up) || (s->up.err && !s->up.err_at_dst);
+	} else {
+		rst_cli = wants_rst(s, &s->cli);
+		rst_srv = wants_rst(s, &s->srv);
+	}
 	resets = side_close(&s->cli, rst_cli) + side_close(&s->srv, rst_srv) +
 		 uring_sides_close(s, rst_cli, rst_srv);
 	if (resets)

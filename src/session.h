@@ -19,6 +19,8 @@ struct side {
 	uint8_t can_read;  /* readable edge seen and not yet drained */
 	uint8_t can_write; /* writable edge seen and not yet filled */
 	uint8_t rdhup;     /* peer's FIN seen in an event: a short read is not the end */
+	uint8_t urg;       /* EPOLLPRI: urgent data ahead, a short read may stop at its mark */
+	uint8_t broken;    /* reset or failed (seen reading or writing): it takes no more bytes */
 	int fd;            /* -1 when not open */
 	uint32_t ev;       /* epoll events registered (sockmap narrows them) */
 	struct session *s;
@@ -37,8 +39,14 @@ struct dir {
 	uint8_t mode;         /* enum dir_mode */
 	uint8_t can_switch;   /* auto: may still move to splice */
 	uint8_t used;         /* DIR_USED_* bits, for the log */
-	uint8_t eof;          /* src returned 0: forward a FIN once drained */
+	/* Reading src: open, then eof (0 read, or an error: see rst). Writing
+	 * dst: open, then shut (the FIN forwarded) or dead (dst failed). */
+	uint8_t eof;          /* src ended: forward its end once everything before it is written */
+	uint8_t rst;          /* src ended by a reset: dst gets an RST, not a FIN, once delivered */
 	uint8_t shut;         /* shutdown(dst, SHUT_WR) done */
+	uint8_t dead;         /* dst failed: nothing more can be delivered; pending was dropped */
+	uint8_t urg_state;    /* urgent.c: 0 none, 1 urgent byte held, 2 sent, mark to skip */
+	char urg_byte;
 	uint8_t pipe_full;    /* splice-in said EAGAIN with bytes in the pipe */
 	uint8_t lowat_set;    /* SO_RCVLOWAT applied to src */
 	uint32_t full_reads;  /* auto: big reads in a row (see AUTO_STREAM_READS) */
@@ -82,10 +90,14 @@ struct session {
 	uint8_t sm;            /* enum sm_state */
 	uint8_t in_smwait;     /* on the worker's sockmap drain-wait list */
 	uint8_t sm_degraded;   /* only one socket could be inserted: user space copies */
+	uint8_t ending;        /* both directions over; waiting for a side's send queue to
+				  empty before its RST (an RST would discard what it holds) */
 	uint16_t sm_backoff;   /* drain-wait: ms until the next check (doubles) */
 	uint64_t sm_due_ms;    /* drain-wait: next check */
 	uint64_t sm_cookie[2]; /* client, backend socket cookies */
 	struct session *sm_next;     /* worker's drain-wait list */
+	struct dir *fail;      /* the first direction that met an error: the close reason */
+	uint32_t outq[2];      /* ending: client, backend send queues at the last look */
 	uint64_t start_ms, active_ms;
 	uint64_t connect_deadline_ms;  /* S_CONNECTING: this attempt's; S_HEADER: the header's */
 	struct sockaddr_storage peer;

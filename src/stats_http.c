@@ -184,6 +184,9 @@ size_t stats_http_metrics(char *buf, size_t len)
 	WORKER_COUNTER("auto_switches_total", "Directions auto moved from copy to splice.", auto_switches);
 	WORKER_COUNTER("idle_timeouts_total", "Sessions closed by idle_timeout.", idle_timeouts);
 	WORKER_COUNTER("resets_sent_total", "Sides closed with an RST.", resets_sent);
+	WORKER_COUNTER("connect_local_errors_total",
+		       "Backend connects failed by this host (ports, descriptors, memory, routes); not counted against backends.",
+		       connect_local_errors);
 	WORKER_COUNTER("proxy_header_errors_total", "Clients closed for a bad or late PROXY header.",
 		       proxy_header_errors);
 	family(&o, "splicer_accept_pauses_total", "counter", "Times accepting paused, by cause.");

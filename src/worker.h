@@ -38,6 +38,7 @@ struct counters {
 	uint64_t sockmap_sessions;  /* sessions whose directions moved into the sockmap */
 	uint64_t sockmap_fallbacks; /* sockmap sessions left on copy/splice (no slot, insert failed) */
 	uint64_t bytes_uring;       /* moved by the uring engine */
+	uint64_t connect_local_errors; /* backend connects failed by this host (ports, fds, memory) */
 };
 #define CTR_ADD(w, f, n) __atomic_store_n(&(w)->ctr.f, (w)->ctr.f + (n), __ATOMIC_RELAXED)
 #define CTR_GET(w, f)    __atomic_load_n(&(w)->ctr.f, __ATOMIC_RELAXED)
