@@ -179,9 +179,6 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	unsigned started = 0, nlisteners = 0;
 	int rc = 0, any_splice = 0, hr;
 
-	/* from here on no thread waits for stderr (log.c says why a thread) */
-	if ((hr = log_async_start()))
-		log_warn("error log writer thread: %s; logging directly", strerror(-hr));
 	if (engine_splice.probe(err, sizeof(err))) {
 		rl.copy_only = 1;
 		for (unsigned i = 0; i < cfg->nroutes; i++) {
@@ -209,6 +206,10 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	sigaddset(&sigs, SIGHUP);
 	sigaddset(&sigs, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	/* from here on no thread waits for stderr (log.c says why a thread);
+	 * after the mask: the writer must not take SIGTERM's default action */
+	if ((hr = log_async_start()))
+		log_warn("error log writer thread: %s; logging directly", strerror(-hr));
 	if (access_log_open(cfg->access_log, err, sizeof(err))) {
 		log_err("%s", err);
 		return 1;
