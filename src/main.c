@@ -128,6 +128,42 @@ static int start_failed(const struct config *c, unsigned n)
 	return 1;
 }
 
+/* `user =`: the access log file becomes the user's. Returns 0 or 1 (logged). */
+static int give_access_log(const struct config *cfg)
+{
+	char err[512];
+	uid_t uid;
+	gid_t gid;
+	int r = privs_lookup(cfg->user, &uid, &gid, err, sizeof(err));
+
+	if (r == 1) /* no user = */
+		return 0;
+	if (r == 0)
+		r = access_log_chown(uid, gid, err, sizeof(err));
+	if (r == 1)
+		log_warn("%s", err);
+	if (r < 0)
+		log_err("%s", err);
+	return r < 0;
+}
+
+/* Heartbeats (worker.h): each worker that stops turning its loop is logged
+ * once, and once more when it turns again. /health answers 503 meanwhile. */
+static void watch_workers(struct worker *ws, unsigned n, char *stalled)
+{
+	uint64_t now = now_monotonic_ms();
+
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t age = worker_stalled_ms(&ws[i], now);
+		if (age && !stalled[i])
+			log_err("worker %u has not turned its loop for %llu ms (blocked?): /health "
+				"answers 503", i, (unsigned long long)age);
+		else if (!age && stalled[i])
+			log_warn("worker %u turns its loop again", i);
+		stalled[i] = age != 0;
+	}
+}
+
 /* Runs the proxy until SIGTERM/SIGINT and the drain that follows. Takes
  * cfg (heap) and frees it, and every config a SIGHUP replaced it with. */
 static int run_proxy(struct config *cfg, int argc, char **argv)
@@ -137,6 +173,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	struct worker *ws;
 	int (*fds)[MAX_LISTENERS];
 	char *joined; /* a thread may be joined once only */
+	char *stalled; /* heartbeat missed, logged */
 	char err[256];
 	sigset_t sigs;
 	unsigned started = 0, nlisteners = 0;
@@ -169,6 +206,10 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	sigaddset(&sigs, SIGHUP);
 	sigaddset(&sigs, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	/* from here on no thread waits for stderr (log.c says why a thread);
+	 * after the mask: the writer must not take SIGTERM's default action */
+	if ((hr = log_async_start()))
+		log_warn("error log writer thread: %s; logging directly", strerror(-hr));
 	if (access_log_open(cfg->access_log, err, sizeof(err))) {
 		log_err("%s", err);
 		return 1;
@@ -177,7 +218,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	ws = calloc(cfg->workers, sizeof(*ws));
 	fds = calloc(cfg->workers, sizeof(*fds));
 	joined = calloc(cfg->workers, 1);
-	if (!ws || !fds || !joined) {
+	stalled = calloc(cfg->workers, 1);
+	if (!ws || !fds || !joined || !stalled) {
 		fprintf(stderr, "splicer: out of memory\n");
 		return 1;
 	}
@@ -204,7 +246,12 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		log_err("%s", err);
 		return start_failed(cfg, nlisteners);
 	}
-	/* every socket is bound: root is no longer needed */
+	/* every socket is bound: root is no longer needed; the access log goes
+	 * to the user first, or SIGUSR1 could not reopen it after a rotation */
+	if (geteuid() == 0 && give_access_log(cfg)) {
+		stats_http_stop();
+		return start_failed(cfg, nlisteners);
+	}
 	if (privs_drop(cfg->user, err, sizeof(err))) {
 		log_err("%s", err);
 		stats_http_stop();
@@ -264,9 +311,10 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 			for (unsigned i = 0; i < started; i++)
 				worker_wake(&ws[i]);
 		} else if (sig == SIGUSR1) {
-			if (access_log_reopen(err, sizeof(err)))
+			int ro = access_log_reopen(err, sizeof(err));
+			if (ro < 0)
 				log_warn("SIGUSR1: %s; logging on to the old file", err);
-			else if (strcmp(cfg->access_log, "off"))
+			else if (ro > 0) /* not for -, syslog or off: nothing happened */
 				log_info("SIGUSR1: access log %s reopened", cfg->access_log);
 		} else if (sig == SIGHUP && stopping) {
 			log_warn("SIGHUP while stopping: ignored");
@@ -277,8 +325,10 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 			}
 		}
 		reload_reap(&rl, now_monotonic_ms());
-		if (!stopping)
+		if (!stopping) {
+			watch_workers(ws, started, stalled);
 			continue;
+		}
 		for (unsigned i = 0; i < started; i++) {
 			if (!joined[i] && pthread_tryjoin_np(ws[i].thread, NULL) == 0)
 				joined[i] = 1;
@@ -299,10 +349,29 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	free(ws);
 	free(fds);
 	free(joined);
+	free(stalled);
 	reload_free_all(&rl);
 	config_free(cfg);
 	free(cfg);
 	return rc;
+}
+
+/* A descriptor among 0-2 that is closed (`splicer ... 2>&-`) would be taken
+ * by the first socket opened, and log lines would go into a client's TCP
+ * stream: /dev/null takes each such number first, for every subcommand. */
+static void std_fds_open(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		int n;
+
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		n = open("/dev/null", O_RDWR); /* the lowest free number: fd itself */
+		if (n >= 0 && n != fd) {
+			dup2(n, fd);
+			close(n);
+		}
+	}
 }
 
 int main(int argc, char **argv)
@@ -310,6 +379,7 @@ int main(int argc, char **argv)
 	struct config *cfg;
 	int r;
 
+	std_fds_open();
 	if (argc > 1 && !strcmp(argv[1], "demo"))
 		return cmd_demo(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "bench"))
@@ -335,5 +405,7 @@ int main(int argc, char **argv)
 	}
 	set_log_level(cfg);
 	r = run_proxy(cfg, argc, argv);
+	/* what is still queued (the totals), unless stderr's reader is gone */
+	log_sink_stop(&log_err_sink, 1000);
 	return r;
 }

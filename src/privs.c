@@ -43,6 +43,22 @@ int privs_drop(const char *name, char *err, size_t errlen)
 	return 0;
 }
 
+int privs_lookup(const char *name, uid_t *uid, gid_t *gid, char *err, size_t errlen)
+{
+	struct passwd *pw;
+
+	if (!name[0] || !strcmp(name, "off"))
+		return 1;
+	errno = 0;
+	if (!(pw = getpwnam(name))) {
+		snprintf(err, errlen, "user %s: %s", name, errno ? strerror(errno) : "no such user");
+		return -1;
+	}
+	*uid = pw->pw_uid;
+	*gid = pw->pw_gid;
+	return 0;
+}
+
 static long read_long(const char *path)
 {
 	FILE *f = fopen(path, "re");

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "access_log.h"
 #include "backend.h"
 #include "http_req.h"
 #include "listener.h"
@@ -201,6 +202,13 @@ size_t stats_http_metrics(char *buf, size_t len)
 		pfree += nfree;
 		pin += total > nfree ? total - nfree : 0;
 	}
+	family(&o, "splicer_log_lines_dropped_total", "counter",
+	       "Log lines dropped because the sink did not take them in time (a stalled pipe, "
+	       "FIFO, disk or syslog); no worker waits for a log.");
+	put(&o, "splicer_log_lines_dropped_total{log=\"error\"} %llu\n",
+	    (unsigned long long)log_sink_dropped(&log_err_sink));
+	put(&o, "splicer_log_lines_dropped_total{log=\"access\"} %llu\n",
+	    (unsigned long long)access_log_dropped());
 	family(&o, "splicer_pipes", "gauge", "Pipes in the pools, by state.");
 	put(&o, "splicer_pipes{state=\"in_use\"} %u\nsplicer_pipes{state=\"free\"} %u\n", pin, pfree);
 	if (o.n < len)
@@ -208,8 +216,10 @@ size_t stats_http_metrics(char *buf, size_t len)
 	return o.n;
 }
 
-static void respond(int fd, int code, const char *reason, const char *ctype, const char *body,
-		    size_t blen)
+/* Sends the head and, unless head_only (HEAD), the body; Content-Length is
+ * the body's length either way, as for GET. */
+static void respond_as(int fd, int code, const char *reason, const char *ctype, const char *body,
+		       size_t blen, int head_only)
 {
 	char head[256];
 	int n = snprintf(head, sizeof(head),
@@ -221,7 +231,7 @@ static void respond(int fd, int code, const char *reason, const char *ctype, con
 	uint64_t end = now_monotonic_ms() + REQ_TIMEOUT; /* a scraper that reads slowly
 							    holds the thread this long at most */
 
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < 2 - !!head_only; k++)
 		for (size_t off = 0; off < lens[k];) {
 			ssize_t w = send(fd, parts[k] + off, lens[k] - off, MSG_NOSIGNAL | MSG_DONTWAIT);
 			uint64_t now = now_monotonic_ms();
@@ -233,6 +243,12 @@ static void respond(int fd, int code, const char *reason, const char *ctype, con
 			else
 				return; /* the scraper left: nothing to do */
 		}
+}
+
+static void respond(int fd, int code, const char *reason, const char *ctype, const char *body,
+		    size_t blen)
+{
+	respond_as(fd, code, reason, ctype, body, blen, 0);
 }
 
 static void error(int fd, int code, const char *reason)
@@ -268,10 +284,27 @@ static void answer(int fd, const char *method, const char *path)
 	}
 	if (!strcmp(path, "/health")) {
 		int draining = __atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED);
+		uint64_t now = now_monotonic_ms(), age = 0;
+		unsigned stuck = 0;
+		char why[128];
+		int n;
+
+		/* a worker that stopped turning its loop moves nothing */
+		for (unsigned i = 0; i < st.nw && !draining && !age; i++)
+			if ((age = worker_stalled_ms(&st.ws[i], now)))
+				stuck = i;
 		if (draining)
-			respond(fd, 503, "Service Unavailable", "text/plain", "draining\n", 9);
+			n = snprintf(why, sizeof(why), "draining\n");
+		else if (age)
+			n = snprintf(why, sizeof(why), "worker %u stalled: no loop turn for %llu ms\n",
+				     stuck, (unsigned long long)age);
 		else
-			respond(fd, 200, "OK", "text/plain", "ok\n", 3);
+			n = snprintf(why, sizeof(why), "ok\n");
+		if (draining || age)
+			respond_as(fd, 503, "Service Unavailable", "text/plain", why, (size_t)n,
+				   !strcmp(method, "HEAD"));
+		else
+			respond_as(fd, 200, "OK", "text/plain", why, (size_t)n, !strcmp(method, "HEAD"));
 		return;
 	}
 	/* measure, render; again if a reload grew the routes in between */
@@ -290,8 +323,8 @@ static void answer(int fd, const char *method, const char *path)
 		error(fd, 500, "Internal Server Error");
 		return;
 	}
-	respond(fd, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body,
-		!strcmp(method, "HEAD") ? 0 : blen);
+	respond_as(fd, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, blen,
+		   !strcmp(method, "HEAD"));
 	free(body);
 }
 

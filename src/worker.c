@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,19 +41,72 @@ static uint64_t now_precise_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+static char *buf_alloc(size_t size)
+{
+	void *p;
+
+	if (size < BUF_POOL_MMAP_MIN)
+		return malloc(size);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void buf_free(char *buf, size_t size)
+{
+	if (size < BUF_POOL_MMAP_MIN)
+		free(buf);
+	else
+		munmap(buf, size);
+}
+
 char *buf_pool_get(struct buf_pool *bp)
 {
-	if (bp->nfree)
-		return bp->free[--bp->nfree];
-	return malloc(bp->size);
+	char *b = bp->nfree ? bp->free[--bp->nfree] : buf_alloc(bp->size);
+
+	if (b && ++bp->used > bp->peak)
+		bp->peak = bp->used;
+	return b;
 }
 
 void buf_pool_put(struct buf_pool *bp, char *buf)
 {
+	bp->used--;
 	if (bp->nfree < bp->max)
 		bp->free[bp->nfree++] = buf;
 	else
-		free(buf);
+		buf_free(buf, bp->size);
+}
+
+/* The pipe pool's rule (pipe_pool_trim), for buffers. */
+unsigned buf_pool_trim(struct buf_pool *bp)
+{
+	unsigned freed = 0;
+
+	if (bp->peak > bp->used)
+		bp->peak -= (bp->peak - bp->used + 63) / 64;
+	else
+		bp->peak = bp->used;
+	while (bp->nfree && bp->used + bp->nfree > bp->peak + BUF_POOL_HEADROOM &&
+	       freed < BUF_POOL_TRIM_BATCH) {
+		buf_free(bp->free[--bp->nfree], bp->size);
+		freed++;
+	}
+	return freed;
+}
+
+void buf_pool_destroy(struct buf_pool *bp)
+{
+	while (bp->nfree)
+		buf_free(bp->free[--bp->nfree], bp->size);
+	free(bp->free);
+	bp->free = NULL;
+}
+
+uint64_t worker_stalled_ms(const struct worker *w, uint64_t now_ms)
+{
+	uint64_t last = __atomic_load_n(&w->turn_ms, __ATOMIC_RELAXED);
+
+	return now_ms > last && now_ms - last > WORKER_STALL_MS ? now_ms - last : 0;
 }
 
 int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *listen_fds)
@@ -87,6 +141,7 @@ int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *lis
 		return -ENOMEM;
 	worker_set_listeners(w, cfg, listen_fds);
 	w->now_ms = now_monotonic_ms();
+	w->turn_ms = w->now_ms;
 	for (unsigned r = 0; r < cfg->nroutes; r++)
 		if (cfg->route[r]->o.engine == ENGINE_URING)
 			return uring_worker_init(w);
@@ -137,6 +192,11 @@ static void worker_apply_reload(struct worker *w, uint64_t gen)
 
 void worker_listeners_arm(struct worker *w, int on)
 {
+	/* Paused on EMFILE: a session closing now (which frees a --max-conns
+	 * slot, not necessarily a descriptor) must not bring accept back
+	 * before the pause ends, or each close is one more failed accept. */
+	if (on && w->accept_resume_ms)
+		return;
 	for (unsigned i = 0; i < w->nlst; i++) {
 		struct listener *l = &w->lst[i];
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = l };
@@ -223,6 +283,7 @@ static void worker_scan(struct worker *w)
 		session_check_timeouts(s, w->now_ms);
 	}
 	pipe_pool_trim(&w->pipes);
+	buf_pool_trim(&w->bufs);
 	if (w->draining)
 		return;
 	if (w->accept_resume_ms && w->now_ms >= w->accept_resume_ms) {
@@ -292,12 +353,15 @@ void *worker_main(void *arg)
 		if (n > 0 && w->cfg->busy_poll_us)
 			w->spin_until_us = now_precise_us() + w->cfg->busy_poll_us;
 		w->now_ms = now_monotonic_ms();
+		__atomic_store_n(&w->turn_ms, w->now_ms, __ATOMIC_RELAXED);
 		for (int i = 0; i < n; i++) {
 			uint8_t kind = *(uint8_t *)evs[i].data.ptr;
 
 			switch (kind) {
 			case EV_LISTENER:
-				if (!w->draining)
+				/* not when an earlier event of this batch paused
+				 * accepting: the event predates the pause */
+				if (!w->draining && ((struct listener *)evs[i].data.ptr)->armed)
 					listener_accept(w, evs[i].data.ptr);
 				break;
 			case EV_CLIENT:
@@ -355,9 +419,7 @@ void worker_destroy(struct worker *w)
 {
 	listeners_close(w);
 	uring_destroy(w);
-	while (w->bufs.nfree)
-		free(w->bufs.free[--w->bufs.nfree]);
-	free(w->bufs.free);
+	buf_pool_destroy(&w->bufs);
 	free(w->sm_free);
 	pipe_pool_destroy(&w->pipes);
 	if (w->wake.fd >= 0)

@@ -60,9 +60,21 @@ struct listener {
 	struct route *route;     /* whose clients it accepts */
 };
 
+/* Copy buffers, trimmed like the pipe pool (pipe_pool.h): a high-water mark
+ * of buffers in use decays by 1/64 per buf_pool_trim (every SCAN_MS, so it
+ * halves in about 4.5 s of calm) and free buffers above it plus
+ * BUF_POOL_HEADROOM are freed, so a burst of 1 MiB buffers is given back
+ * well within a minute (about 10 s from 120 to the headroom). Buffers of 128 KiB and more
+ * are mmap()ed, so freeing one returns its memory to the system at once (a
+ * malloc()ed one of that size would stay in the allocator's arena). */
+#define BUF_POOL_HEADROOM   4
+#define BUF_POOL_TRIM_BATCH 64
+#define BUF_POOL_MMAP_MIN   (128 * 1024)
 struct buf_pool {
 	char **free;   /* stack of unused copy buffers */
 	unsigned nfree, max;
+	unsigned used; /* handed out */
+	unsigned peak; /* decaying high-water mark of used */
 	size_t size;
 };
 
@@ -91,6 +103,7 @@ struct worker {
 	int sm_init;
 	uint64_t next_id;           /* session ids: worker id in the top byte */
 	uint64_t now_ms;            /* CLOCK_MONOTONIC_COARSE, refreshed each turn */
+	uint64_t turn_ms;           /* heartbeat: now_ms of the last loop turn (atomic) */
 	uint64_t next_scan_ms;      /* next timeout scan */
 	uint64_t spin_until_us;     /* --busy-poll: epoll_wait does not sleep before this */
 	int draining;
@@ -122,6 +135,20 @@ uint64_t now_monotonic_ms(void);
 
 char *buf_pool_get(struct buf_pool *bp);
 void buf_pool_put(struct buf_pool *bp, char *buf);
+/* Frees idle buffers above the recent need (see struct buf_pool); returns
+ * how many. */
+unsigned buf_pool_trim(struct buf_pool *bp);
+/* Frees every idle buffer and the stack. */
+void buf_pool_destroy(struct buf_pool *bp);
+
+/* Heartbeat: a worker turns its loop at least every SCAN_MS (100 ms) even
+ * when idle (epoll_wait's timeout), so one whose last turn is older than
+ * WORKER_STALL_MS is blocked somewhere (a syscall that should not block, a
+ * loop that does not end). Returns that age in ms, or 0 while it turns.
+ * 2 s is 20 missed turns: far beyond scheduling noise on a loaded machine,
+ * well within a load balancer's patience. */
+#define WORKER_STALL_MS 2000
+uint64_t worker_stalled_ms(const struct worker *w, uint64_t now_ms);
 
 /* The sum of n workers' counters (any thread; each field read atomically). */
 void worker_counters_total(const struct worker *ws, unsigned n, struct counters *t);
@@ -130,7 +157,9 @@ void worker_counters_total(const struct worker *ws, unsigned n, struct counters 
  * Used at start and on reload. */
 void worker_set_listeners(struct worker *w, const struct config *cfg, const int *fds);
 
-/* Listener arming, used by sessions when --max-conns frees up. */
+/* Listener arming, used by sessions when --max-conns frees up. Arming is
+ * refused while accepting is paused after EMFILE/ENFILE (accept_resume_ms
+ * set): worker_scan arms them when the pause ends. */
 void worker_listeners_arm(struct worker *w, int on);
 
 #endif
