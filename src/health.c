@@ -29,7 +29,7 @@ static int started, stop_pipe[2] = { -1, -1 };
 
 static void record(struct route *r, unsigned b, int ok, const char *why)
 {
-	struct backend_health *h = &r->health[b];
+	struct backend_health *h = r->health[b];
 	char text[160];
 
 	__atomic_add_fetch(ok ? &h->checks_ok : &h->checks_failed, 1, __ATOMIC_RELAXED);

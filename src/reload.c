@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "engine.h"
 #include "health.h"
 #include "listener.h"
@@ -202,6 +203,8 @@ int reload_run(struct reload_ctx *r)
 		memcpy(r->fds[w], nfds[w], sizeof(nfds[w]));
 	free(nfds);
 	/* checks and metrics follow the new routes */
+	for (unsigned i = 0; i < nw->nroutes; i++)
+		backend_checks_apply(nw->route[i]);
 	health_stop();
 	if ((rc = health_start(nw)))
 		log_warn("SIGHUP: health checks not restarted: %s", strerror(-rc));
@@ -223,10 +226,12 @@ fail_mem:
 	return -1;
 }
 
+/* The sessions of this generation, not the route's (route->st is shared
+ * with the newer generations). */
 static int sessions_left(const struct config *c)
 {
 	for (unsigned i = 0; i < c->nroutes; i++)
-		if (__atomic_load_n(&c->route[i]->st.active, __ATOMIC_ACQUIRE))
+		if (__atomic_load_n(&c->route[i]->live, __ATOMIC_ACQUIRE))
 			return 1;
 	return 0;
 }
