@@ -1,4 +1,6 @@
-/* Integration cases for run-time state across reloads (issue 12, defect 8):
+/* Integration cases for reloads and run-time state (issue 12, defects 7-8):
+ *   - 70 reloads in a row apply, and 66 generations that each keep a
+ *     session do not block a further reload (no limit on old configs);
  *   - a reload of an unchanged file keeps route and backend counters (a
  *     session spanning it is counted), keeps a backend marked down by its
  *     checks down (no client is sent to it), and keeps the leastconn
@@ -234,11 +236,67 @@ static char tag_hold(const struct h_addr *a, int *fd)
 	return c;
 }
 
+/* ---- defect 7: no limit on generations ----------------------------------- */
+
 static void write_one_route(char *text, size_t n, int port, int backend_port)
 {
 	snprintf(text, n, "[global]\nworkers = 2\nstats = 127.0.0.1:0\n\n"
 			  "[route r]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n",
 		 port, backend_port);
+}
+
+Test(integ, reload_70_in_a_row_all_apply, .init = h_init, .fini = h_fini, .timeout = 90)
+{
+	const char *bin = h_binary(0);
+	static struct echo_srv e;
+	static struct h_proxy p;
+	char text[512];
+
+	echo_start(&e);
+	write_one_route(text, sizeof text, h_free_port(), e.port);
+	proxy_from_file(&p, bin, conf_write("r70.conf", text));
+	for (int i = 1; i <= 70; i++)
+		reload(&p, i);
+	H_CHECK(h_log_lines(&p, "earlier configs", NULL) == 0, "a reload was refused");
+	char why[256];
+	H_CHECK(h_echo_roundtrip(&p.addr, 1000, 7, 3000, why, sizeof why) == 0,
+		"after 70 reloads: %s", why);
+	h_proxy_down(&p);
+	echo_stop(&e);
+}
+
+Test(integ, reload_66_generations_with_sessions_do_not_block, .init = h_init, .fini = h_fini,
+     .timeout = 120)
+{
+	const char *bin = h_binary(0);
+	static struct echo_srv e;
+	static struct h_proxy p;
+	static int fd[66];
+	char text[512];
+	const int gens = 66;
+
+	echo_start(&e);
+	int port = h_free_port();
+	write_one_route(text, sizeof text, port, e.port);
+	proxy_from_file(&p, bin, conf_write("r66.conf", text));
+	/* one session per generation, each seen forwarding before the reload */
+	for (int i = 0; i < gens; i++) {
+		fd[i] = h_connect(&p.addr, 2000);
+		H_CHECK(fd[i] >= 0, "session %d: connect: %s", i, strerror(errno));
+		H_CHECK(echo_round(fd[i], (uint64_t)i, 0, 100) == 0, "session %d: no echo", i);
+		reload(&p, i + 1);
+	}
+	/* and one more: 66 earlier configs with sessions must not refuse it */
+	reload(&p, gens + 1);
+	H_CHECK(h_log_lines(&p, "earlier configs", NULL) == 0, "a reload was refused");
+	for (int i = 0; i < gens; i++) {
+		H_CHECK(echo_round(fd[i], (uint64_t)i, 100, 1000) == 0,
+			"the session of generation %d stopped forwarding", i);
+	}
+	for (int i = 0; i < gens; i++)
+		close(fd[i]);
+	h_proxy_down(&p);
+	echo_stop(&e);
 }
 
 /* ---- defect 8: run-time state outlives a generation ----------------------- */
