@@ -98,7 +98,6 @@ struct route {
 	struct backend_health **health;
 	struct route_stats *st;
 	uint64_t live;                     /* atomic: sessions of this generation's route */
-	uint64_t next_check_ms;            /* checker thread only */
 };
 
 struct config {

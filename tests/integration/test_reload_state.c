@@ -1,4 +1,7 @@
-/* Integration cases for reloads and run-time state (issue 12, defects 7-8):
+/* Integration cases for run-time state across reloads and for health-check
+ * scheduling (issue 12, defects 6-8):
+ *   - one route's silent backend with a 10 s check_timeout does not delay
+ *     another route's checks (each backend has its own schedule);
  *   - 70 reloads in a row apply, and 66 generations that each keep a
  *     session do not block a further reload (no limit on old configs);
  *   - a reload of an unchanged file keeps route and backend counters (a
@@ -234,6 +237,103 @@ static char tag_hold(const struct h_addr *a, int *fd)
 	if (*fd < 0 || h_recv_exact(*fd, &c, 1, h_now_ms() + 2000))
 		return 0;
 	return c;
+}
+
+/* ---- defect 6: each backend's checks on their own schedule --------------- */
+
+/* A listener whose accept queue is full (backlog 0, filled by connections
+ * held here and never accepted): the kernel drops further SYNs, so a
+ * connect to it neither succeeds nor fails until it times out. */
+struct blackhole {
+	int lfd, port;
+	int fill[8];
+	int nfill;
+};
+
+static void blackhole_open(struct blackhole *b)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof sin;
+
+	memset(b, 0, sizeof *b);
+	b->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	H_CHECK(b->lfd >= 0 && bind(b->lfd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
+			listen(b->lfd, 0) == 0 && getsockname(b->lfd, (struct sockaddr *)&sin, &len) == 0,
+		"blackhole listener: %s", strerror(errno));
+	b->port = ntohs(sin.sin_port);
+	/* connect until one hangs: the queue is full then */
+	for (;;) {
+		H_CHECK(b->nfill < 8, "8 connections to a backlog-0 listener all completed");
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		H_CHECK(fd >= 0, "socket");
+		int rc = connect(fd, (struct sockaddr *)&sin, sizeof sin);
+		H_CHECK(rc == 0 || errno == EINPROGRESS, "connect to the blackhole: %s", strerror(errno));
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		if (rc != 0 && poll(&pfd, 1, 300) == 0) {
+			close(fd); /* it hangs: the queue is full */
+			return;
+		}
+		b->fill[b->nfill++] = fd;
+	}
+}
+
+static void blackhole_close(struct blackhole *b)
+{
+	for (int i = 0; i < b->nfill; i++)
+		close(b->fill[i]);
+	close(b->lfd);
+}
+
+Test(integ, health_check_schedules_are_per_backend, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct blackhole hole;
+	static struct echo_srv b;
+	static struct h_proxy p;
+	struct h_addr stats;
+	char text[1024], down[96], metric[160];
+
+	blackhole_open(&hole);
+	echo_start(&b);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 1\nstats = 127.0.0.1:0\n\n"
+		 "[route slow]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d\n"
+		 "check = tcp\ncheck_interval = 1s\ncheck_timeout = 10s\n\n"
+		 "[route fast]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d\n"
+		 "check = tcp\ncheck_interval = 100ms\ncheck_timeout = 1s\nfall = 1\n",
+		 hole.port, b.port);
+	proxy_from_file(&p, bin, conf_write("sched.conf", text));
+	H_CHECK(h_stats_addr(&p, &stats) == 0, "no stats line");
+	/* the fast route's backend passes a check first */
+	snprintf(metric, sizeof metric,
+		 "splicer_backend_checks_total{route=\"fast\",backend=\"127.0.0.1:%d\",result=\"ok\"}",
+		 b.port);
+	int64_t t0 = h_now_ms();
+	while (h_metric(&stats, metric) < 1 && h_now_ms() - t0 < 3000)
+		h_sleep_ms(20);
+	H_CHECK(h_metric(&stats, metric) >= 1, "the fast route's backend was never checked");
+
+	/* it dies while the slow route's check hangs in its 10 s timeout */
+	echo_stop(&b);
+	snprintf(down, sizeof down, "backend 127.0.0.1:%d is down", b.port);
+	int64_t took = log_wait(&p, down, NULL, 1, 12000);
+	H_CHECK(took >= 0 && took <= 1500,
+		"a dead backend on a route with interval 100 ms and fall 1 was marked down after "
+		"%lld ms (another route's check had a 10 s timeout)", (long long)took);
+	/* the premise: the slow route's check was still hanging meanwhile */
+	snprintf(metric, sizeof metric,
+		 "splicer_backend_checks_total{route=\"slow\",backend=\"127.0.0.1:%d\",result=\"failed\"}",
+		 hole.port);
+	long long slow_failed = h_metric(&stats, metric);
+	snprintf(metric, sizeof metric,
+		 "splicer_backend_checks_total{route=\"slow\",backend=\"127.0.0.1:%d\",result=\"ok\"}",
+		 hole.port);
+	long long slow_ok = h_metric(&stats, metric);
+	H_CHECK(slow_failed == 0 && slow_ok == 0,
+		"the slow route's backend was not hanging: checks ok %lld, failed %lld", slow_ok,
+		slow_failed);
+	h_proxy_down(&p);
+	blackhole_close(&hole);
 }
 
 /* ---- defect 7: no limit on generations ----------------------------------- */
