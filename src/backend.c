@@ -2,6 +2,9 @@
 #include "backend.h"
 
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,11 +86,126 @@ static int build_maglev(struct route *r)
 	return 0;
 }
 
+/* ---- run-time state registry -------------------------------------------- */
+
+/* Every state object of the process, keyed by route name, the backend's
+ * configured address (or "" for the route's own counters) and which
+ * occurrence of that address in the route it is (a backend may be listed
+ * twice). Each config generation holds a reference on the objects of its
+ * routes, so an object lives while any generation that has it does: a
+ * reload adopts the running objects, and a backend dropped from the file
+ * keeps its object until the last session of the generation that had it
+ * has ended. Only config_finalize() and config_free() come here (the main
+ * thread, or `splicer check`); the lock is for form, not for speed. The
+ * workers and the checker never do: they follow the route's pointers. */
+struct state_obj {
+	struct state_obj *next; /* hash chain */
+	unsigned refs;
+	unsigned nth;
+	char route[ROUTE_NAME_MAX];
+	char backend[ADDR_TEXT_MAX];
+	union {
+		struct route_stats st;
+		struct backend_health h;
+	} u;
+};
+
+#define STATE_BUCKETS 1024
+
+static struct state_obj *state_table[STATE_BUCKETS];
+static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned state_bucket(const char *route, const char *backend, unsigned nth)
+{
+	uint64_t h = hash64(route, strlen(route), nth);
+
+	h = hash64(backend, strlen(backend), h);
+	return (unsigned)(h % STATE_BUCKETS);
+}
+
+/* The object for the key, with one more reference; created (zeroed: up,
+ * no traffic) when no generation has it. NULL when out of memory. */
+static struct state_obj *state_get(const char *route, const char *backend, unsigned nth)
+{
+	unsigned k = state_bucket(route, backend, nth);
+	struct state_obj *o;
+
+	pthread_mutex_lock(&state_lock);
+	for (o = state_table[k]; o; o = o->next)
+		if (o->nth == nth && !strcmp(o->route, route) && !strcmp(o->backend, backend))
+			break;
+	if (!o && (o = calloc(1, sizeof(*o)))) {
+		o->nth = nth;
+		snprintf(o->route, sizeof(o->route), "%s", route);
+		snprintf(o->backend, sizeof(o->backend), "%s", backend);
+		o->next = state_table[k];
+		state_table[k] = o;
+	}
+	if (o)
+		o->refs++;
+	pthread_mutex_unlock(&state_lock);
+	return o;
+}
+
+static void state_put(struct state_obj *o)
+{
+	unsigned k = state_bucket(o->route, o->backend, o->nth);
+
+	pthread_mutex_lock(&state_lock);
+	if (!--o->refs) {
+		struct state_obj **pp = &state_table[k];
+		while (*pp != o)
+			pp = &(*pp)->next;
+		*pp = o->next;
+		free(o);
+	}
+	pthread_mutex_unlock(&state_lock);
+}
+
+#define STATE_OF(ptr, member) \
+	((struct state_obj *)((char *)(ptr) - offsetof(struct state_obj, member)))
+
+/* The key of backend i: its address as configured, so a host name that
+ * resolves elsewhere after a reload is still the same backend. */
+static const char *backend_key(const struct route *r, unsigned i)
+{
+	return r->backend[i].spec[0] ? r->backend[i].spec : r->backend[i].addr.text;
+}
+
+static int adopt_state(struct route *r)
+{
+	struct state_obj *o;
+
+	if (!(r->health = calloc(r->nbackend, sizeof(*r->health))) || !(o = state_get(r->name, "", 0)))
+		return -1;
+	r->st = &o->u.st;
+	for (unsigned i = 0; i < r->nbackend; i++) {
+		unsigned nth = 0;
+		for (unsigned j = 0; j < i; j++)
+			nth += !strcmp(backend_key(r, j), backend_key(r, i));
+		if (!(o = state_get(r->name, backend_key(r, i), nth)))
+			return -1;
+		r->health[i] = &o->u.h;
+	}
+	return 0;
+}
+
+static void release_state(struct route *r)
+{
+	for (unsigned i = 0; r->health && i < r->nbackend; i++)
+		if (r->health[i])
+			state_put(STATE_OF(r->health[i], u.h));
+	if (r->st)
+		state_put(STATE_OF(r->st, u.st));
+	free(r->health);
+	r->health = NULL;
+	r->st = NULL;
+}
+
 int backend_tables_build(struct route *r)
 {
 	backend_tables_free(r);
-	if (!(r->active = calloc(r->nbackend, sizeof(*r->active))) ||
-	    !(r->health = calloc(r->nbackend, sizeof(*r->health))) || build_schedule(r) ||
+	if (adopt_state(r) || build_schedule(r) ||
 	    (r->o.balance == BALANCE_MAGLEV && build_maglev(r)))
 		return -1;
 	return 0;
@@ -95,20 +213,25 @@ int backend_tables_build(struct route *r)
 
 void backend_tables_free(struct route *r)
 {
+	release_state(r);
 	free(r->sched);
-	free(r->active);
 	free(r->maglev);
-	free(r->health);
-	r->health = NULL;
 	r->sched = NULL;
-	r->active = NULL;
 	r->maglev = NULL;
 	r->nsched = 0;
 }
 
+void backend_checks_apply(struct route *r)
+{
+	if (r->o.check)
+		return;
+	for (unsigned i = 0; i < r->nbackend; i++)
+		backend_set_down(r, i, 0, "health checks are off");
+}
+
 int backend_is_up(const struct route *r, unsigned i)
 {
-	return !__atomic_load_n(&r->health[i].down, __ATOMIC_RELAXED);
+	return !__atomic_load_n(&r->health[i]->down, __ATOMIC_RELAXED);
 }
 
 static int any_up(const struct route *r)
@@ -121,7 +244,7 @@ static int any_up(const struct route *r)
 
 void backend_set_down(struct route *r, unsigned i, int down, const char *why)
 {
-	if (__atomic_exchange_n(&r->health[i].down, (uint8_t)down, __ATOMIC_RELAXED) == down)
+	if (__atomic_exchange_n(&r->health[i]->down, (uint8_t)down, __ATOMIC_RELAXED) == down)
 		return;
 	if (down)
 		log_warn("route %s: backend %s is down (%s)", r->name, r->backend[i].addr.text, why);
@@ -131,7 +254,7 @@ void backend_set_down(struct route *r, unsigned i, int down, const char *why)
 
 void backend_connect_result(struct route *r, unsigned i, int ok)
 {
-	struct backend_health *h = &r->health[i];
+	struct backend_health *h = r->health[i];
 
 	if (!r->o.check)
 		return; /* without checks nothing would bring it back */
@@ -196,10 +319,10 @@ unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t pe
 	 * starting at a rotating index so ties spread; down backends only
 	 * when every one is down. */
 	best = (unsigned)(turn % n);
-	best_load = __atomic_load_n(&r->active[best], __ATOMIC_RELAXED);
+	best_load = __atomic_load_n(&r->health[best]->active, __ATOMIC_RELAXED);
 	for (unsigned k = 1; k < n; k++) {
 		unsigned i = (unsigned)((turn + k) % n);
-		int64_t load = __atomic_load_n(&r->active[i], __ATOMIC_RELAXED);
+		int64_t load = __atomic_load_n(&r->health[i]->active, __ATOMIC_RELAXED);
 		int up_i = backend_is_up(r, i), up_best = backend_is_up(r, best);
 		if (up_i != up_best) {
 			if (up_i) {
@@ -218,10 +341,10 @@ unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t pe
 
 void backend_hold(struct route *r, unsigned i)
 {
-	__atomic_add_fetch(&r->active[i], 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&r->health[i]->active, 1, __ATOMIC_RELAXED);
 }
 
 void backend_release(struct route *r, unsigned i)
 {
-	__atomic_sub_fetch(&r->active[i], 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&r->health[i]->active, 1, __ATOMIC_RELAXED);
 }

@@ -1,7 +1,13 @@
-/* backend: which backend of a route a new session tries first, and the
- * per-backend session counts that leastconn reads. Lock-free: the cursor and
- * the counts are atomics in struct route, shared by every worker; the tables
- * are built once by config_finalize() and only read afterwards. */
+/* backend: which backend of a route a new session tries first, the
+ * per-backend session counts that leastconn reads, and the run-time state
+ * (health, counters, those counts) that survives reloads. Lock-free on the
+ * data path: the cursor and the counts are atomics shared by every worker;
+ * the tables are built once by config_finalize() and only read afterwards.
+ * The state objects belong to a registry keyed by route name and backend
+ * address as configured: every config generation that has a route or a
+ * backend points at the same object, so a reload neither resets health nor
+ * counters, and sessions of the old and the new generation count together.
+ * An object goes when the last generation that has it is freed. */
 #ifndef SPLICER_BACKEND_H
 #define SPLICER_BACKEND_H
 #include <sys/socket.h>
@@ -13,10 +19,15 @@
 #define MAGLEV_SIZE 65537
 
 /* Builds a route's tables: the weighted round-robin order, the Maglev
- * table (for balance = maglev) and the session counts. Returns 0 or -1
- * (out of memory). */
+ * table (for balance = maglev), and adopts (or creates) the run-time state
+ * of the route and of each backend. Returns 0 or -1 (out of memory). */
 int backend_tables_build(struct route *r);
+/* Frees the tables and lets go of the state objects. */
 void backend_tables_free(struct route *r);
+
+/* A reload made r the running route: without checks nothing would bring a
+ * backend marked down by an earlier generation back, so mark each up. */
+void backend_checks_apply(struct route *r);
 
 /* roundrobin: the next entry of the weighted schedule. leastconn: the
  * backend with the fewest sessions per unit of weight, ties going in turn.

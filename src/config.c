@@ -333,8 +333,10 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 				fprintf(stderr, "splicer: option '%s': %s\n", arg, why);
 				return -1;
 			}
-			if (is_backend)
+			if (is_backend) {
 				r->backend[*n].weight = 1;
+				snprintf(r->backend[*n].spec, sizeof(r->backend[*n].spec), "%s", val);
+			}
 			(*n)++;
 			continue;
 		}

@@ -49,7 +49,10 @@ struct route_opts {
 	uint64_t half_close_timeout_ms; /* idle limit once one direction has ended */
 };
 
-/* A backend's health, shared by the checker thread and the workers. */
+/* A backend's run-time state: health, traffic and its leastconn count.
+ * Shared by the checker thread and the workers, and by every config
+ * generation that has this backend (same route name, same configured
+ * address): it lives in backend.c's registry, so a reload keeps it. */
 struct backend_health {
 	uint8_t down;                /* atomic: sessions skip it */
 	uint32_t good, bad;          /* checker: results in a row */
@@ -58,9 +61,11 @@ struct backend_health {
 	uint64_t checks_ok, checks_failed; /* atomic totals */
 	/* traffic through this backend, atomic, added once per session */
 	uint64_t sessions, bytes_up, bytes_down, connect_errors;
+	int64_t active;              /* atomic: sessions on (or connecting to) it, for leastconn */
 };
 
-/* A route's traffic, atomic, added once per session (never per byte). */
+/* A route's traffic, atomic, added once per session (never per byte).
+ * One per route name, shared across reloads like struct backend_health. */
 struct route_stats {
 	uint64_t sessions, active, bytes_up, bytes_down;
 	uint64_t connect_errors, retries, no_backend, all_down;
@@ -70,6 +75,7 @@ struct route_stats {
 
 struct backend_conf {
 	struct addr addr;
+	char spec[ADDR_TEXT_MAX];    /* as configured ("db.local:5432"); "" = addr.text */
 	unsigned weight;             /* 1..MAX_WEIGHT: share of new sessions */
 };
 
@@ -87,11 +93,12 @@ struct route {
 	unsigned *sched;                   /* weighted round-robin order of backend indices */
 	unsigned nsched;
 	uint64_t rr;                       /* cursor into sched (atomic) */
-	int64_t *active;                   /* sessions per backend (atomic), for leastconn */
 	uint8_t *maglev;                   /* balance = maglev: MAGLEV_SIZE backend indices */
-	struct backend_health *health;     /* per backend */
-	uint64_t next_check_ms;            /* checker thread only */
-	struct route_stats st;
+	/* Run-time state that outlives this config: per backend, and the
+	 * route's counters; shared with the other generations (backend.c). */
+	struct backend_health **health;
+	struct route_stats *st;
+	uint64_t live;                     /* atomic: sessions of this generation's route */
 };
 
 struct config {

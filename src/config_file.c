@@ -214,6 +214,7 @@ static void add_backends(struct file_ctx *x, struct route *r, char *val)
 			problem(x, "backend '%s': %s", tok, why);
 			continue;
 		}
+		snprintf(r->backend[r->nbackend].spec, sizeof(r->backend[0].spec), "%s", tok);
 		r->backend[r->nbackend++].weight = 1;
 		last_ok = 1;
 	}

@@ -1,9 +1,13 @@
-/* health: active TCP health checks. One thread for the process; every
- * check_interval it starts a non-blocking connect to each backend of each
- * route with `check = tcp`, all at once, and waits for them up to
- * check_timeout: `rise` successes in a row bring a down backend up, `fall`
- * failures in a row take an up one down. Workers only read the result (an
- * atomic flag per backend), so a check never delays a session. */
+/* health: active TCP health checks. One thread for the process, but each
+ * backend of each route with `check = tcp` has its own schedule: every
+ * check_interval it gets a non-blocking connect that has check_timeout to
+ * succeed. The thread polls every check in flight at once and sleeps until
+ * the nearest start or deadline, so one route's silent backend and long
+ * timeout never delay another's checks. `rise` successes in a row bring a
+ * down backend up, `fall` failures in a row take an up one down. Workers
+ * only read the result (an atomic flag per backend), so a check never
+ * delays a session; the results live in the backend's run-time state,
+ * which a reload keeps. */
 #ifndef SPLICER_HEALTH_H
 #define SPLICER_HEALTH_H
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "engine.h"
 #include "health.h"
 #include "listener.h"
@@ -98,16 +99,24 @@ int reload_run(struct reload_ctx *r)
 	int rc;
 
 	reload_reap(r, now_monotonic_ms());
-	if (r->nretired == RETIRED_MAX) {
-		log_warn("SIGHUP: %d earlier configs still have sessions; reload again once they end",
-			 RETIRED_MAX);
-		return -1;
-	}
 	if (!old->file[0]) {
 		log_warn("SIGHUP: routes came from the command line, not a file (-c): nothing to reload");
 		return -1;
 	}
 	notify_send("RELOADING=1");
+	if (r->nretired == r->retired_cap) {
+		/* room for the running config to retire into, taken before
+		 * anything changes: past this point the reload cannot fail on it */
+		unsigned cap = r->retired_cap ? 2 * r->retired_cap : 16;
+		struct retired *t = realloc(r->retired, cap * sizeof(*t));
+		if (!t) {
+			log_err("SIGHUP: out of memory; keeping the running config");
+			notify_send("READY=1");
+			return -1;
+		}
+		r->retired = t;
+		r->retired_cap = cap;
+	}
 	nw = calloc(1, sizeof(*nw));
 	nfds = calloc(r->nw, sizeof(*nfds));
 	if (!nw || !nfds) {
@@ -202,14 +211,15 @@ int reload_run(struct reload_ctx *r)
 		memcpy(r->fds[w], nfds[w], sizeof(nfds[w]));
 	free(nfds);
 	/* checks and metrics follow the new routes */
+	for (unsigned i = 0; i < nw->nroutes; i++)
+		backend_checks_apply(nw->route[i]);
 	health_stop();
 	if ((rc = health_start(nw)))
 		log_warn("SIGHUP: health checks not restarted: %s", strerror(-rc));
 	stats_http_set_config(nw);
 	__atomic_store_n(&r->sh->cfg, nw, __ATOMIC_RELEASE);
 	r->cfg = nw;
-	r->retired[r->nretired] = old; /* room: checked above */
-	r->retired_ms[r->nretired++] = now_monotonic_ms();
+	r->retired[r->nretired++] = (struct retired){ old, now_monotonic_ms() }; /* room: made above */
 	log_info("SIGHUP: reloaded %s: %u route%s; listeners kept %u, opened %u, closed %u",
 		 nw->file, nw->nroutes, nw->nroutes == 1 ? "" : "s", kept, opened, closed);
 	notify_send("READY=1");
@@ -223,10 +233,12 @@ fail_mem:
 	return -1;
 }
 
+/* The sessions of this generation, not the route's (route->st is shared
+ * with the newer generations). */
 static int sessions_left(const struct config *c)
 {
 	for (unsigned i = 0; i < c->nroutes; i++)
-		if (__atomic_load_n(&c->route[i]->st.active, __ATOMIC_ACQUIRE))
+		if (__atomic_load_n(&c->route[i]->live, __ATOMIC_ACQUIRE))
 			return 1;
 	return 0;
 }
@@ -236,11 +248,11 @@ void reload_reap(struct reload_ctx *r, uint64_t now_ms)
 	for (unsigned i = 0; i < r->nretired;) {
 		/* 10 s: also past any /metrics render or check round that still
 		 * held the old pointer */
-		if (now_ms - r->retired_ms[i] >= 10000 && !sessions_left(r->retired[i])) {
-			config_free(r->retired[i]);
-			free(r->retired[i]);
-			r->retired[i] = r->retired[--r->nretired];
-			r->retired_ms[i] = r->retired_ms[r->nretired];
+		struct retired *t = &r->retired[i];
+		if (now_ms - t->since_ms >= 10000 && !sessions_left(t->cfg)) {
+			config_free(t->cfg);
+			free(t->cfg);
+			*t = r->retired[--r->nretired];
 		} else {
 			i++;
 		}
@@ -251,7 +263,10 @@ void reload_free_all(struct reload_ctx *r)
 {
 	while (r->nretired) {
 		r->nretired--;
-		config_free(r->retired[r->nretired]);
-		free(r->retired[r->nretired]);
+		config_free(r->retired[r->nretired].cfg);
+		free(r->retired[r->nretired].cfg);
 	}
+	free(r->retired);
+	r->retired = NULL;
+	r->retired_cap = 0;
 }

@@ -5,7 +5,11 @@
  * each worker takes the new listener table between two loop turns; health
  * checks and /metrics move to the new routes. Running sessions keep the
  * routes they started with: an old config is freed only once none of its
- * sessions is left. Settings that size the process (workers, buffers,
+ * sessions is left, however many generations that takes (no limit: a valid
+ * reload is never refused). Run-time state (health, counters, leastconn
+ * counts) belongs to routes and backends by name, not to a generation: the
+ * new routes adopt it (backend.c), so a reload of the same file changes
+ * nothing a client or /metrics can see. Settings that size the process (workers, buffers,
  * pipes, limits, log, stats, user) keep their running values, with a
  * warning when the file changed them. */
 #ifndef SPLICER_RELOAD_H
@@ -14,8 +18,6 @@
 
 #include "config.h"
 #include "worker.h"
-
-#define RETIRED_MAX 64
 
 struct reload_ctx {
 	int argc;
@@ -27,9 +29,12 @@ struct reload_ctx {
 	struct shared *sh;
 	uint64_t gen;
 	int copy_only;                     /* splice() failed its probe at start */
-	struct config *retired[RETIRED_MAX];
-	uint64_t retired_ms[RETIRED_MAX];
-	unsigned nretired;
+	/* earlier configs that may still have sessions: as many as it takes */
+	struct retired {
+		struct config *cfg;
+		uint64_t since_ms;
+	} *retired;
+	unsigned nretired, retired_cap;
 };
 
 /* Handles one SIGHUP. Returns 0 when the new config runs, -1 when the old

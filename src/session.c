@@ -342,7 +342,7 @@ static int mark_open(struct session *s)
 
 	s->state = S_OPEN;
 	s->opened = 1;
-	STAT_ADD(s->route->health[s->backend].sessions, 1);
+	STAT_ADD(s->route->health[s->backend]->sessions, 1);
 	backend_connect_result(s->route, s->backend, 1);
 	if (s->route->o.engine == ENGINE_SOCKMAP)
 		s->sm = SM_WANTED; /* after the header below, which goes first */
@@ -395,8 +395,8 @@ static void connect_error(struct session *s, int err, int local)
 		return;
 	}
 	CTR_ADD(s->w, connect_errors, 1);
-	STAT_ADD(s->route->st.connect_errors, 1);
-	STAT_ADD(s->route->health[s->backend].connect_errors, 1);
+	STAT_ADD(s->route->st->connect_errors, 1);
+	STAT_ADD(s->route->health[s->backend]->connect_errors, 1);
 	log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id, backend,
 		    strerror(err));
 	backend_connect_result(s->route, s->backend, 0);
@@ -420,7 +420,7 @@ static int session_connect(struct session *s)
 			continue; /* marked down: never waited on */
 		if (attempts++ || s->attempted) {
 			CTR_ADD(w, connect_retries, 1);
-			STAT_ADD(rt->st.retries, 1);
+			STAT_ADD(rt->st->retries, 1);
 		}
 		s->attempted = 1;
 		fd = socket(b->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -449,12 +449,12 @@ static int session_connect(struct session *s)
 	}
 	if (!s->attempted) {
 		CTR_ADD(w, all_down, 1);
-		STAT_ADD(rt->st.all_down, 1);
+		STAT_ADD(rt->st->all_down, 1);
 		session_close(s, "all-backends-down");
 		return -1;
 	}
 	CTR_ADD(w, no_backend, 1);
-	STAT_ADD(rt->st.no_backend, 1);
+	STAT_ADD(rt->st->no_backend, 1);
 	session_close(s, "no-backend");
 	return -1;
 }
@@ -500,8 +500,9 @@ int session_new(struct worker *w, struct route *route, int fd, const struct sock
 		w->sessions->prev = s;
 	w->sessions = s;
 	CTR_ADD(w, accepted, 1);
-	STAT_ADD(route->st.sessions, 1);
-	STAT_ADD(route->st.active, 1);
+	STAT_ADD(route->st->sessions, 1);
+	STAT_ADD(route->st->active, 1);
+	STAT_ADD(route->live, 1);
 	CTR_ADD(w, active, 1);
 	if (peer->sa_family != AF_UNIX) {
 		int one = 1;
@@ -821,15 +822,16 @@ void session_close(struct session *s, const char *reason)
 	s->dead_next = w->dead;
 	w->dead = s;
 	CTR_ADD(w, closed, 1);
-	STAT_ADD(s->route->st.bytes_up, s->up.bytes);
-	STAT_ADD(s->route->st.bytes_down, s->down.bytes);
+	STAT_ADD(s->route->st->bytes_up, s->up.bytes);
+	STAT_ADD(s->route->st->bytes_down, s->down.bytes);
 	if (s->opened) {
-		STAT_ADD(s->route->health[s->backend].bytes_up, s->up.bytes);
-		STAT_ADD(s->route->health[s->backend].bytes_down, s->down.bytes);
+		STAT_ADD(s->route->health[s->backend]->bytes_up, s->up.bytes);
+		STAT_ADD(s->route->health[s->backend]->bytes_down, s->down.bytes);
 	}
+	__atomic_sub_fetch(&s->route->st->active, 1, __ATOMIC_RELAXED);
 	/* Last touch of the route: after a reload, its config is freed once
 	 * this reaches 0 (reload_reap). */
-	__atomic_sub_fetch(&s->route->st.active, 1, __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&s->route->live, 1, __ATOMIC_RELEASE);
 	CTR_ADD(w, active, (uint64_t)-1);
 	__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
 	if (w->paused_max_conns)

@@ -111,7 +111,7 @@ static void backend_pair(struct out *o, const struct config *c, const char *metr
 		struct route *r = c->route[i];
 		esc(r->name, rn, sizeof(rn));
 		for (unsigned b = 0; b < r->nbackend; b++) {
-			const char *h = (const char *)&r->health[b];
+			const char *h = (const char *)r->health[b];
 			esc(r->backend[b].addr.text, bn, sizeof(bn));
 			for (int k = 0; k < 2; k++)
 				put(o, "%s{route=\"%s\",backend=\"%s\",%s=\"%s\"} %llu\n", name, rn, bn,
@@ -132,38 +132,38 @@ size_t stats_http_metrics(char *buf, size_t len)
 
 	worker_counters_total(st.ws, st.nw, &t);
 
-	ROUTE_FAMILY("sessions_total", "counter", "Sessions accepted.", STAT_GET(r->st.sessions));
-	ROUTE_FAMILY("sessions_active", "gauge", "Sessions open now.", STAT_GET(r->st.active));
+	ROUTE_FAMILY("sessions_total", "counter", "Sessions accepted.", STAT_GET(r->st->sessions));
+	ROUTE_FAMILY("sessions_active", "gauge", "Sessions open now.", STAT_GET(r->st->active));
 	family(&o, "splicer_route_bytes_total", "counter",
 	       "Bytes forwarded by closed sessions, up = client to backend.");
 	for (unsigned i = 0; i < c->nroutes; i++) {
 		struct route *r = c->route[i];
 		esc(r->name, rn, sizeof(rn));
 		put(&o, "splicer_route_bytes_total{route=\"%s\",direction=\"up\"} %llu\n", rn,
-		    (unsigned long long)STAT_GET(r->st.bytes_up));
+		    (unsigned long long)STAT_GET(r->st->bytes_up));
 		put(&o, "splicer_route_bytes_total{route=\"%s\",direction=\"down\"} %llu\n", rn,
-		    (unsigned long long)STAT_GET(r->st.bytes_down));
+		    (unsigned long long)STAT_GET(r->st->bytes_down));
 	}
 	ROUTE_FAMILY("connect_errors_total", "counter", "Backend connect attempts that failed.",
-		     STAT_GET(r->st.connect_errors));
+		     STAT_GET(r->st->connect_errors));
 	ROUTE_FAMILY("retries_total", "counter", "Connect attempts on a further backend.",
-		     STAT_GET(r->st.retries));
+		     STAT_GET(r->st->retries));
 	ROUTE_FAMILY("no_backend_total", "counter", "Clients closed because every backend failed.",
-		     STAT_GET(r->st.no_backend));
+		     STAT_GET(r->st->no_backend));
 	ROUTE_FAMILY("all_backends_down_total", "counter",
 		     "Clients closed at once because every backend was marked down.",
-		     STAT_GET(r->st.all_down));
+		     STAT_GET(r->st->all_down));
 	BACKEND_FAMILY("up", "gauge", "1 when the backend takes sessions, 0 when marked down.",
 		       backend_is_up(r, b));
 	BACKEND_FAMILY("sessions_total", "counter", "Sessions connected to the backend.",
-		       STAT_GET(r->health[b].sessions));
+		       STAT_GET(r->health[b]->sessions));
 	BACKEND_FAMILY("sessions_active", "gauge", "Sessions on (or connecting to) the backend.",
-		       (uint64_t)__atomic_load_n(&r->active[b], __ATOMIC_RELAXED));
+		       (uint64_t)__atomic_load_n(&r->health[b]->active, __ATOMIC_RELAXED));
 	backend_pair(&o, c, "bytes_total", "Bytes forwarded through the backend by closed sessions.",
 		     "direction", "up", offsetof(struct backend_health, bytes_up), "down",
 		     offsetof(struct backend_health, bytes_down));
 	BACKEND_FAMILY("connect_errors_total", "counter", "Connect attempts to the backend that failed.",
-		       STAT_GET(r->health[b].connect_errors));
+		       STAT_GET(r->health[b]->connect_errors));
 	backend_pair(&o, c, "checks_total", "Active health check results.", "result", "ok",
 		     offsetof(struct backend_health, checks_ok), "failed",
 		     offsetof(struct backend_health, checks_failed));

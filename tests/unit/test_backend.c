@@ -150,7 +150,7 @@ Test(unit_backend, down_backends_are_skipped_by_every_balance)
 	for (int m = 0; m < 3; m++) {
 		struct config *c = weighted(w, 3, modes[m]);
 		struct route *r = c->route[0];
-		r->health[1].down = 1;
+		r->health[1]->down = 1;
 		for (unsigned k = 0; k < 300; k++) {
 			struct sockaddr_in sin = client(k);
 			unsigned b = backend_pick(r, (struct sockaddr *)&sin, sizeof(sin));
