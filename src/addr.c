@@ -126,6 +126,18 @@ int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsi
 		a->len = res->ai_addrlen;
 		freeaddrinfo(res);
 	}
+	if (use == ADDR_LISTEN && a->ss.ss_family == AF_INET6 &&
+	    IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&a->ss)->sin6_addr)) {
+		/* IPv6 listeners are IPv6-only (IPV6_V6ONLY, so [::] and 0.0.0.0
+		 * can both be bound), and bind() of a v4-mapped address on one
+		 * says only "Invalid argument": name the IPv4 form instead */
+		char ip4[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &((struct sockaddr_in6 *)&a->ss)->sin6_addr.s6_addr[12], ip4,
+			  sizeof(ip4));
+		snprintf(err, errlen, "address '%s': an IPv4-mapped IPv6 address cannot be listened "
+			 "on; write %s:%u", s, ip4, port);
+		return -EINVAL;
+	}
 	addr_format((struct sockaddr *)&a->ss, a->len, a->text, sizeof(a->text));
 	return 0;
 }

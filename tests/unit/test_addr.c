@@ -545,3 +545,19 @@ Test(unit_addr, scope_on_a_global_address_round_trips)
 	cr_assert_eq(a.len, b.len);
 	cr_assert(!memcmp(&a.ss, &b.ss, a.len));
 }
+
+/* Issue 12, item 17: [::ffff:127.0.0.1]:P as a listen address failed at
+ * bind() with only "Invalid argument" (IPv6 listeners are IPv6-only). It is
+ * refused at parse time with the IPv4 form to write; as a backend it still
+ * connects (an IPv6 socket reaches the IPv4 address). */
+Test(unit_addr, bad_v4_mapped_listen_names_the_ipv4_form)
+{
+	struct addr a;
+	char err[ADDR_ERR_LEN] = "";
+
+	cr_assert_eq(addr_parse("[::ffff:127.0.0.1]:8080", ADDR_LISTEN, &a, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "address '[::ffff:127.0.0.1]:8080': an IPv4-mapped IPv6 address cannot "
+			      "be listened on; write 127.0.0.1:8080");
+	parse_ok("[::ffff:127.0.0.1]:8080", ADDR_CONNECT, &a);
+	expect_in6(&a, "::ffff:127.0.0.1", 8080);
+}
