@@ -70,6 +70,7 @@ struct route_stats {
 struct backend_conf {
 	struct addr addr;
 	unsigned weight;             /* 1..MAX_WEIGHT: share of new sessions */
+	unsigned line;               /* where it was given (file line, 0: command line) */
 };
 
 struct route {
@@ -111,6 +112,8 @@ struct config {
 	char stats[SETTING_TEXT_MAX];      /* ADDRESS of the metrics endpoint, or "off" */
 	struct addr stats_addr;            /* stats, parsed by config_finalize() */
 	char user[SETTING_TEXT_MAX];       /* drop root to this user after binding, or "off" */
+	unsigned set_line[32];             /* [global] settings by table index: the file line
+					    * that set it; 0: default or command line */
 };
 
 /* Fills *c with every default and no route. */
