@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -126,6 +127,18 @@ int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsi
 		a->len = res->ai_addrlen;
 		freeaddrinfo(res);
 	}
+	if (use == ADDR_LISTEN && a->ss.ss_family == AF_INET6 &&
+	    IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&a->ss)->sin6_addr)) {
+		/* IPv6 listeners are IPv6-only (IPV6_V6ONLY, so [::] and 0.0.0.0
+		 * can both be bound), and bind() of a v4-mapped address on one
+		 * says only "Invalid argument": name the IPv4 form instead */
+		char ip4[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &((struct sockaddr_in6 *)&a->ss)->sin6_addr.s6_addr[12], ip4,
+			  sizeof(ip4));
+		snprintf(err, errlen, "address '%s': an IPv4-mapped IPv6 address cannot be listened "
+			 "on; write %s:%u", s, ip4, port);
+		return -EINVAL;
+	}
 	addr_format((struct sockaddr *)&a->ss, a->len, a->text, sizeof(a->text));
 	return 0;
 }
@@ -180,4 +193,76 @@ void addr_format(const struct sockaddr *sa, socklen_t len, char *buf, unsigned b
 int addr_is_inet(const struct addr *a)
 {
 	return a->ss.ss_family == AF_INET || a->ss.ss_family == AF_INET6;
+}
+
+/* IP address and port of an inet address, a v4-mapped IPv6 one as IPv4. */
+struct ip_port {
+	int family;
+	unsigned char ip[16];
+	uint16_t port;
+};
+
+static void ip_port_of(const struct addr *a, struct ip_port *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->family = a->ss.ss_family;
+	if (p->family == AF_INET) {
+		const struct sockaddr_in *sin = (const void *)&a->ss;
+		memcpy(p->ip, &sin->sin_addr, 4);
+		p->port = sin->sin_port;
+	} else if (p->family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const void *)&a->ss;
+		p->port = sin6->sin6_port;
+		if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
+			p->family = AF_INET;
+			memcpy(p->ip, &sin6->sin6_addr.s6_addr[12], 4);
+		} else {
+			memcpy(p->ip, &sin6->sin6_addr, 16);
+		}
+	}
+}
+
+/* An address a connect() on this host would deliver to this host. */
+static int ip_is_local(const struct ip_port *p)
+{
+	static const unsigned char zero[16], one6[16] = { [15] = 1 };
+	size_t n = p->family == AF_INET ? 4 : 16;
+	struct ifaddrs *ifa, *i;
+	int local = 0;
+
+	if (!memcmp(p->ip, zero, n) || (p->family == AF_INET && p->ip[0] == 127) ||
+	    (p->family == AF_INET6 && !memcmp(p->ip, one6, 16)))
+		return 1;
+	if (getifaddrs(&ifa))
+		return 0;
+	for (i = ifa; i && !local; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != p->family)
+			continue;
+		if (p->family == AF_INET)
+			local = !memcmp(&((struct sockaddr_in *)i->ifa_addr)->sin_addr, p->ip, 4);
+		else
+			local = !memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, p->ip, 16);
+	}
+	freeifaddrs(ifa);
+	return local;
+}
+
+enum addr_loop addr_loops_to(const struct addr *backend, const struct addr *listen)
+{
+	static const unsigned char zero[16];
+	struct ip_port b, l;
+
+	if (backend->ss.ss_family == AF_UNIX || listen->ss.ss_family == AF_UNIX)
+		return backend->ss.ss_family == listen->ss.ss_family && backend->len == listen->len &&
+		       !memcmp(&backend->ss, &listen->ss, listen->len) ? ADDR_LOOP_SAME : ADDR_LOOP_NONE;
+	ip_port_of(backend, &b);
+	ip_port_of(listen, &l);
+	/* IPv6 listeners are IPv6-only: an IPv4 backend never reaches one */
+	if (b.family != l.family || !l.port || b.port != l.port)
+		return ADDR_LOOP_NONE;
+	if (!memcmp(b.ip, l.ip, sizeof(b.ip)))
+		return ADDR_LOOP_SAME;
+	if (!memcmp(l.ip, zero, sizeof(l.ip)) && ip_is_local(&b))
+		return ADDR_LOOP_LOCAL;
+	return ADDR_LOOP_NONE;
 }

@@ -35,4 +35,14 @@ void addr_format(const struct sockaddr *sa, socklen_t len, char *buf, unsigned b
 /* True for AF_INET and AF_INET6 (where TCP options apply). */
 int addr_is_inet(const struct addr *a);
 
+/* Whether a connection to backend would reach a socket listening on listen
+ * on this host: ADDR_LOOP_SAME for the same address (a v4-mapped IPv6
+ * backend counts as its IPv4 form; Unix: the same path or name),
+ * ADDR_LOOP_LOCAL when listen is the wildcard of the backend's family on its
+ * port and the backend's address is this host's (loopback, unspecified, or
+ * an interface's, from getifaddrs()), else ADDR_LOOP_NONE. A listen port of
+ * 0 never loops (the kernel picks it). */
+enum addr_loop { ADDR_LOOP_NONE, ADDR_LOOP_SAME, ADDR_LOOP_LOCAL };
+enum addr_loop addr_loops_to(const struct addr *backend, const struct addr *listen);
+
 #endif

@@ -40,19 +40,19 @@ const struct setting settings[] = {
 	{ "balance", 0, SET_ENUM, 0, 0, "roundrobin", 0, balance_names, SCOPE_ROUTE, R(balance),
 	  "how a session picks its backend: roundrobin (by weight), leastconn (fewest sessions per weight), "
 	  "maglev (consistent hash of the client IP)" },
-	{ "workers", 'w', SET_UINT, 1, 256, "auto", 1, NULL, SCOPE_GLOBAL, G(workers),
+	{ "workers", 'w', SET_UINT, 1, 256, "auto", SET_AUTO_OK, NULL, SCOPE_GLOBAL, G(workers),
 	  "worker threads, each with its own epoll loop and SO_REUSEPORT listener (auto: one per CPU)" },
 	{ "buffer-size", 0, SET_SIZE, 1 * KiB, 64 * MiB, "64k", 0, NULL, SCOPE_GLOBAL, G(buffer_size),
 	  "copy engine buffer per direction" },
-	{ "pipe-size", 0, SET_SIZE, 0, 64 * MiB, "512k", 0, NULL, SCOPE_GLOBAL, G(pipe_size),
-	  "splice engine pipe size (0: kernel default, 64k); see README, Performance" },
+	{ "pipe-size", 0, SET_SIZE, 4 * KiB, 64 * MiB, "512k", SET_ZERO_OK, NULL, SCOPE_GLOBAL, G(pipe_size),
+	  "splice engine pipe size, at least a page (0: kernel default, 64k); see README, Performance" },
 	{ "lowat", 0, SET_SIZE, 0, 64 * MiB, "0", 0, NULL, SCOPE_ROUTE, R(lowat),
 	  "SO_RCVLOWAT on spliced sources so readiness waits for a batch (0: off; bulk routes only)" },
 	{ "busy-poll", 0, SET_UINT, 0, 100000, "0", 0, NULL, SCOPE_GLOBAL, G(busy_poll_us),
 	  "microseconds a worker keeps polling without sleeping after its last event: lower latency, more CPU (0: off)" },
-	{ "max-pipes", 0, SET_UINT, 0, 1000000, "auto", 1, NULL, SCOPE_GLOBAL, G(max_pipes),
+	{ "max-pipes", 0, SET_UINT, 0, 1000000, "auto", SET_AUTO_OK, NULL, SCOPE_GLOBAL, G(max_pipes),
 	  "pipes per process, shared out among workers (auto: a quarter of the fd limit)" },
-	{ "max-conns", 0, SET_UINT, 1, 10000000, "auto", 1, NULL, SCOPE_GLOBAL, G(max_conns),
+	{ "max-conns", 0, SET_UINT, 1, 10000000, "auto", SET_AUTO_OK, NULL, SCOPE_GLOBAL, G(max_conns),
 	  "concurrent sessions; beyond it accepting pauses (auto: a quarter of the fd limit)" },
 	{ "connect-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, SCOPE_ROUTE, R(connect_timeout_ms),
 	  "backend connect attempt limit before trying the next backend" },
@@ -85,7 +85,7 @@ const struct setting settings[] = {
 	{ "user", 0, SET_TEXT, 0, 0, "off", 0, user_forms, SCOPE_GLOBAL, G(user),
 	  "after binding every socket, drop root and run as this user" },
 	{ "verbose", 0, SET_UINT, 0, 2, "0", 0, NULL, SCOPE_GLOBAL, G(verbose),
-	  "1: log each session at close, 2: debug (-v and -vv on the command line)" },
+	  "1: log each session at close, 2: debug (-v, -vv; --verbose without a number is -v)" },
 	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, SCOPE_GLOBAL, G(drain_timeout_ms),
 	  "on SIGTERM/SIGINT, how long running sessions may finish" },
 };
@@ -125,7 +125,7 @@ static void range_text(const struct setting *s, char *buf, size_t len)
 	case SET_SIZE:
 		format_size(s->min, lo, sizeof(lo));
 		format_size(s->max, hi, sizeof(hi));
-		snprintf(buf, len, "a size %s..%s (suffix k, m, g)", lo, hi);
+		snprintf(buf, len, "a size %s..%s%s (suffix k, m, g)", lo, hi, s->flags & SET_ZERO_OK ? " or 0" : "");
 		return;
 	case SET_DURATION:
 		format_duration_ms(s->min, lo, sizeof(lo));
@@ -134,7 +134,7 @@ static void range_text(const struct setting *s, char *buf, size_t len)
 		return;
 	case SET_UINT:
 		snprintf(buf, len, "an integer %llu..%llu%s", (unsigned long long)s->min,
-			 (unsigned long long)s->max, s->auto_ok ? " or auto" : "");
+			 (unsigned long long)s->max, s->flags & SET_AUTO_OK ? " or auto" : "");
 		return;
 	case SET_TEXT:
 		snprintf(buf, len, "%s", s->choices ? s->choices[0] : "text");
@@ -156,7 +156,7 @@ int setting_parse(const struct setting *s, const char *val, void *out, char *why
 		snprintf(out, SETTING_TEXT_MAX, "%s", val);
 		return 0;
 	}
-	if (s->auto_ok && !strcmp(val, "auto")) {
+	if ((s->flags & SET_AUTO_OK) && !strcmp(val, "auto")) {
 		*(uint64_t *)out = SETTING_AUTO;
 		return 0;
 	}
@@ -174,7 +174,7 @@ int setting_parse(const struct setting *s, const char *val, void *out, char *why
 	case SET_UINT: r = parse_uint(val, &v); break;
 	case SET_TEXT: break;
 	}
-	if (!r && s->type != SET_ENUM && (v < s->min || v > s->max))
+	if (!r && s->type != SET_ENUM && (v < s->min || v > s->max) && !((s->flags & SET_ZERO_OK) && !v))
 		r = -ERANGE;
 	if (r) {
 		range_text(s, range, sizeof(range));
@@ -228,22 +228,44 @@ static struct route *cli_route(struct config *c)
 
 static int check_routes(struct config *c);
 
-/* The value of -c/--config in argv, or NULL. */
-static const char *config_file_arg(int argc, char **argv, int first)
+/* The value of -c/--config in argv into *file (NULL when absent). Returns
+ * 0, or -1 after saying so when it is given twice: one file per run, and the
+ * second one was silently ignored. */
+static int config_file_arg(int argc, char **argv, int first, const char **file)
 {
+	*file = NULL;
 	for (int i = first; i < argc; i++) {
-		if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc)
-			return argv[i + 1];
-		if (!strncmp(argv[i], "--config=", 9))
-			return argv[i] + 9;
+		const char *opt = argv[i], *val = NULL;
+		if ((!strcmp(opt, "-c") || !strcmp(opt, "--config")) && i + 1 < argc)
+			val = argv[++i];
+		else if (!strncmp(opt, "--config=", 9))
+			val = opt + 9;
+		if (!val)
+			continue;
+		if (*file) {
+			fprintf(stderr, "splicer: option '%.*s' given twice (%s, then %s): one config "
+				"file per run\n", (int)strcspn(opt, "="), opt, *file, val);
+			return -1;
+		}
+		*file = val;
 	}
-	return NULL;
+	return 0;
+}
+
+/* "-v N" and "--verbose N": the next argument is the level when it is all
+ * digits. No position takes a bare number, so nothing else is lost. */
+static int verbose_value(int argc, char **argv, int i)
+{
+	const char *n = i + 1 < argc ? argv[i + 1] : "";
+	return *n && strspn(n, "0123456789") == strlen(n);
 }
 
 int config_parse_args(struct config *c, int argc, char **argv, int first)
 {
-	const char *file = config_file_arg(argc, argv, first);
+	const char *file;
 
+	if (config_file_arg(argc, argv, first, &file))
+		return -1;
 	if (file) {
 		snprintf(c->file, sizeof(c->file), "%s", file);
 		int problems = config_load_file(c, file);
@@ -268,6 +290,15 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 		if (!strcmp(arg, "--version")) {
 			printf("splicer %s\n", SPLICER_VERSION);
 			return 1;
+		}
+		if ((!strcmp(arg, "-v") || !strcmp(arg, "--verbose")) && verbose_value(argc, argv, i)) {
+			s = setting_find("verbose");
+			if (setting_parse(s, argv[++i], setting_field(c, &c->o, s), why, sizeof(why))) {
+				fprintf(stderr, "splicer: option '%s': %s\n", arg, why);
+				return -1;
+			}
+			c->set_line[s - settings] = 0;
+			continue;
 		}
 		if (arg[0] == '-' && arg[1] == 'v' && strspn(arg + 1, "v") == strlen(arg + 1)) {
 			c->verbose += strlen(arg + 1);
@@ -336,6 +367,7 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 			if (is_backend) {
 				r->backend[*n].weight = 1;
 				snprintf(r->backend[*n].spec, sizeof(r->backend[*n].spec), "%s", val);
+				r->backend[*n].line = 0;
 			}
 			(*n)++;
 			continue;
@@ -346,6 +378,8 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 		}
 		if (s->scope == SCOPE_ROUTE)
 			c->cli_set |= 1u << (s - settings);
+		else
+			c->set_line[s - settings] = 0; /* the command line's, not the file's */
 	}
 	return 0;
 }
@@ -404,6 +438,40 @@ static void resolve_route_opts(struct config *c, struct route *r)
 	}
 }
 
+/* A backend that is the route's own listener: each session would connect
+ * to the proxy itself, which accepts it as a new session of the same route,
+ * until max-conns is full. Refused where the config shows it: the same
+ * address, or a wildcard listen on the port of an address of this host. */
+static int check_loops(const struct config *c, const struct route *r)
+{
+	char at[300];
+	int bad = 0;
+
+	for (unsigned b = 0; b < r->nbackend; b++)
+		for (unsigned l = 0; l < r->nlisten; l++) {
+			const struct addr *ba = &r->backend[b].addr, *la = &r->listen[l];
+			enum addr_loop loop = addr_loops_to(ba, la);
+			if (loop == ADDR_LOOP_NONE)
+				continue;
+			where(c, r->backend[b].line, at, sizeof(at));
+			if (!c->file[0])
+				fprintf(stderr, loop == ADDR_LOOP_SAME
+					? "%s-b %s is -l %s: sessions would loop back into the proxy\n"
+					: "%s-b %s is an address of this host, where -l %s listens: "
+					  "sessions would loop back into the proxy\n", at, ba->text, la->text);
+			else
+				fprintf(stderr, loop == ADDR_LOOP_SAME
+					? "%sbackend %s is listen %s of its own route (line %u): "
+					  "sessions would loop back into the proxy\n"
+					: "%sbackend %s is an address of this host, where its own route "
+					  "listens on %s (line %u): sessions would loop back into the proxy\n",
+					at, ba->text, la->text, r->listen_line[l]);
+			bad++;
+			break;
+		}
+	return bad;
+}
+
 static int check_routes(struct config *c)
 {
 	char at[300];
@@ -448,6 +516,7 @@ static int check_routes(struct config *c)
 					bad++;
 				}
 			}
+		bad += check_loops(c, r);
 	}
 	return bad ? -1 : 0;
 }
@@ -475,28 +544,28 @@ int config_finalize(struct config *c)
 		return -1;
 	}
 	if (strcmp(c->stats, "off")) {
-		char why[256];
+		char why[256], at[300], line[32] = "";
+		/* the file's line when the file set it, else the option's */
+		where(c, c->set_line[setting_find("stats") - settings], at, sizeof(at));
 		if (addr_parse(c->stats, ADDR_LISTEN, &c->stats_addr, why, sizeof(why))) {
-			fprintf(stderr, "%s%sstats: %s\n", c->file, c->file[0] ? ": " : "splicer: ", why);
+			fprintf(stderr, "%sstats: %s\n", at, why);
 			return -1;
 		}
 		for (unsigned i = 0; i < c->nroutes; i++)
 			for (unsigned l = 0; l < c->route[i]->nlisten; l++)
 				if (listen_clash(&c->stats_addr, &c->route[i]->listen[l])) {
-					fprintf(stderr, "%s%sstats %s clashes with listen %s of route '%s'\n",
-						c->file, c->file[0] ? ": " : "splicer: ", c->stats_addr.text,
-						c->route[i]->listen[l].text, c->route[i]->name);
+					if (c->route[i]->listen_line[l])
+						snprintf(line, sizeof(line), " (line %u)",
+							 c->route[i]->listen_line[l]);
+					fprintf(stderr, "%sstats %s clashes with listen %s of route '%s'%s\n",
+						at, c->stats_addr.text, c->route[i]->listen[l].text,
+						c->route[i]->name, line);
 					return -1;
 				}
 	}
 	if (c->workers == SETTING_AUTO) {
 		cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		c->workers = cpus > 256 ? 256 : cpus > 0 ? (uint64_t)cpus : 1; /* the option's range */
-	}
-	if (c->pipe_size && c->pipe_size < 4096) {
-		fprintf(stderr, "splicer: option '--pipe-size': %llu is below one page (4096)\n",
-			(unsigned long long)c->pipe_size);
-		return -1;
 	}
 	/* Each session holds two sockets and, while bytes are in flight, up to
 	 * two pipes of two descriptors each: split what the fd limit leaves
@@ -551,7 +620,8 @@ void config_print_help(const char *prog)
 		printf("  %-30s  %s\n  %-30s  [default %s; %s%s]\n", optname, s->help, "", s->def, range,
 		       s->scope == SCOPE_ROUTE ? "; per route" : "");
 	}
-	printf("  -v, -vv                         as --verbose 1, --verbose 2\n"
+	printf("  -v, -vv, -v N                   as --verbose 1, --verbose 2, --verbose N; after -v or\n"
+	       "                                  --verbose, an all-digit argument is the level\n"
 	       "  -h, --help                      this text\n"
 	       "      --version                   print the version\n");
 }

@@ -77,6 +77,7 @@ struct backend_conf {
 	struct addr addr;
 	char spec[ADDR_TEXT_MAX];    /* as configured ("db.local:5432"); "" = addr.text */
 	unsigned weight;             /* 1..MAX_WEIGHT: share of new sessions */
+	unsigned line;               /* where it was given (file line, 0: command line) */
 };
 
 struct route {
@@ -119,6 +120,8 @@ struct config {
 	char stats[SETTING_TEXT_MAX];      /* ADDRESS of the metrics endpoint, or "off" */
 	struct addr stats_addr;            /* stats, parsed by config_finalize() */
 	char user[SETTING_TEXT_MAX];       /* drop root to this user after binding, or "off" */
+	unsigned set_line[32];             /* [global] settings by table index: the file line
+					    * that set it; 0: default or command line */
 };
 
 /* Fills *c with every default and no route. */

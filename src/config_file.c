@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "units.h"
 
@@ -156,6 +157,29 @@ static char *reader(char *str, int num, void *stream)
 		str[1] = '\0';
 		return str;
 	}
+	/* A UTF-8 byte-order mark (editors on Windows write one) is not part
+	 * of the first line: left in, it hid the first section header from
+	 * open_section(), and every key of that section was "outside a section". */
+	if (x->line == 1 && !memcmp(str, "\xef\xbb\xbf", 3))
+		memmove(str, str + 3, strlen(str + 3) + 1);
+	/* Indentation is layout, as in HAProxy's and nginx's files: an indented
+	 * line is an ordinary line. inih would have read it as a continuation of
+	 * the key above ("listen = :80" + "  backend = :81" made one listen value
+	 * of three addresses, two of them bad), so it never sees the indent. A
+	 * line meant as a continuation (an indented bare address) is named. */
+	for (p = str; *p == ' ' || *p == '\t'; p++)
+		;
+	if (p != str) {
+		memmove(str, p, strlen(p) + 1);
+		if (*str && !strchr("\r\n;#[", *str) && !strchr(str, '=')) {
+			str[strcspn(str, "\r\n")] = '\0';
+			problem(x, "indented line '%s' is not 'key = value': continuation lines are "
+				   "not supported (repeat the key, as in another 'backend =' line)", str);
+			str[0] = '\n';
+			str[1] = '\0';
+			return str;
+		}
+	}
 	for (p = str; isspace((unsigned char)*p); p++)
 		;
 	if (*p == '[' && open_section(x, p)) {
@@ -187,21 +211,27 @@ static void add_backends(struct file_ctx *x, struct route *r, char *val)
 {
 	char *save, *tok, why[256];
 	int last_ok = 0;
+	const char *weighted = NULL; /* the weight= already given to the last address */
 
 	for (tok = strtok_r(val, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
 		if (!strncmp(tok, "weight=", 7)) {
 			uint64_t w;
 			if (!last_ok) {
 				problem(x, "backend: '%s' follows no backend address", tok);
+			} else if (weighted) {
+				problem(x, "backend %s: weight given twice ('%s', then '%s')",
+					r->backend[r->nbackend - 1].addr.text, weighted, tok);
 			} else if (parse_uint(tok + 7, &w) || w < 1 || w > MAX_WEIGHT) {
 				problem(x, "backend %s: invalid weight '%s' (expects an integer 1..%d)",
 					r->backend[r->nbackend - 1].addr.text, tok + 7, MAX_WEIGHT);
 			} else {
 				r->backend[r->nbackend - 1].weight = (unsigned)w;
 			}
+			weighted = last_ok ? tok : NULL;
 			continue;
 		}
 		last_ok = 0;
+		weighted = NULL;
 		if (r->nbackend >= MAX_BACKENDS) {
 			problem(x, "backend: at most %d backends per route", MAX_BACKENDS);
 			return;
@@ -215,6 +245,7 @@ static void add_backends(struct file_ctx *x, struct route *r, char *val)
 			continue;
 		}
 		snprintf(r->backend[r->nbackend].spec, sizeof(r->backend[0].spec), "%s", tok);
+		r->backend[r->nbackend].line = x->line;
 		r->backend[r->nbackend++].weight = 1;
 		last_ok = 1;
 	}
@@ -327,16 +358,25 @@ static int handler_value(struct file_ctx *x, const char *name, const char *value
 	}
 	if (x->sec == SEC_ROUTE)
 		x->route->set |= 1u << k;
+	else
+		x->c->set_line[k] = x->line;
 	return 1;
 }
 
 int config_load_file(struct config *c, const char *path)
 {
 	struct file_ctx x = { .c = c, .path = path };
+	struct stat st;
 	int r;
 
 	if (!(x.f = fopen(path, "re"))) {
 		fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fileno(x.f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		/* fopen() opens a directory; only reading it fails, as an empty file */
+		fprintf(stderr, "%s: is a directory, not a config file\n", path);
+		fclose(x.f);
 		return -1;
 	}
 	r = ini_parse_stream(reader, &x, handler, &x);

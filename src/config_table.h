@@ -9,6 +9,8 @@
 
 enum set_type { SET_UINT, SET_SIZE, SET_DURATION, SET_ENUM, SET_TEXT };
 enum set_scope { SCOPE_GLOBAL, SCOPE_ROUTE };
+#define SET_AUTO_OK 1 /* "auto" (stored as SETTING_AUTO) is accepted */
+#define SET_ZERO_OK 2 /* 0 ("off" or "the kernel's") is accepted below min */
 
 struct setting {
 	const char *name;            /* long option, and the config key ('-' or '_') */
@@ -16,7 +18,7 @@ struct setting {
 	enum set_type type;
 	uint64_t min, max;           /* accepted range (after units) */
 	const char *def;             /* default, as the user would write it */
-	int auto_ok;                 /* "auto" (stored as SETTING_AUTO) is accepted */
+	int flags;                   /* SET_AUTO_OK, SET_ZERO_OK */
 	const char *const *choices;  /* SET_ENUM */
 	enum set_scope scope;        /* SCOPE_ROUTE: off is into struct route_opts */
 	size_t off;                  /* field in struct config or struct route_opts */

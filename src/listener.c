@@ -13,23 +13,74 @@
 
 #define LISTEN_BACKLOG 4096 /* the kernel caps it at net.core.somaxconn */
 
-/* A Unix socket file left by a process that is gone refuses connections:
- * only then is it safe to remove. A live one is a listen clash. */
-static int unix_path_stale(const struct addr *a)
+enum unix_path_state { UNIX_STALE, UNIX_LIVE, UNIX_BUSY, UNIX_NOT_SOCKET, UNIX_UNKNOWN };
+
+/* What holds a Unix path that bind() found taken. A socket file left by a
+ * process that is gone refuses connections: only then is it safe to remove.
+ * The probe never blocks: a live server whose accept queue is full would
+ * hold a blocking connect() for as long as it stays full, and start-up or a
+ * reload with it (a non-blocking connect says EAGAIN at once instead). */
+static enum unix_path_state unix_path_state(const struct addr *a)
 {
 	const struct sockaddr_un *sun = (const void *)&a->ss;
+	enum unix_path_state r = UNIX_UNKNOWN;
 	struct stat st;
-	int fd, r;
+	int fd;
 
-	if (!sun->sun_path[0] || stat(sun->sun_path, &st) || !S_ISSOCK(st.st_mode))
-		return 0;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (!sun->sun_path[0]) /* abstract: no file, the name is taken by a live socket */
+		return UNIX_LIVE;
+	if (stat(sun->sun_path, &st))
+		return UNIX_UNKNOWN;
+	if (!S_ISSOCK(st.st_mode))
+		return UNIX_NOT_SOCKET;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return 0;
-	r = connect(fd, (const struct sockaddr *)&a->ss, a->len);
-	r = r < 0 && errno == ECONNREFUSED;
+		return UNIX_UNKNOWN;
+	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) == 0 || errno == EINPROGRESS)
+		r = UNIX_LIVE;
+	else if (errno == EAGAIN)
+		r = UNIX_BUSY;
+	else if (errno == ECONNREFUSED)
+		r = UNIX_STALE;
 	close(fd);
 	return r;
+}
+
+/* Binds a Unix listener, replacing a stale socket file; a path held by
+ * anything else is refused with what holds it. Returns 0 or -errno with err. */
+static int unix_bind(int fd, const struct addr *a, char *err, unsigned errlen)
+{
+	const char *path = ((const struct sockaddr_un *)&a->ss)->sun_path;
+	const char *why = NULL;
+	int e;
+
+	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) == 0)
+		return 0;
+	if ((e = errno) != EADDRINUSE)
+		goto fail;
+	switch (unix_path_state(a)) {
+	case UNIX_STALE:
+		unlink(path);
+		if (bind(fd, (const struct sockaddr *)&a->ss, a->len) == 0)
+			return 0;
+		e = errno;
+		break;
+	case UNIX_LIVE:
+		why = " (another process listens there)";
+		break;
+	case UNIX_BUSY:
+		why = " (another process listens there; its accept queue is full)";
+		break;
+	case UNIX_NOT_SOCKET:
+		snprintf(err, errlen, "listen %s: the path exists and is not a socket; remove it or "
+			 "choose another path", a->text);
+		return -EEXIST;
+	case UNIX_UNKNOWN:
+		break;
+	}
+fail:
+	snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(e), why ? why : "");
+	return -e;
 }
 
 /* SO_REUSEPORT lets any socket of the same user that also sets it bind
@@ -85,12 +136,12 @@ static int open_one(struct addr *a, char *err, unsigned errlen)
 	}
 	if (family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	r = bind(fd, (const struct sockaddr *)&a->ss, a->len);
-	if (r < 0 && errno == EADDRINUSE && family == AF_UNIX && unix_path_stale(a)) {
-		unlink(((const struct sockaddr_un *)&a->ss)->sun_path);
-		r = bind(fd, (const struct sockaddr *)&a->ss, a->len);
+	if (family == AF_UNIX && (r = unix_bind(fd, a, err, errlen)) < 0) {
+		close(fd);
+		return r;
 	}
-	if (r < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+	if ((family != AF_UNIX && bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0) ||
+	    listen(fd, LISTEN_BACKLOG) < 0) {
 		r = -errno;
 		snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(errno),
 			 errno == EADDRINUSE ? " (another process listens there)" : "");

@@ -173,10 +173,78 @@ int proxy_parse(const uint8_t *buf, size_t n, struct sockaddr_storage *src, sock
 	return n < 12 ? 0 : parse_v2(buf, n, src, srclen, why, whylen);
 }
 
+static int is_inet(int fam)
+{
+	return fam == AF_INET || fam == AF_INET6;
+}
+
+static void map_v4(const struct sockaddr_in *in, struct sockaddr_in6 *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->sin6_family = AF_INET6;
+	out->sin6_port = in->sin_port;
+	out->sin6_addr.s6_addr[10] = 0xff;
+	out->sin6_addr.s6_addr[11] = 0xff;
+	memcpy(&out->sin6_addr.s6_addr[12], &in->sin_addr, 4);
+}
+
+static void unmap_v4(const struct sockaddr_in6 *in6, struct sockaddr_in *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->sin_family = AF_INET;
+	out->sin_port = in6->sin6_port;
+	memcpy(&out->sin_addr, &in6->sin6_addr.s6_addr[12], 4);
+}
+
+/* A header names one family for both addresses, but the client's address
+ * (from an accepted PROXY header) and the listener's may differ: an IPv4
+ * client announced by a front proxy arrives on an IPv6 listener, or on a
+ * Unix one. The client's address is what a backend wants, so it is never
+ * dropped: as HAProxy does, a v4-mapped address is unmapped, else the IPv4
+ * side is mapped into IPv6 (::ffff:a.b.c.d); a destination of no common
+ * family (a Unix listener for an IP client, or the reverse) is replaced by
+ * the client family's unspecified address with port 0, or an empty path.
+ * The pair used is written to *s and *d. */
+static int common_family(const struct sockaddr **src, socklen_t *srclen,
+			 const struct sockaddr **dst, socklen_t *dstlen,
+			 struct sockaddr_storage *s, struct sockaddr_storage *d)
+{
+	int sf = (*src)->sa_family, df = (*dst)->sa_family;
+
+	if (sf == df)
+		return sf;
+	if (is_inet(sf) && is_inet(df)) {
+		const struct sockaddr_in6 *v6 = (const void *)(sf == AF_INET6 ? *src : *dst);
+		const struct sockaddr_in *v4 = (const void *)(sf == AF_INET ? *src : *dst);
+		struct sockaddr_storage *six = sf == AF_INET6 ? s : d, *four = sf == AF_INET ? s : d;
+
+		if (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {
+			unmap_v4(v6, (struct sockaddr_in *)six);
+			memcpy(four, v4, sizeof(*v4));
+			sf = AF_INET;
+		} else {
+			map_v4(v4, (struct sockaddr_in6 *)four);
+			memcpy(six, v6, sizeof(*v6));
+			sf = AF_INET6;
+		}
+	} else if (is_inet(sf) || sf == AF_UNIX) {
+		memcpy(s, *src, *srclen < sizeof(*s) ? *srclen : sizeof(*s));
+		memset(d, 0, sizeof(*d));
+		d->ss_family = (sa_family_t)sf;
+		*dstlen = offsetof(struct sockaddr_un, sun_path); /* read for AF_UNIX only */
+	} else {
+		return AF_UNSPEC;
+	}
+	*src = (const struct sockaddr *)s;
+	*dst = (const struct sockaddr *)d;
+	return sf;
+}
+
 size_t proxy_build(int version, const struct sockaddr *src, socklen_t srclen,
 		   const struct sockaddr *dst, socklen_t dstlen, uint8_t *out)
 {
-	int fam = src->sa_family == dst->sa_family ? src->sa_family : AF_UNSPEC;
+	struct sockaddr_storage src_common, dst_common;
+	int fam = common_family(&src, &srclen, &dst, &dstlen, &src_common, &dst_common);
 
 	if (version == 1) {
 		char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];

@@ -23,9 +23,13 @@
 int proxy_parse(const uint8_t *buf, size_t n, struct sockaddr_storage *src, socklen_t *srclen,
 		char *why, size_t whylen);
 
-/* Writes a header for a connection from src to dst (both the same family:
- * AF_INET, AF_INET6 or AF_UNIX; anything else gives v1 "UNKNOWN" / v2
- * LOCAL) into out[PROXY_HDR_MAX]. Returns its length. */
+/* Writes a header for a connection from src to dst into out[PROXY_HDR_MAX].
+ * Returns its length. Families that differ are brought to one without
+ * losing src: IPv4 beside IPv6 becomes IPv6 with a v4-mapped address (or
+ * IPv4, when the IPv6 side is itself v4-mapped), as HAProxy does; a dst of
+ * another kind (an IP client on a Unix listener) is sent as the unspecified
+ * address, port 0 (or an empty path). v1 has no Unix family ("UNKNOWN"),
+ * and a src that is neither IP nor Unix gives v1 "UNKNOWN" / v2 LOCAL. */
 size_t proxy_build(int version, const struct sockaddr *src, socklen_t srclen,
 		   const struct sockaddr *dst, socklen_t dstlen, uint8_t *out);
 

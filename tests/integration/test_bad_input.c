@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -418,6 +419,69 @@ Test(integ, bad_listen_address_in_use, .init = h_init, .fini = h_fini, .timeout 
 		"the Unix server whose path the proxy was refused stopped answering: %s", why);
 	h_server_stop(&live_srv);
 	h_server_stop(&srv);
+}
+
+/* Issue 12, defect 12 and item 17: the Unix path of a listen address is
+ *   - held by a live server whose accept queue is full: the proxy probed it
+ *     with a blocking connect() and hung there (at start, and in a reload)
+ *     for as long as the queue stayed full; now it fails at once, naming it;
+ *   - a regular file: the proxy said "another process listens there"; now
+ *     it says the path is not a socket, and leaves the file alone. */
+Test(integ, bad_unix_listen_path_full_backlog_or_regular_file, .init = h_init, .fini = h_fini,
+     .timeout = 30)
+{
+	const char *bin = h_binary(0);
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	char where[220], want[400];
+	int lfd, queued[64], nq = 0;
+
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s/full.sock", h_tmpdir());
+	snprintf(where, sizeof where, "unix:%s", sun.sun_path);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	H_CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&sun, sizeof sun) == 0 && listen(lfd, 1) == 0,
+		"unix server %s: %s", sun.sun_path, strerror(errno));
+	/* fill its accept queue: it never accepts */
+	for (;;) {
+		H_CHECK(nq < 64, "the accept queue of a backlog-1 Unix socket never filled");
+		queued[nq] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		H_CHECK(queued[nq] >= 0, "socket: %s", strerror(errno));
+		if (connect(queued[nq], (struct sockaddr *)&sun, sizeof sun) < 0) {
+			H_CHECK(errno == EAGAIN, "filling the queue: %s", strerror(errno));
+			close(queued[nq]);
+			break;
+		}
+		nq++;
+	}
+	snprintf(want, sizeof want, "route default: listen %s: Address already in use (another "
+				    "process listens there; its accept queue is full)", where);
+	{
+		const char *args[] = { "-l", where, "-b", "127.0.0.1:9", NULL };
+		int64_t t0 = h_now_ms();
+		const struct run *r = run(bin, args);
+		int64_t took = h_now_ms() - t0;
+		expect_log_error(r, want, "listen on a Unix path whose server's queue is full");
+		H_CHECK(took < 2000, "the refusal took %lld ms: the probe waited on the full queue",
+			(long long)took);
+	}
+	H_CHECK(exists(sun.sun_path), "the live server's socket file was removed");
+	while (nq--)
+		close(queued[nq]);
+	close(lfd);
+
+	/* a regular file at the path */
+	char file[200];
+	snprintf(file, sizeof file, "%s/not-a-socket", h_tmpdir());
+	put_text("not-a-socket", "keep me\n");
+	snprintf(where, sizeof where, "unix:%s", file);
+	snprintf(want, sizeof want, "route default: listen %s: the path exists and is not a socket; "
+				    "remove it or choose another path", where);
+	{
+		const char *args[] = { "-l", where, "-b", "127.0.0.1:9", NULL };
+		expect_log_error(run(bin, args), want, "listen on a regular file's path");
+	}
+	struct stat st;
+	H_CHECK(stat(file, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 8,
+		"the regular file %s was changed", file);
 }
 
 /* ---- Unix paths over sun_path --------------------------------------------- */

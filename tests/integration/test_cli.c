@@ -141,3 +141,94 @@ Test(integ, cli_errors, .init = h_init, .fini = h_fini, .timeout = 60)
 	}
 	cli_free();
 }
+
+/* Expects exit status 2 and exactly `want` (one line) on stderr. */
+static void cli_expect_exact(const char *bin, const char *const *args, const char *want,
+			     const char *what)
+{
+	char sb[64];
+	cli_run(bin, args);
+	H_CHECK(cli_last.status != -1 && WIFEXITED(cli_last.status) && WEXITSTATUS(cli_last.status) == 2,
+		"%s: expected exit status 2, got %s; stderr: %s", what,
+		cli_status(cli_last.status, sb, sizeof sb), cli_last.err);
+	H_CHECK(!strcmp(cli_last.err, want), "%s: stderr is\n%s\nexpected exactly\n%s", what,
+		cli_last.err, want);
+}
+
+/* Issue 12, defect 13: a backend that is the route's own listener was
+ * accepted, and each session connected to the proxy itself until max-conns
+ * filled. Refused at start (and by check), naming both options. */
+Test(integ, cli_backend_that_is_the_own_listener_is_refused, .init = h_init, .fini = h_fini,
+     .timeout = 30)
+{
+	const char *bin = h_binary(0);
+	int port = h_free_port();
+	char self[64], any[64], want[300];
+
+	snprintf(self, sizeof self, "127.0.0.1:%d", port);
+	snprintf(any, sizeof any, ":%d", port);
+	{
+		const char *args[] = { "-l", self, "-b", self, NULL };
+		snprintf(want, sizeof want, "splicer: -b %s is -l %s: sessions would loop back into "
+					    "the proxy\n", self, self);
+		cli_expect_exact(bin, args, want, "-l 127.0.0.1:P -b 127.0.0.1:P");
+	}
+	{
+		const char *args[] = { "-l", any, "-b", "127.0.0.1:9", "-b", self, NULL };
+		snprintf(want, sizeof want, "splicer: -b %s is an address of this host, where -l "
+					    "0.0.0.0:%d listens: sessions would loop back into the proxy\n",
+			 self, port);
+		cli_expect_exact(bin, args, want, "-l :P -b 127.0.0.1:P");
+	}
+	/* another port of this host, or the same port elsewhere, is no loop:
+	 * check -c with a file holding both */
+	char path[300], text[300];
+	snprintf(path, sizeof path, "%s/noloop.conf", h_tmpdir());
+	snprintf(text, sizeof text, "[route r]\nlisten = :%d\nbackend = 127.0.0.1:%d 198.51.100.77:%d\n",
+		 port, port == 65535 ? 1 : port + 1, port);
+	FILE *f = fopen(path, "we");
+	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "write %s", path);
+	const char *args[] = { "check", "-c", path, NULL };
+	cli_run(bin, args);
+	H_CHECK(WIFEXITED(cli_last.status) && WEXITSTATUS(cli_last.status) == 0,
+		"check of a route whose backends are not its listener: %s", cli_last.err);
+	cli_free();
+}
+
+/* Issue 12, item 17: `--verbose N` was documented but only --verbose=N
+ * worked ("unexpected argument 'N'"); [::ffff:127.0.0.1]:P as a listener
+ * failed with a bare "Invalid argument". */
+Test(integ, cli_verbose_n_and_v4_mapped_listen, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	const char *bin = h_binary(0);
+	char path[300], want[300], sb[64];
+
+	snprintf(path, sizeof path, "%s/v.conf", h_tmpdir());
+	FILE *f = fopen(path, "we");
+	H_CHECK(f && fputs("[route r]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:9\n", f) >= 0 &&
+			fclose(f) == 0, "write %s", path);
+	const char *forms[][6] = { { "check", "-c", path, "--verbose", "2", NULL },
+				   { "check", "-c", path, "-v", "1", NULL },
+				   { "check", "-c", path, "--verbose=2", NULL },
+				   { "check", "--verbose", "-c", path, NULL } };
+	for (int i = 0; i < 4; i++) {
+		cli_run(bin, forms[i]);
+		H_CHECK(cli_last.status != -1 && WIFEXITED(cli_last.status) &&
+				WEXITSTATUS(cli_last.status) == 0,
+			"check ... %s %s: %s; stderr: %s", forms[i][3], forms[i][4] ? forms[i][4] : "",
+			cli_status(cli_last.status, sb, sizeof sb), cli_last.err);
+	}
+	{
+		const char *args[] = { "-l", "127.0.0.1:0", "-b", "127.0.0.1:9", "--verbose", "3", NULL };
+		cli_expect_exact(bin, args, "splicer: option '--verbose': invalid value '3' (expects an "
+					    "integer 0..2)\n", "--verbose 3");
+	}
+	{
+		const char *args[] = { "-l", "[::ffff:127.0.0.1]:18555", "-b", "127.0.0.1:9", NULL };
+		snprintf(want, sizeof want, "splicer: option '-l': address '[::ffff:127.0.0.1]:18555': "
+					    "an IPv4-mapped IPv6 address cannot be listened on; write "
+					    "127.0.0.1:18555\n");
+		cli_expect_exact(bin, args, want, "-l [::ffff:127.0.0.1]:P");
+	}
+	cli_free();
+}

@@ -94,6 +94,23 @@ static const struct {
 	  "4: syntax error: expected '[section]', 'key = value' or a comment" },
 	{ "listen-in-global.conf", "[global]\nlisten = :80\n", "",
 	  "2: 'listen' belongs in a [route NAME] section" },
+	/* issue 12, item 17: each of these had no FILE:LINE, or no message */
+	{ "pipe-size-below-page.conf", "[global]\npipe_size = 100\n", "",
+	  "2: pipe_size: invalid value '100' (expects a size 4k..64m or 0 (suffix k, m, g))" },
+	{ "stats-clash.conf", "[global]\nstats = 127.0.0.1:18080\n", "",
+	  "2: stats 127.0.0.1:18080 clashes with listen 127.0.0.1:18080 of route 'web' (line 4)" },
+	{ "weight-twice.conf", "", "backend = 127.0.0.1:18091 weight=2 weight=3\n",
+	  "4: backend 127.0.0.1:18091: weight given twice ('weight=2', then 'weight=3')" },
+	{ "indented-continuation.conf", "", "    127.0.0.1:18092\n",
+	  "4: indented line '127.0.0.1:18092' is not 'key = value': continuation lines are not "
+	  "supported (repeat the key, as in another 'backend =' line)" },
+	/* issue 12, defect 13: a backend that is its own route's listener */
+	{ "backend-is-own-listener.conf", "", "backend = 127.0.0.1:18080\n",
+	  "4: backend 127.0.0.1:18080 is listen 127.0.0.1:18080 of its own route (line 2): sessions "
+	  "would loop back into the proxy" },
+	{ "backend-on-own-wildcard.conf", "[route w]\nlisten = :18100\nbackend = 127.0.0.1:18100\n", "",
+	  "3: backend 127.0.0.1:18100 is an address of this host, where its own route listens on "
+	  "0.0.0.0:18100 (line 2): sessions would loop back into the proxy" },
 };
 
 Test(integ, config_check_each_error_class, .init = h_init, .fini = h_fini, .timeout = 60)
@@ -172,6 +189,76 @@ Test(integ, config_check_valid_file, .init = h_init, .fini = h_fini, .timeout = 
 	H_CHECK(out && !strcmp(out, want), "check printed '%s', expected '%s'", out ? out : "", want);
 	free(out);
 	free(err);
+}
+
+/* Issue 12, item 17: layout an editor adds. An indented key was read as a
+ * continuation of the key above (two bad listen addresses and a route
+ * without backend); a UTF-8 byte-order mark hid the first section header,
+ * so its keys were "outside a section". Both files are valid now. */
+Test(integ, config_indentation_and_byte_order_mark_are_layout, .init = h_init, .fini = h_fini,
+     .timeout = 30)
+{
+	const char *bin = h_binary(0);
+	const char *files[] = {
+		conf_write("indented.conf", "[global]\n    workers = 2\n[route web]\n"
+					    "    listen = 127.0.0.1:18080\n\tbackend = 127.0.0.1:18090\n"
+					    "    # an indented comment\n\t; and another\n"
+					    "  [route api]\n  listen = 127.0.0.1:18081\n"
+					    "  backend = 127.0.0.1:18091\n"),
+		conf_write("bom.conf", "\xef\xbb\xbf[route web]\nlisten = 127.0.0.1:18080\n"
+				       "backend = 127.0.0.1:18090\n"),
+	};
+	const char *routes[] = { "2 routes, 2 listen addresses, 2 backends",
+				 "1 route, 1 listen address, 1 backend" };
+
+	for (int i = 0; i < 2; i++) {
+		const char *args[] = { "check", "-c", files[i], NULL };
+		char *out = NULL, *err = NULL, want[400];
+		int st = h_run_capture(bin, args, 5000, &out, &err);
+		snprintf(want, sizeof want, "%s: ok: %s\n", files[i], routes[i]);
+		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && out && !strcmp(out, want),
+			"check %s: status %d, stdout '%s' (expected '%s'), stderr:\n%s", files[i], st,
+			out ? out : "", want, err ? err : "");
+		free(out);
+		free(err);
+	}
+}
+
+/* Issue 12, item 17: `check -c DIR` said "no [route NAME] section" (fopen
+ * opens a directory; reading it looked like an empty file), and a second
+ * -c was ignored in silence. */
+Test(integ, config_directory_and_second_file_are_refused, .init = h_init, .fini = h_fini,
+     .timeout = 30)
+{
+	const char *bin = h_binary(0);
+	const char *ok = conf_write("one.conf", "[route web]\nlisten = 127.0.0.1:18080\n"
+						"backend = 127.0.0.1:18090\n");
+	char want[600], other[300];
+	char *out = NULL, *err = NULL;
+
+	snprintf(other, sizeof other, "%s", ok);
+	{
+		const char *args[] = { "check", "-c", h_tmpdir(), NULL };
+		int st = h_run_capture(bin, args, 5000, &out, &err);
+		snprintf(want, sizeof want, "%s: is a directory, not a config file\n", h_tmpdir());
+		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && err && !strcmp(err, want),
+			"check -c DIR: status %d, stderr '%s', expected '%s'", st, err ? err : "", want);
+		free(out);
+		free(err);
+	}
+	const char *forms[][6] = { { "check", "-c", ok, "-c", "/nonexistent/two.conf", NULL },
+				   { "check", "--config", ok, "--config=/nonexistent/two.conf", NULL },
+				   { "-c", ok, "-c", "/nonexistent/two.conf", NULL } };
+	const char *opt[] = { "-c", "--config", "-c" };
+	for (int i = 0; i < 3; i++) {
+		int st = h_run_capture(bin, forms[i], 5000, &out, &err);
+		snprintf(want, sizeof want, "splicer: option '%s' given twice (%s, then "
+					    "/nonexistent/two.conf): one config file per run\n", opt[i], other);
+		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0 && err && !strcmp(err, want),
+			"form %d: status %d, stderr '%s', expected '%s'", i, st, err ? err : "", want);
+		free(out);
+		free(err);
+	}
 }
 
 /* ---- backends that say who they are ---------------------------------------- */

@@ -253,3 +253,69 @@ Test(integ, accept_proxy_valid_and_bad_headers, .init = h_init, .fini = h_fini, 
 /* sockmap: the header goes first, then the hand-off (TCP clients); a Unix
  * client is not for sockmap and must count as a fallback */
 H_SOCKMAP_CASES_MAY_FALL_BACK(proxy_protocol_send, 60)
+
+/* Issue 12, defect 9: a front proxy announces an IPv4 client to an IPv6
+ * listener (accept_proxy), and the backend wants a header too. The client
+ * address used to be dropped (v1 "UNKNOWN", v2 LOCAL) because the listener's
+ * address is IPv6; now it arrives as ::ffff:a.b.c.d (v1 and v2), and an
+ * IPv4 client on a Unix listener keeps its IPv4 address. */
+static void pp_cross_family(const char *bin, const char *listen, const char *ver)
+{
+	static struct h_server srv;
+	static struct h_proxy p;
+	static struct pp_seen seen = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	struct sockaddr_in client = { .sin_family = AF_INET, .sin_port = htons(4242) };
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(443) };
+	struct sockaddr_storage want = { 0 };
+	uint8_t msg[PROXY_HDR_MAX + 64], back[64];
+	char what[160];
+
+	inet_pton(AF_INET, "203.0.113.9", &client.sin_addr);
+	inet_pton(AF_INET, "198.51.100.1", &dst.sin_addr);
+	if (listen[0] == '[') { /* the backend sees the client v4-mapped */
+		struct sockaddr_in6 *w6 = (struct sockaddr_in6 *)&want;
+		w6->sin6_family = AF_INET6;
+		w6->sin6_port = client.sin_port;
+		inet_pton(AF_INET6, "::ffff:203.0.113.9", &w6->sin6_addr);
+	} else {
+		memcpy(&want, &client, sizeof client);
+	}
+	pp_reset(&seen);
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, pp_conn, &seen);
+	H_CHECK(rc == 0, "backend: %s", strerror(-rc));
+	const char *backends[] = { srv.addr.text, NULL };
+	const char *extra[] = { "--accept-proxy", "yes", "--proxy-protocol", ver, NULL };
+	h_proxy_up(&p, bin, "auto", listen, backends, extra);
+
+	size_t n = proxy_build(1, (struct sockaddr *)&client, sizeof client, (struct sockaddr *)&dst,
+			       sizeof dst, msg);
+	h_gen(0x59, 0, msg + n, 64);
+	int fd = h_connect(&p.addr, 2000);
+	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
+	H_CHECK(h_send_all(fd, msg, n + 64, h_now_ms() + 2000) == 0 &&
+			h_recv_exact(fd, back, 64, h_now_ms() + 2000) == 0 && !memcmp(back, msg + n, 64),
+		"%s: PROXY TCP4 header + 64 bytes: the echo did not come back intact", listen);
+	close(fd);
+	snprintf(what, sizeof what, "IPv4 client announced on listener %s, --proxy-protocol %s",
+		 listen, ver);
+	expect_src(&seen, ver[1] - '0', &want, what);
+	h_server_stop(&srv);
+	h_proxy_down(&p);
+}
+
+Test(integ, proxy_protocol_ipv4_client_on_ipv6_listener, .init = h_init, .fini = h_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	char unixp[200];
+
+	for (int v = 1; v <= 2; v++) {
+		const char *ver = v == 1 ? "v1" : "v2";
+		if (h_ipv6_available())
+			pp_cross_family(bin, "[::1]:0", ver);
+		snprintf(unixp, sizeof unixp, "unix:%s/cross%d.sock", h_tmpdir(), v);
+		pp_cross_family(bin, unixp, ver);
+	}
+	if (!h_ipv6_available())
+		cr_log_warn("no IPv6 on this host: only the Unix listener case ran");
+}

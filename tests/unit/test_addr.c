@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -544,4 +545,65 @@ Test(unit_addr, scope_on_a_global_address_round_trips)
 	parse_ok(a.text, ADDR_CONNECT, &b);
 	cr_assert_eq(a.len, b.len);
 	cr_assert(!memcmp(&a.ss, &b.ss, a.len));
+}
+
+/* Issue 12, item 17: [::ffff:127.0.0.1]:P as a listen address failed at
+ * bind() with only "Invalid argument" (IPv6 listeners are IPv6-only). It is
+ * refused at parse time with the IPv4 form to write; as a backend it still
+ * connects (an IPv6 socket reaches the IPv4 address). */
+Test(unit_addr, bad_v4_mapped_listen_names_the_ipv4_form)
+{
+	struct addr a;
+	char err[ADDR_ERR_LEN] = "";
+
+	cr_assert_eq(addr_parse("[::ffff:127.0.0.1]:8080", ADDR_LISTEN, &a, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "address '[::ffff:127.0.0.1]:8080': an IPv4-mapped IPv6 address cannot "
+			      "be listened on; write 127.0.0.1:8080");
+	parse_ok("[::ffff:127.0.0.1]:8080", ADDR_CONNECT, &a);
+	expect_in6(&a, "::ffff:127.0.0.1", 8080);
+}
+
+/* Issue 12, defect 13: addr_loops_to() finds a backend that reaches the
+ * listener itself: the same address, or a wildcard listener's port on an
+ * address of this host (loopback, or an interface's from getifaddrs). */
+Test(unit_addr, loops_to_own_listener)
+{
+	struct addr l, b;
+	struct ifaddrs *ifa, *i;
+	char text[80], ip[INET_ADDRSTRLEN];
+
+	parse_ok("127.0.0.1:7000", ADDR_LISTEN, &l);
+	parse_ok("127.0.0.1:7000", ADDR_CONNECT, &b);
+	cr_assert_eq(addr_loops_to(&b, &l), ADDR_LOOP_SAME);
+	parse_ok("[::ffff:127.0.0.1]:7000", ADDR_CONNECT, &b);
+	cr_assert_eq(addr_loops_to(&b, &l), ADDR_LOOP_SAME, "v4-mapped is the IPv4 address");
+	parse_ok(":7000", ADDR_LISTEN, &l);
+	cr_assert_eq(addr_loops_to(&b, &l), ADDR_LOOP_LOCAL);
+	parse_ok("198.51.100.77:7000", ADDR_CONNECT, &b);
+	cr_assert_eq(addr_loops_to(&b, &l), ADDR_LOOP_NONE, "not an address of this host");
+	parse_ok("127.0.0.1:7001", ADDR_CONNECT, &b);
+	cr_assert_eq(addr_loops_to(&b, &l), ADDR_LOOP_NONE, "another port");
+	parse_ok(":0", ADDR_LISTEN, &l);
+	parse_ok("127.0.0.1:1", ADDR_CONNECT, &b);
+	cr_assert_eq(addr_loops_to(&b, &l), ADDR_LOOP_NONE, "port 0 is the kernel's pick");
+	parse_ok("unix:@x", ADDR_LISTEN, &l);
+	parse_ok("unix:@x", ADDR_CONNECT, &b);
+	cr_assert_eq(addr_loops_to(&b, &l), ADDR_LOOP_SAME);
+	parse_ok("unix:@xy", ADDR_CONNECT, &b);
+	cr_assert_eq(addr_loops_to(&b, &l), ADDR_LOOP_NONE);
+
+	/* a non-loopback interface address of this host, if it has one */
+	cr_assert_eq(getifaddrs(&ifa), 0);
+	for (i = ifa; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr != htonl(INADDR_LOOPBACK))
+			break;
+	if (i) {
+		inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip, sizeof(ip));
+		snprintf(text, sizeof(text), "%s:7000", ip);
+		parse_ok(":7000", ADDR_LISTEN, &l);
+		parse_ok(text, ADDR_CONNECT, &b);
+		cr_assert_eq(addr_loops_to(&b, &l), ADDR_LOOP_LOCAL, "%s is this host's", text);
+	}
+	freeifaddrs(ifa);
 }

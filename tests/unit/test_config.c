@@ -132,3 +132,77 @@ Test(unit_config, finalize_requires_listen_and_backend, .init = cr_redirect_stde
 	cr_assert_eq(config_finalize(&c), -1);
 }
 
+
+/* Issue 12, item 17: "--verbose N" and "-v N" take the level when the next
+ * argument is all digits (no position takes a bare number); without one
+ * they count as before. */
+Test(unit_config, verbose_takes_a_following_number)
+{
+	struct config c;
+	const char *a1[] = { "splicer", "--verbose", "2", "-l", ":0", "-b", ":9" };
+	const char *a2[] = { "splicer", "-v", "1" };
+	const char *a3[] = { "splicer", "--verbose", "-l", ":0", "--verbose" };
+	const char *a4[] = { "splicer", "--verbose=0", "-vv" };
+	const char *bad[] = { "splicer", "--verbose", "3" };
+
+	cr_assert_eq(parse(&c, 7, a1), 0);
+	cr_assert_eq(c.verbose, 2);
+	cr_assert_eq(c.route[0]->nlisten, 1);
+	config_free(&c);
+	cr_assert_eq(parse(&c, 3, a2), 0);
+	cr_assert_eq(c.verbose, 1);
+	cr_assert_eq(parse(&c, 5, a3), 0);
+	cr_assert_eq(c.verbose, 2, "two bare --verbose");
+	config_free(&c);
+	cr_assert_eq(parse(&c, 3, a4), 0);
+	cr_assert_eq(c.verbose, 2);
+	expect_error(3, bad, "option '--verbose': invalid value '3'", "0..2");
+}
+
+/* Issue 12, item 17: a second -c was ignored in silence; --pipe-size 100
+ * was refused only at finalize, so a file's value had no FILE:LINE. */
+Test(unit_config, second_config_and_pipe_size_below_a_page)
+{
+	struct config c;
+	const char *a1[] = { "splicer", "-c", "/x/a.conf", "--config=/x/b.conf" };
+	const char *a2[] = { "splicer", "--pipe-size", "100" };
+	const char *a3[] = { "splicer", "--pipe-size", "0" };
+	const char *a4[] = { "splicer", "--pipe-size", "4k" };
+
+	expect_error(4, a1, "splicer: option '--config' given twice (/x/a.conf, then /x/b.conf): "
+			    "one config file per run", NULL);
+	expect_error(3, a2, "option '--pipe-size': invalid value '100'", "4k..64m or 0");
+	cr_assert_eq(parse(&c, 3, a3), 0);
+	cr_assert_eq(c.pipe_size, 0, "0 is the kernel's default size");
+	cr_assert_eq(parse(&c, 3, a4), 0);
+	cr_assert_eq(c.pipe_size, 4096);
+}
+
+/* Issue 12, defect 13: finalize refuses a backend that is the route's own
+ * listener; a port-0 listener, another port or another family is no loop. */
+Test(unit_config, finalize_refuses_a_backend_that_is_its_own_listener, .init = cr_redirect_stderr)
+{
+	struct config c;
+	const char *loops[][5] = { { "splicer", "-l", "127.0.0.1:7000", "-b", "127.0.0.1:7000" },
+				   { "splicer", "-l", ":7000", "-b", "127.0.0.2:7000" },
+				   { "splicer", "-l", ":7000", "-b", ":7000" },
+				   { "splicer", "-l", ":7000", "-b", "[::ffff:127.0.0.1]:7000" },
+				   { "splicer", "-l", "[::]:7000", "-b", "[::1]:7000" },
+				   { "splicer", "-l", "unix:/run/x.sock", "-b", "unix:/run/x.sock" } };
+	const char *fine[][5] = { { "splicer", "-l", "127.0.0.1:0", "-b", "127.0.0.1:9" },
+				  { "splicer", "-l", ":7000", "-b", "127.0.0.1:7001" },
+				  { "splicer", "-l", "127.0.0.1:7000", "-b", "127.0.0.2:7000" },
+				  { "splicer", "-l", "[::]:7000", "-b", "127.0.0.1:7000" },
+				  { "splicer", "-l", "unix:/run/x.sock", "-b", "unix:/run/y.sock" } };
+
+	for (unsigned i = 0; i < sizeof(loops) / sizeof(*loops); i++) {
+		cr_assert_eq(parse(&c, 5, loops[i]), 0);
+		cr_assert_eq(config_finalize(&c), -1, "-l %s -b %s was accepted", loops[i][2], loops[i][4]);
+		config_free(&c);
+	}
+	for (unsigned i = 0; i < sizeof(fine) / sizeof(*fine); i++) {
+		cr_assert_eq(parse(&c, 5, fine[i]), 0);
+		cr_assert_eq(config_finalize(&c), 0, "-l %s -b %s was refused", fine[i][2], fine[i][4]);
+		config_free(&c);
+	}
+}

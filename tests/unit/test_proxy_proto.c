@@ -151,3 +151,64 @@ Test(unit_proxy_proto, v1_nul_inside_the_line_is_rejected)
 	static const char hdr[] = "PROXY TCP6 2001:d::7 20::1 40001 844\0\0\0003\r\n";
 	bad(hdr, sizeof(hdr) - 1, "control character");
 }
+
+/* Issue 12, defect 9: an IPv4 client announced to an IPv6 listener (or the
+ * reverse, or to a Unix listener) went out as v1 UNKNOWN / v2 LOCAL, and the
+ * backend lost the client's address. Both versions now keep it. */
+Test(unit_proxy_proto, mixed_families_keep_the_client_address)
+{
+	struct sockaddr_in c4 = in4("192.0.2.7", 51514), l4 = in4("198.51.100.1", 443);
+	struct sockaddr_in6 l6 = in6("2001:db8::1", 8443), c6 = in6("2001:db8::7", 40000);
+	struct sockaddr_in6 lmapped = in6("::ffff:198.51.100.1", 443);
+	struct sockaddr_un u = { .sun_family = AF_UNIX, .sun_path = "/run/splicer.sock" };
+	uint8_t hdr[PROXY_HDR_MAX + 1];
+	struct sockaddr_storage got;
+	char why[128];
+	size_t n;
+
+	/* IPv4 client, IPv6 listener: the client becomes ::ffff:192.0.2.7 */
+	n = proxy_build(1, (void *)&c4, sizeof(c4), (void *)&l6, sizeof(l6), hdr);
+	hdr[n] = '\0';
+	cr_assert_str_eq((char *)hdr, "PROXY TCP6 ::ffff:192.0.2.7 2001:db8::1 51514 8443\r\n");
+	n = proxy_build(2, (void *)&c4, sizeof(c4), (void *)&l6, sizeof(l6), hdr);
+	cr_assert_eq(n, 16 + 36);
+	cr_assert_eq(hdr[12], 0x21, "v2 PROXY, not LOCAL");
+	cr_assert_eq(parse(hdr, n, &got, why), (int)n, "%s", why);
+	cr_assert_eq(got.ss_family, AF_INET6);
+	struct sockaddr_in6 mapped = in6("::ffff:192.0.2.7", 0);
+	cr_assert(!memcmp(&((struct sockaddr_in6 *)&got)->sin6_addr, &mapped.sin6_addr, 16));
+	cr_assert_eq(((struct sockaddr_in6 *)&got)->sin6_port, c4.sin_port);
+
+	/* a v4-mapped IPv6 listener address is unmapped instead: TCP4 */
+	for (int ver = 1; ver <= 2; ver++) {
+		n = proxy_build(ver, (void *)&c4, sizeof(c4), (void *)&lmapped, sizeof(lmapped), hdr);
+		if (ver == 1) {
+			hdr[n] = '\0';
+			cr_assert_str_eq((char *)hdr, "PROXY TCP4 192.0.2.7 198.51.100.1 51514 443\r\n");
+		}
+		cr_assert_eq(parse(hdr, n, &got, why), (int)n, "v%d: %s", ver, why);
+		cr_assert_eq(got.ss_family, AF_INET, "v%d", ver);
+		cr_assert(!memcmp(&((struct sockaddr_in *)&got)->sin_addr, &c4.sin_addr, 4));
+	}
+
+	/* an IPv6 client on an IPv4 listener: the listener is mapped */
+	n = proxy_build(1, (void *)&c6, sizeof(c6), (void *)&l4, sizeof(l4), hdr);
+	hdr[n] = '\0';
+	cr_assert_str_eq((char *)hdr, "PROXY TCP6 2001:db8::7 ::ffff:198.51.100.1 40000 443\r\n");
+
+	/* an IP client on a Unix listener: the destination is unspecified */
+	n = proxy_build(1, (void *)&c4, sizeof(c4), (void *)&u, sizeof(u), hdr);
+	hdr[n] = '\0';
+	cr_assert_str_eq((char *)hdr, "PROXY TCP4 192.0.2.7 0.0.0.0 51514 0\r\n");
+	n = proxy_build(2, (void *)&c6, sizeof(c6), (void *)&u, sizeof(u), hdr);
+	cr_assert_eq(parse(hdr, n, &got, why), (int)n, "%s", why);
+	cr_assert_eq(got.ss_family, AF_INET6);
+	cr_assert(!memcmp(&((struct sockaddr_in6 *)&got)->sin6_addr, &c6.sin6_addr, 16));
+
+	/* a Unix client (from a v2 header) on a TCP listener: v2 keeps its path */
+	socklen_t ulen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(u.sun_path) + 1);
+	n = proxy_build(2, (void *)&u, ulen, (void *)&l4, sizeof(l4), hdr);
+	cr_assert_eq(parse(hdr, n, &got, why), (int)n, "%s", why);
+	cr_assert_eq(got.ss_family, AF_UNIX);
+	cr_assert_str_eq(((struct sockaddr_un *)&got)->sun_path, "/run/splicer.sock");
+}
