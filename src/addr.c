@@ -247,6 +247,16 @@ static int ip_is_local(const struct ip_port *p)
 	return local;
 }
 
+int addr_is_this_host(const struct addr *a)
+{
+	struct ip_port p;
+
+	if (!addr_is_inet(a))
+		return 0;
+	ip_port_of(a, &p);
+	return ip_is_local(&p);
+}
+
 enum addr_loop addr_loops_to(const struct addr *backend, const struct addr *listen)
 {
 	static const unsigned char zero[16];

@@ -43,6 +43,10 @@ int addr_is_inet(const struct addr *a);
  * an interface's, from getifaddrs()), else ADDR_LOOP_NONE. A listen port of
  * 0 never loops (the kernel picks it). */
 enum addr_loop { ADDR_LOOP_NONE, ADDR_LOOP_SAME, ADDR_LOOP_LOCAL };
+/* 1 when a connect() to inet address a would reach this host (loopback,
+ * the unspecified address, an interface's address). */
+int addr_is_this_host(const struct addr *a);
+
 enum addr_loop addr_loops_to(const struct addr *backend, const struct addr *listen);
 
 #endif

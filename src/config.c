@@ -533,6 +533,8 @@ int config_finalize(struct config *c)
 	for (unsigned i = 0; i < c->nroutes; i++) {
 		nlisteners += c->route[i]->nlisten;
 		resolve_route_opts(c, c->route[i]);
+		for (unsigned b = 0; b < c->route[i]->nbackend; b++)
+			c->route[i]->backend[b].this_host = (uint8_t)addr_is_this_host(&c->route[i]->backend[b].addr);
 		if (backend_tables_build(c->route[i])) {
 			fprintf(stderr, "splicer: out of memory\n");
 			return -1;

@@ -78,6 +78,8 @@ struct backend_conf {
 	char spec[ADDR_TEXT_MAX];    /* as configured ("db.local:5432"); "" = addr.text */
 	unsigned weight;             /* 1..MAX_WEIGHT: share of new sessions */
 	unsigned line;               /* where it was given (file line, 0: command line) */
+	uint8_t this_host;           /* the address is on this host: connections to it are
+					watched for loops (loop_guard.h) */
 };
 
 struct route {

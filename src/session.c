@@ -29,6 +29,7 @@
 #define PUMP_BUDGET 16
 
 static int local_warned; /* a local connect error was logged (atomic) */
+static int loop_warned;  /* a connection loop was logged (atomic) */
 
 static const struct engine_ops *dir_ops(const struct dir *d)
 {
@@ -431,6 +432,8 @@ static int session_connect(struct session *s)
 		set_nodelay(fd, b);
 		r = connect(fd, (const struct sockaddr *)&b->ss, b->len);
 		if (r == 0 || errno == EINPROGRESS) {
+			if (rt->backend[s->backend].this_host)
+				loop_guard_add(&s->loop, fd, (const struct sockaddr *)&b->ss, b->len);
 			s->srv.fd = fd;
 			backend_hold(rt, s->backend);
 			s->counted = 1;
@@ -464,6 +467,7 @@ static int session_connect(struct session *s)
 static void session_connect_failed(struct session *s, int err, int local)
 {
 	connect_error(s, err, local);
+	loop_guard_del(&s->loop);
 	backend_release(s->route, s->backend);
 	s->counted = 0;
 	close(s->srv.fd); /* also leaves the epoll set */
@@ -511,6 +515,15 @@ int session_new(struct worker *w, struct route *route, int fd, const struct sock
 	if (side_register(w, &s->cli)) {
 		session_close(s, "epoll-error");
 		return -1;
+	}
+	if (loop_guard_hit(fd, peer, peerlen)) {
+		CTR_ADD(w, loops, 1);
+		if (!__atomic_exchange_n(&loop_warned, 1, __ATOMIC_RELAXED))
+			log_warn("route %s: a client is this proxy's own backend connection: a "
+				 "connection loop (a backend leads back to a listener of this process); "
+				 "closed, logged once, counted in splicer_loops_total", route->name);
+		session_close(s, "loop");
+		return 0;
 	}
 	if (s->state == S_CONNECTING && session_connect(s) == 0 && s->state == S_OPEN)
 		session_run(s);
@@ -770,6 +783,7 @@ void session_close(struct session *s, const char *reason)
 	if (s->state == S_CLOSED)
 		return;
 	sm_end(s); /* in-flight bytes count as pending below */
+	loop_guard_del(&s->loop);
 	/* A side gets an RST when bytes meant for it are still in our hands, or
 	 * when the stream toward it was cut by an error at the other end: a
 	 * FIN would tell it the stream ended cleanly. */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "loop_guard.h"
 #include "pipe_pool.h"
 
 struct worker;
@@ -100,6 +101,7 @@ struct session {
 	uint32_t outq[2];      /* ending: client, backend send queues at the last look */
 	uint64_t start_ms, active_ms;
 	uint64_t connect_deadline_ms;  /* S_CONNECTING: this attempt's; S_HEADER: the header's */
+	struct loop_entry loop;      /* backend connection on this host: loop_guard.h */
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
 	struct session *prev, *next; /* worker's list of sessions */

@@ -188,6 +188,8 @@ size_t stats_http_metrics(char *buf, size_t len)
 	WORKER_COUNTER("connect_local_errors_total",
 		       "Backend connects failed by this host (ports, descriptors, memory, routes); not counted against backends.",
 		       connect_local_errors);
+	WORKER_COUNTER("loops_total", "Clients closed as this proxy's own backend connections (a connection loop).",
+		       loops);
 	WORKER_COUNTER("proxy_header_errors_total", "Clients closed for a bad or late PROXY header.",
 		       proxy_header_errors);
 	family(&o, "splicer_accept_pauses_total", "counter", "Times accepting paused, by cause.");

@@ -39,6 +39,7 @@ struct counters {
 	uint64_t sockmap_fallbacks; /* sockmap sessions left on copy/splice (no slot, insert failed) */
 	uint64_t bytes_uring;       /* moved by the uring engine */
 	uint64_t connect_local_errors; /* backend connects failed by this host (ports, fds, memory) */
+	uint64_t loops;             /* clients closed as this proxy's own backend connections */
 };
 #define CTR_ADD(w, f, n) __atomic_store_n(&(w)->ctr.f, (w)->ctr.f + (n), __ATOMIC_RELAXED)
 #define CTR_GET(w, f)    __atomic_load_n(&(w)->ctr.f, __ATOMIC_RELAXED)

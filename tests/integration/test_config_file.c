@@ -59,7 +59,7 @@ static const struct {
 	{ "unknown-key.conf", "[global]\nworkers = 1\nnonsense = 3\n", "", "3: unknown key 'nonsense'" },
 	{ "unknown-route-key.conf", "", "bogus = 1\n",
 	  "4: unknown key 'bogus' in a route (expects listen, backend, engine, balance, lowat, "
-	  "connect_timeout, idle_timeout, proxy_protocol, accept_proxy, proxy_timeout, check, "
+	  "connect_timeout, idle_timeout, half_close_timeout, proxy_protocol, accept_proxy, proxy_timeout, check, "
 	  "check_interval, check_timeout, rise, fall)" },
 	{ "bad-value.conf", "[global]\nworkers = zero\n", "",
 	  "2: workers: invalid value 'zero' (expects an integer 1..256 or auto)" },
