@@ -2,7 +2,8 @@
 #   make            build build/splicer
 #   make run        the main job: a stream pushed through each engine (make run ARGS=...)
 #   make test       unit + integration suite (plain and ASan+UBSan proxy builds),
-#                   the fault matrix, load, random operations and 20 s fuzz runs
+#                   the fault matrix, load, random operations, 20 s fuzz runs and
+#                   the differential suite against HAProxy and nginx (tests/peer)
 #   make soak       10 minutes of mixed traffic, CSV + chart (SOAK_SECONDS=N)
 #   make fuzz       each libFuzzer harness for FUZZ_SECONDS (default 60)
 #   make install    PREFIX=/usr/local
@@ -31,17 +32,20 @@ LIB_OBJS := $(LIB_SRCS:src/%.c=$(B)/obj/%.o)
 ASAN_OBJS:= $(SRCS:src/%.c=$(B)/asan/obj/%.o)
 UNIT_SRCS:= $(wildcard tests/unit/*.c)
 INT_SRCS := $(wildcard tests/integration/*.c)
-TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS)
-HDRS     := $(wildcard src/*.h tests/integration/*.h bpf/*.h)
+PEER_SRCS:= $(wildcard tests/peer/*.c)
+TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS) $(PEER_SRCS)
+HDRS     := $(wildcard src/*.h tests/integration/*.h tests/peer/*.h bpf/*.h)
 
 # Debian packages the build, the tests and `make run` need.
 DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 \
 	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev
-# The peers `splicer bench` compares against, and gnuplot for its chart.
-BENCH_PKGS := haproxy nginx libnginx-mod-stream socat gnuplot-nox ethtool iproute2
+# The peers the differential suite (tests/peer) and `splicer bench` compare
+# against; socat and gnuplot for the bench and its chart.
+PEER_PKGS  := haproxy nginx libnginx-mod-stream
+BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps bench-deps bench install clean asan fuzz soak
+.PHONY: all run test deps peer-deps bench-deps bench install clean asan fuzz soak
 
 all: $(B)/splicer
 
@@ -80,26 +84,19 @@ asan: $(B)/asan/splicer
 # One Criterion binary holds every test so the run ends with one Synthesis line.
 $(B)/tests: $(TEST_SRCS) $(LIB_OBJS) $(HDRS)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -Isrc -Itests/integration -o $@ $(TEST_SRCS) $(LIB_OBJS) -lcriterion $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -Isrc -Itests/integration -Itests/peer -o $@ $(TEST_SRCS) $(LIB_OBJS) -lcriterion $(LDLIBS)
 
-# Installs what is missing, and only then (apt-get needs root and the registry).
+# Install what is missing, and only that (apt-get needs root and the
+# registry); tools/deps.sh keeps packaged services (HAProxy, nginx) from
+# starting and disables those the install enabled.
 deps:
-	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		echo "  DEPS    installing:" $$missing; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	fi
+	@sh tools/deps.sh $(DEB_PKGS)
 
-# Installs the peers without starting their system services (policy-rc.d
-# refuses service starts while apt runs).
+peer-deps:
+	@sh tools/deps.sh $(PEER_PKGS)
+
 bench-deps:
-	@missing=$$(for p in $(BENCH_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		echo "  DEPS    installing:" $$missing; \
-		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-		rc=$$?; rm -f /usr/sbin/policy-rc.d; exit $$rc; \
-	fi
+	@sh tools/deps.sh $(BENCH_PKGS)
 
 run: deps bench-deps
 	$(Q)$(MAKE) --no-print-directory all
@@ -118,9 +115,14 @@ $(B)/nfq_delay: tests/tools/nfq_delay.c
 TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 	    SPLICER_NFQ_DELAY=$(B)/nfq_delay SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus
 
-test: deps
+test: deps peer-deps
 	$(Q)$(MAKE) --no-print-directory all asan $(B)/tests $(B)/nfq_delay $(FUZZERS:%=$(B)/fuzz/fuzz_%)
-	$(TEST_ENV) $(B)/tests $(CRITERION_ARGS)
+	@rm -f $(B)/peer-table.txt
+	$(TEST_ENV) SPLICER_PEER_TABLE=$(B)/peer-table.txt $(B)/tests $(CRITERION_ARGS); rc=$$?; \
+	if [ -s $(B)/peer-table.txt ]; then \
+		echo "Differential table (delivered/reps; ! = wrong bytes, n/a = engine not runnable here):"; \
+		cat $(B)/peer-table.txt; \
+	fi; exit $$rc
 
 # make soak: 10 minutes of mixed traffic through one proxy, sampled into
 # $(B)/soak-out/soak.csv and soak.png; fails on any error or growth.
