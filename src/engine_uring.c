@@ -794,9 +794,16 @@ int uring_session_start(struct session *s)
 	for (int i = 0; i < 2; i++) {
 		int fd = i ? s->srv.fd : s->cli.fd, fl = fcntl(fd, F_GETFL);
 
+		int one = 1;
+
 		epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
 		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK))
 			return -errno;
+		/* Urgent data: the ring sees no EPOLLPRI, and a multishot recv
+		 * can stop at the urgent mark (1 stall in 10, tests/peer). In
+		 * line, the urgent byte is forwarded in its place in the
+		 * stream, as the sockmap engine does (see urgent.h). */
+		setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
 	}
 	fixed = fixed_register(w->uring, s, slot);
 	for (int i = 0; i < 2; i++) {
@@ -827,6 +834,12 @@ int uring_session_start(struct session *s)
 			return r;
 	}
 	return 0;
+}
+
+void uring_dir_ended(struct dir *d)
+{
+	if (d->ur)
+		check_fin(d->ur);
 }
 
 void uring_dir_release(struct worker *w, struct dir *d)

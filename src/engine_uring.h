@@ -29,6 +29,13 @@ int uring_sides_close(struct session *s, int reset_cli, int reset_srv);
  * engine frees its part once the last completion came back. */
 void uring_dir_release(struct worker *w, struct dir *d);
 
+/* d's source was reset (its recv failed): the session turned the error into
+ * an end (d->eof, d->err cleared); forward it as a FIN once every queued
+ * byte is sent. The ring holds the sockets in its fixed table, where
+ * SIOCOUTQ cannot be asked, so an RST could discard delivered bytes; a FIN
+ * after them is what HAProxy and nginx send too. */
+void uring_dir_ended(struct dir *d);
+
 /* Worker loop hooks: submit queued SQEs (top of each turn), reap CQEs
  * (the ring's fd is in epoll), 1 while detached operations are in flight
  * (the worker does not exit before), teardown. */

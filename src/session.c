@@ -195,7 +195,7 @@ static void side_broken(struct session *s, struct side *sd)
 static void dir_error(struct session *s, struct dir *d)
 {
 	if (!s->fail)
-		s->fail = d;
+		s->fail = failure_reason(s, d);
 	if (d->err_at_dst) {
 		side_broken(s, d->dst);
 	} else {
@@ -204,17 +204,16 @@ static void dir_error(struct session *s, struct dir *d)
 	}
 }
 
-/* Nothing more will move in d. */
-static int dir_over(const struct dir *d)
+/* Nothing more will move in d. A sockmap direction also waits until the
+ * kernel's redirect queue is on dst's send queue (sm_drained re-runs the
+ * session when it is). */
+static int dir_over(struct session *s, struct dir *d)
 {
-	return d->shut || d->dead || (d->rst && !dir_pending(d));
-}
-
-/* Sockmap keeps its first-error-ends-the-session model: its bytes are in
- * flight in the kernel, where user space cannot drain them (engine_sockmap.c). */
-static int closes_on_first_error(const struct session *s)
-{
-	return s->route->o.engine == ENGINE_SOCKMAP;
+	if (d->shut || d->dead)
+		return 1;
+	if (!d->rst || dir_pending(d))
+		return 0;
+	return d->mode != DIR_SOCKMAP || sm_drained(s, d);
 }
 
 /* Pumps d; an error changes the state of the session rather than closing
@@ -226,7 +225,7 @@ static int dir_step(struct session *s, struct dir *d, int *more)
 		return 0;
 	if (dir_pump(s, d, more) >= 0)
 		return 0;
-	if (closes_on_first_error(s) || d->err == ENOMEM) {
+	if (d->err == ENOMEM) {
 		session_close(s, failure_reason(s, d));
 		return -1;
 	}
@@ -272,7 +271,7 @@ static void session_end(struct session *s, int timed_out)
 		s->ending = 1;
 		return;
 	}
-	session_close(s, s->fail ? failure_reason(s, s->fail) : timed_out ? "half-close-timeout" : "done");
+	session_close(s, s->fail ? s->fail : timed_out ? "half-close-timeout" : "done");
 }
 
 static void session_run(struct session *s)
@@ -297,7 +296,7 @@ static void session_run(struct session *s)
 		if (!a && !b)
 			break;
 	}
-	if (dir_over(&s->up) && dir_over(&s->down)) {
+	if (dir_over(s, &s->up) && dir_over(s, &s->down)) {
 		session_end(s, 0);
 		return;
 	}
@@ -312,16 +311,41 @@ static void session_run(struct session *s)
 		runq_push(s);
 }
 
+/* uring: the same model with the ring's means. A reset source ends its
+ * direction like a FIN once the queue is sent (uring_dir_ended); a failed
+ * destination ends the direction writing to it, and the other one's
+ * source is that broken socket, so it ends too. */
 void session_io_result(struct session *s)
 {
+	struct dir *dirs[2] = { &s->up, &s->down };
+
 	if (s->state != S_OPEN)
 		return;
-	if (s->up.err)
-		session_close(s, failure_reason(s, &s->up));
-	else if (s->down.err)
-		session_close(s, failure_reason(s, &s->down));
-	else if (s->up.shut && s->down.shut)
-		session_close(s, "done");
+	for (int i = 0; i < 2; i++) {
+		struct dir *d = dirs[i], *other = dirs[!i];
+
+		if (!d->err || d->dead || d->rst)
+			continue;
+		if (!s->fail)
+			s->fail = failure_reason(s, d);
+		if (d->err == ENOMEM) {
+			session_close(s, s->fail);
+			return;
+		}
+		if (d->err_at_dst) {
+			d->dead = 1;
+			d->dst->broken = 1;
+			continue;
+		}
+		d->src->broken = 1;
+		d->rst = d->eof = 1;
+		d->err = 0;
+		uring_dir_ended(d);
+		if (!other->err && !other->shut) /* it writes to the reset socket */
+			dir_fail(other, ECONNRESET, 1), other->dead = 1;
+	}
+	if ((s->up.shut || s->up.dead) && (s->down.shut || s->down.dead))
+		session_close(s, s->fail ? s->fail : "done");
 }
 
 void session_resume(struct session *s)
@@ -651,22 +675,16 @@ void session_event(struct side *sd, uint32_t events)
 		if (err && !sm_spurious_epipe(s, sd, err)) {
 			struct dir *from = sd == &s->cli ? &s->up : &s->down;
 
-			if (closes_on_first_error(s)) {
-				dir_fail(from, err, 0);
-				session_close(s, failure_reason(s, from));
-				return;
-			}
-			/* The reading direction cannot see it now (ended, or
-			 * waiting for its destination): what it still has to
-			 * forward ends with a reset, and nothing more can be
-			 * written to sd. */
+			/* The reading direction could not see it now (ended,
+			 * or waiting for its destination): it still drains what
+			 * the socket holds and ends with a reset (the socket is
+			 * broken), and nothing more can be written to sd. */
 			if (!from->shut && !from->dead) {
-				from->eof = from->rst = 1;
 				if (!s->fail)
-					s->fail = from, dir_fail(from, err, 0);
+					dir_fail(from, err, 0), s->fail = failure_reason(s, from);
 			} else if (!s->fail) {
 				struct dir *to = sd == &s->cli ? &s->down : &s->up;
-				s->fail = to, dir_fail(to, err, 1);
+				dir_fail(to, err, 1), s->fail = failure_reason(s, to);
 			}
 			side_broken(s, sd);
 			session_run(s);
@@ -714,7 +732,7 @@ static uint64_t half_closed_limit(const struct session *s)
 {
 	const struct route_opts *o = &s->route->o;
 
-	if (s->state != S_OPEN || !(dir_over(&s->up) || dir_over(&s->down) || s->up.eof || s->down.eof))
+	if (s->state != S_OPEN || !(s->up.eof || s->down.eof || s->up.dead || s->down.dead))
 		return UINT64_MAX;
 	return o->half_close_timeout_ms < o->idle_timeout_ms ? o->half_close_timeout_ms
 							      : o->idle_timeout_ms;
@@ -787,9 +805,11 @@ void session_close(struct session *s, const char *reason)
 	/* A side gets an RST when bytes meant for it are still in our hands, or
 	 * when the stream toward it was cut by an error at the other end: a
 	 * FIN would tell it the stream ended cleanly. */
-	if (closes_on_first_error(s)) {
-		rst_cli = dir_pending(&s->down) || (s->down.err && !s->down.err_at_dst);
-		rst_srv = dir_pending(&s->up) || (s->up.err && !s->up.err_at_dst);
+	if (s->up.ur) {
+		/* uring: a side whose direction forwarded a FIN has every byte
+		 * for it queued; an RST would discard what is not acknowledged */
+		rst_cli = !s->cli.broken && (dir_pending(&s->down) || (s->up.dead && !s->down.shut));
+		rst_srv = !s->srv.broken && (dir_pending(&s->up) || (s->down.dead && !s->up.shut));
 	} else {
 		rst_cli = wants_rst(s, &s->cli);
 		rst_srv = wants_rst(s, &s->srv);

@@ -97,7 +97,7 @@ struct session {
 	uint64_t sm_due_ms;    /* drain-wait: next check */
 	uint64_t sm_cookie[2]; /* client, backend socket cookies */
 	struct session *sm_next;     /* worker's drain-wait list */
-	struct dir *fail;      /* the first direction that met an error: the close reason */
+	const char *fail;      /* the close reason of the first error a direction met */
 	uint32_t outq[2];      /* ending: client, backend send queues at the last look */
 	uint64_t start_ms, active_ms;
 	uint64_t connect_deadline_ms;  /* S_CONNECTING: this attempt's; S_HEADER: the header's */

@@ -15,7 +15,10 @@
  * in-band data sees exactly what it would see through HAProxy.
  *
  * The copy and splice engines call urgent_step() before a read when the
- * source raised EPOLLPRI (side->urg). Only TCP sockets have urgent data. */
+ * source raised EPOLLPRI (side->urg). Only TCP sockets have urgent data.
+ * The experimental engines forward the urgent byte in-band instead, in its
+ * place in the stream: sockmap because the kernel redirects it so, uring by
+ * SO_OOBINLINE (the ring sees no EPOLLPRI). */
 #ifndef SPLICER_URGENT_H
 #define SPLICER_URGENT_H
 
