@@ -649,8 +649,12 @@ void session_event(struct side *sd, uint32_t events)
 				 * sent is in the socket and is delivered. */
 				if (mark_open(s))
 					return;
-				dir_fail(&s->down, err, 0);
-				dir_error(s, &s->down);
+				/* (uring finds the end itself: its ring reads the
+				 * bytes, then 0, since the error is taken now) */
+				if (s->route->o.engine != ENGINE_URING) {
+					dir_fail(&s->down, err, 0);
+					dir_error(s, &s->down);
+				}
 				session_run(s);
 				return;
 			}
