@@ -9,7 +9,11 @@
  * side, a client close with unread data (an RST, by the kernel's rule),
  * pauses, reader stalls, reconnects, and bursts of 5-10 MiB toward a reader
  * that stalls then reads slowly (more than the proxy's socket buffers hold,
- * so bytes wait inside the proxy when a FIN or a reset comes). A session
+ * so bytes wait inside the proxy when a FIN or a reset comes), "write, wait
+ * until acknowledged, reset" on either side, early answers (the backend
+ * answers an upload it never reads, waits until its answer is acknowledged,
+ * closes with the upload unread: its kernel sends an RST, issue 12 defect
+ * 1) and urgent data (one byte sent with MSG_OOB amid a stream). A session
  * that ends leaves its slot to a new one. One single-threaded poll loop
  * plays both the clients and the backend (non-blocking sockets with small
  * fixed buffers), so the model sees every event in one order: an observation
@@ -30,6 +34,27 @@
  *     EOF or ECONNRESET on read and an error on write (probed with single
  *     bytes when it has nothing to send), within RO_END_MS: the proxy must
  *     propagate it, well before the idle timeout would;
+ *   - with the per-direction session rules (RO_RULES_NEW: copy, splice, auto;
+ *     src/session.c, above dir_kill), a reset by a side whose own bytes were
+ *     all acknowledged (SIOCOUTQ 0 at the reset: every byte sits in the
+ *     proxy's kernel) is stronger: the far side receives exactly everything
+ *     that side wrote, then its end (EOF or ECONNRESET). The new operations
+ *     always reset that way; plain resets get the stronger rule whenever
+ *     their SIOCOUTQ happened to be 0. The far side's RO_END_MS then counts
+ *     from the reset or its last byte received, whichever is later (bytes
+ *     are delivered before the end). sockmap and uring keep the old model
+ *     (the first error ends the session) and get the weaker rule;
+ *   - urgent data (RO_RULES_NEW, TCP only): the sender's in-band stream is
+ *     its h_gen stream, the urgent byte an extra byte outside it (its value
+ *     is the complement of the in-band byte at its place, so it shows as a
+ *     wrong byte if it ever arrives in-band). Every in-band byte arrives; a
+ *     receiver never sits at the mark for RO_END_MS while bytes after it are
+ *     written (the old proxy stalled there until the idle timeout); one recv()
+ *     never crosses the mark (the kernel stops there when the byte came as
+ *     urgent); at the mark with bytes queued after it, recv(MSG_OOB) returns
+ *     the urgent byte, with SIOCATMARK true. An end sends its next urgent
+ *     byte only after the far end read past the previous mark (a newer
+ *     urgent pointer turns an unread urgent byte into in-band data);
  *   - every session ends, every backend connection is paired (by an 8-byte
  *     tag the client sends first), and at the end the proxy still serves an
  *     echo round trip on a second route, its socket descriptors return to the
@@ -41,6 +66,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,12 +91,24 @@
 #define RO_PROBE_MS 20
 #define RO_SLOW_READ 8192 /* a reader after a burst's stall: slower than the proxy */
 #define RO_SOCKBUF (64 * 1024) /* our ends' buffers: the proxy's fill up, not ours */
+#define RO_ACK_MS 4000        /* an end's bytes are acknowledged before its planned reset */
+#define RO_URG_WAIT_MS 5000   /* the previous urgent mark is passed before the next one */
 
 enum { RO_C, RO_B }; /* the two ends of a session: client, backend */
 
 enum ro_kind {
-	CW, BW, CSHUT, BSHUT, CRST, BRST, CUNREAD, PAUSE, STALL, RECONN, CBURST, BBURST, RO_NKINDS
+	CW, BW, CSHUT, BSHUT, CRST, BRST, CUNREAD, PAUSE, STALL, RECONN, CBURST, BBURST,
+	CARST, BARST, EARLY, CURG, BURG, RO_NKINDS
 };
+
+/* Which session model the engine promises (see the header comment). */
+enum ro_rules {
+	RO_RULES_OLD, /* sockmap, uring: the first error ends the session; no urgent data */
+	RO_RULES_NEW, /* copy, splice, auto: per-direction ends, acknowledged bytes kept, urgent */
+};
+
+/* An end's urgent byte (the sender's struct ro_end). */
+enum { RO_URG_NONE, RO_URG_PENDING, RO_URG_SENT };
 
 static const struct {
 	const char *name;
@@ -82,6 +120,9 @@ static const struct {
 	[CUNREAD] = { "client-unread-close", 4 }, [PAUSE] = { "pause", 8 },
 	[STALL] = { "stall", 8 },          [RECONN] = { "reconnect", 6 },
 	[CBURST] = { "client-burst", 2 },  [BBURST] = { "backend-burst", 2 },
+	[CARST] = { "client-write-acked-reset", 3 }, [BARST] = { "backend-write-acked-reset", 3 },
+	[EARLY] = { "early-answer-reset", 4 },
+	[CURG] = { "client-urgent", 4 },   [BURG] = { "backend-urgent", 4 },
 };
 
 struct ro_end {
@@ -92,14 +133,24 @@ struct ro_end {
 	int64_t noread_until, slow_until, next_probe;
 	int rerr, werr;   /* errno of a failed recv / send */
 	uint8_t shut_req, shut_done, eof, noread;
+	/* as a sender: its urgent byte goes out when written reaches urg_off */
+	uint64_t urg_off;
+	uint8_t urg_state, urg_val;
+	/* as a receiver: the sender's urgent byte was read with MSG_OOB */
+	uint8_t urg_checked;
+	int64_t urg_wait_since; /* sitting at the sender's mark with bytes after it written */
 };
 
 struct ro_sess {
 	unsigned id;
 	uint64_t seed[2]; /* stream sent by the client / by the backend */
 	struct ro_end e[2];
-	int64_t t_open, t_last_io, end_by, unread_by;
+	int64_t t_open, t_last_io, end_by, unread_by, t_abrupt;
 	int abrupt_by;    /* -1, or the end that reset / closed with unread data */
+	uint8_t acked;    /* that end's bytes were all acknowledged: all must arrive */
+	int rst_pending;  /* -1, or the end that resets once its bytes are acknowledged */
+	uint8_t rst_unread; /* ... by a close with unread data (else SO_LINGER 0) */
+	int64_t rst_by;
 	uint8_t tag_sent, connected, paired, done;
 	uint8_t graceful; /* ending cleanly: each end shuts down at its EOF */
 	uint8_t unread_pending;
@@ -114,7 +165,7 @@ struct ro_pend { /* an accepted backend connection before its whole tag */
 
 struct ro_op {
 	int slot, kind, side;
-	uint64_t n;
+	uint64_t n, m;
 };
 
 static struct {
@@ -129,8 +180,9 @@ static struct {
 	unsigned npend;
 	unsigned ops_done, kinds[RO_NKINDS];
 	int have_op, final;
+	int rules, urgent; /* enum ro_rules; urgent operations drawn (TCP, RO_RULES_NEW) */
 	struct ro_op op;
-	int64_t next_op;
+	int64_t next_op, op_wait;
 	unsigned char buf[RO_CHUNK];
 	/* results */
 	int failed;
@@ -138,6 +190,8 @@ static struct {
 	uint64_t verified[2]; /* bytes received and checked at the backend / client */
 	unsigned accepted, clean_done, abrupt_done, keepalives, probes;
 	unsigned far_eof, far_rst, far_passive; /* how far ends saw a reset's end */
+	unsigned acked_resets;                  /* resets judged by the stronger rule */
+	unsigned urg_sent, urg_seen, urg_unseen; /* urgent bytes; read with MSG_OOB at the mark */
 	int64_t max_end_ms, max_pair_ms;        /* slowest far end, slowest pairing */
 } ro;
 
@@ -235,7 +289,7 @@ static int ro_open(int64_t now)
 	s->seed[RO_C] = ro.seed * 0x100000001B3ull + 2 * s->id;
 	s->seed[RO_B] = ro.seed * 0x100000001B3ull + 2 * s->id + 1;
 	s->e[RO_C].fd = s->e[RO_B].fd = -1;
-	s->abrupt_by = -1;
+	s->abrupt_by = s->rst_pending = -1;
 	s->t_open = s->t_last_io = now;
 	int fd = socket(ro.proxy.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd >= 0)
@@ -273,8 +327,32 @@ static void ro_finish(struct ro_sess *s)
 static void ro_abrupt(struct ro_sess *s, int k, int64_t now)
 {
 	s->abrupt_by = k;
+	s->t_abrupt = now;
 	s->end_by = now + RO_END_MS;
 	s->e[k].fd = -1;
+}
+
+/* Resets end k: SO_LINGER {1,0}, or (unread) a plain close that leaves
+ * received bytes unread, so the kernel sends the RST. Its SIOCOUTQ just
+ * before decides the rule: 0 means every byte it wrote sits in the proxy's
+ * kernel, and with RO_RULES_NEW all of them must reach the far end. */
+static void ro_close_abrupt(struct ro_sess *s, int k, int unread, int64_t now)
+{
+	struct ro_end *e = &s->e[k];
+	int q = -1;
+
+	if (ioctl(e->fd, SIOCOUTQ, &q) < 0)
+		q = -1;
+	if (!unread) {
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+		setsockopt(e->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	}
+	close(e->fd);
+	s->acked = ro.rules == RO_RULES_NEW && q == 0;
+	ro.acked_resets += s->acked;
+	ro_hist(s, "%c:%s@%llu(outq %d)", ro_end_name[k][0], unread ? "close-unread" : "rst",
+		(unsigned long long)e->written, q);
+	ro_abrupt(s, k, now);
 }
 
 static void ro_write_error(struct ro_sess *s, int k, int err)
@@ -307,8 +385,25 @@ static void ro_send(struct ro_sess *s, int k, int64_t now)
 			return;
 	}
 	for (int i = 0; i < 4 && e->written < e->planned; i++) {
-		size_t n = e->planned - e->written < RO_CHUNK ? (size_t)(e->planned - e->written)
-							      : RO_CHUNK;
+		uint64_t end = e->planned;
+		if (e->urg_state == RO_URG_PENDING) {
+			if (e->written == e->urg_off) {
+				/* an extra byte, outside the h_gen stream */
+				ssize_t r = send(e->fd, &e->urg_val, 1, MSG_OOB | MSG_NOSIGNAL);
+				if (r < 0) {
+					if (errno != EAGAIN && errno != EINTR)
+						ro_write_error(s, k, errno);
+					return;
+				}
+				e->urg_state = RO_URG_SENT;
+				ro.urg_sent++;
+				ro_hist(s, "%c:urg@%llu", ro_end_name[k][0],
+					(unsigned long long)e->written);
+				continue;
+			}
+			end = e->urg_off; /* the bytes before the mark first */
+		}
+		size_t n = end - e->written < RO_CHUNK ? (size_t)(end - e->written) : RO_CHUNK;
 		h_gen(s->seed[k], e->written, ro.buf, n);
 		ssize_t r = send(e->fd, ro.buf, n, MSG_NOSIGNAL);
 		if (r > 0) {
@@ -330,12 +425,26 @@ static void ro_send(struct ro_sess *s, int k, int64_t now)
 	}
 }
 
+/* The far end of a reset by a side whose bytes were all acknowledged sees
+ * its end (how): everything that side wrote must have come first. */
+static void ro_acked_end(struct ro_sess *s, int k, const char *how)
+{
+	const struct ro_end *e = &s->e[k], *p = &s->e[!k];
+
+	if (s->acked && s->abrupt_by == !k && e->rcvd != p->written)
+		ro_fail(s, "%s: %s after %llu bytes, but the %s wrote %llu, all acknowledged by "
+			   "the proxy's kernel before its reset (outq 0): the proxy lost %llu bytes",
+			ro_end_name[k], how, (unsigned long long)e->rcvd, ro_end_name[!k],
+			(unsigned long long)p->written, (unsigned long long)(p->written - e->rcvd));
+}
+
 static void ro_eof(struct ro_sess *s, int k)
 {
 	struct ro_end *e = &s->e[k], *p = &s->e[!k];
 	e->eof = 1;
 	ro.far_eof += s->abrupt_by == !k;
 	ro_hist(s, "%c:eof@%llu", ro_end_name[k][0], (unsigned long long)e->rcvd);
+	ro_acked_end(s, k, "EOF");
 	if (s->abrupt_by < 0) {
 		if (!p->shut_done)
 			ro_fail(s, "%s: EOF after %llu bytes, but the %s has not shut down and no side "
@@ -349,30 +458,120 @@ static void ro_eof(struct ro_sess *s, int k)
 	}
 }
 
+/* Receiver k sits where the sender put its urgent byte (p->urg_off): if
+ * bytes after it are queued, the byte came (TCP is in order, and the kernel
+ * takes the urgent byte out as the segment arrives), so it must read with
+ * MSG_OOB, at the mark. FIONREAD first: with an urgent byte pending it
+ * counts only the bytes before the mark (0 here); without one, every
+ * queued byte, so bytes there before the recv() and no urgent byte mean
+ * none came. With nothing queued the byte may still be on its way (EINVAL,
+ * or EAGAIN when only the pointer came); ro_recv then only peeks, as a
+ * recv() at the mark would consume a byte that came meanwhile. */
+static void ro_urg_at_mark(struct ro_sess *s, int k)
+{
+	struct ro_end *e = &s->e[k];
+	const struct ro_end *p = &s->e[!k];
+	int q = 0, at = 0;
+	unsigned char b;
+
+	if (ioctl(e->fd, FIONREAD, &q) < 0)
+		q = 0;
+	ssize_t r = recv(e->fd, &b, 1, MSG_OOB);
+	if (r == 1) {
+		e->urg_checked = 1;
+		ro_hist(s, "%c:oob@%llu", ro_end_name[k][0], (unsigned long long)e->rcvd);
+		if (ioctl(e->fd, SIOCATMARK, &at) < 0)
+			at = -1;
+		if (b != p->urg_val)
+			ro_fail(s, "%s: the urgent byte read with MSG_OOB is %#x, the %s sent %#x",
+				ro_end_name[k], b, ro_end_name[!k], p->urg_val);
+		else if (at != 1)
+			ro_fail(s, "%s: read the urgent byte with MSG_OOB after %llu in-band bytes, "
+				   "where the %s sent it, but SIOCATMARK says %d: the mark moved",
+				ro_end_name[k], (unsigned long long)e->rcvd, ro_end_name[!k], at);
+	} else if (r < 0 && errno == EINVAL && q > 0) {
+		ro_fail(s, "%s: after %llu in-band bytes, where the %s sent its urgent byte, %d "
+			   "bytes are queued but no urgent byte came (recv MSG_OOB: EINVAL): the "
+			   "proxy did not pass it on as urgent",
+			ro_end_name[k], (unsigned long long)e->rcvd, ro_end_name[!k], q);
+	}
+}
+
+/* r bytes received by k after `before`: the sender's urgent mark. */
+static void ro_urg_passed(struct ro_sess *s, int k, uint64_t before, uint64_t r)
+{
+	struct ro_end *e = &s->e[k], *p = &s->e[!k];
+
+	if (p->urg_state != RO_URG_SENT || before + r <= p->urg_off)
+		return;
+	if (before < p->urg_off) {
+		ro_fail(s, "%s: one recv() returned in-band bytes %llu..%llu across the %s's urgent "
+			   "mark at %llu (the kernel stops at a mark it knows): the proxy did not "
+			   "pass the urgent byte on as urgent",
+			ro_end_name[k], (unsigned long long)before,
+			(unsigned long long)(before + r), ro_end_name[!k],
+			(unsigned long long)p->urg_off);
+		return;
+	}
+	/* past the mark: the sender may send its next urgent byte */
+	p->urg_state = RO_URG_NONE;
+	if (e->urg_checked)
+		ro.urg_seen++;
+	else
+		ro.urg_unseen++; /* the byte and more came between our looks: fine */
+	e->urg_checked = 0;
+}
+
 static void ro_recv(struct ro_sess *s, int k, int64_t now)
 {
 	struct ro_end *e = &s->e[k];
+	const struct ro_end *p = &s->e[!k];
 	int slow = now < e->slow_until;
 	for (int i = 0; i < (slow ? 1 : 4); i++) {
-		ssize_t r = recv(e->fd, ro.buf, slow ? RO_SLOW_READ : RO_CHUNK, 0);
+		int peek = 0;
+		if (p->urg_state == RO_URG_SENT && e->rcvd == p->urg_off && !e->urg_checked) {
+			ro_urg_at_mark(s, k);
+			if (ro.failed)
+				return;
+			/* The byte is not here yet: a recv() at the mark would
+			 * step over it unseen if it came now (and return EAGAIN
+			 * when nothing follows it), so only peek: EOF and errors
+			 * show, and bytes that came meanwhile mean look again. */
+			peek = !e->urg_checked;
+		}
+		ssize_t r = recv(e->fd, ro.buf, peek ? 1 : slow ? RO_SLOW_READ : RO_CHUNK,
+				 peek ? MSG_PEEK : 0);
+		if (r > 0 && peek)
+			continue;
 		if (r > 0) {
-			uint64_t sent = s->e[!k].written;
+			uint64_t sent = p->written;
 			if (e->rcvd + (uint64_t)r > sent) {
-				ro_fail(s, "%s: received %llu bytes, but the %s has written only %llu",
+				ro_fail(s, "%s: received %llu bytes, but the %s has written only %llu%s",
 					ro_end_name[k], (unsigned long long)(e->rcvd + (uint64_t)r),
-					ro_end_name[!k], (unsigned long long)sent);
+					ro_end_name[!k], (unsigned long long)sent,
+					p->urg_state == RO_URG_SENT
+						? " in band (its urgent byte came in-band?)"
+						: "");
 				return;
 			}
 			size_t bad = h_gen_check(s->seed[!k], e->rcvd, ro.buf, (size_t)r);
 			if (bad < (size_t)r) {
-				ro_fail(s, "%s: byte %llu differs from what the %s sent (not a prefix)",
+				int urg = p->urg_state == RO_URG_SENT && e->rcvd + bad == p->urg_off;
+				ro_fail(s, "%s: byte %llu differs from what the %s sent (not a prefix)%s",
 					ro_end_name[k], (unsigned long long)(e->rcvd + bad),
-					ro_end_name[!k]);
+					ro_end_name[!k],
+					urg ? ": the urgent byte came in-band" : "");
 				return;
 			}
+			ro_urg_passed(s, k, e->rcvd, (uint64_t)r);
+			if (ro.failed)
+				return;
 			e->rcvd += (uint64_t)r;
 			ro.verified[k] += (uint64_t)r;
 			s->t_last_io = now;
+			/* bytes are delivered before the end: its time counts from the last */
+			if (ro.rules == RO_RULES_NEW && s->abrupt_by == !k && s->end_by < now + RO_END_MS)
+				s->end_by = now + RO_END_MS;
 		} else if (r == 0) {
 			ro_eof(s, k);
 			return;
@@ -387,6 +586,8 @@ static void ro_recv(struct ro_sess *s, int k, int64_t now)
 				ro_fail(s, "%s: recv after %llu bytes: %s%s", ro_end_name[k],
 					(unsigned long long)e->rcvd, strerror(e->rerr),
 					s->abrupt_by < 0 ? ", though no side has reset or closed" : "");
+			else
+				ro_acked_end(s, k, "ECONNRESET");
 			return;
 		}
 	}
@@ -487,14 +688,6 @@ static void ro_retire(int slot, int64_t now)
 	ro.slot[slot] = ro_open(now);
 }
 
-static void ro_reset(struct ro_sess *s, int k, int64_t now)
-{
-	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
-	setsockopt(s->e[k].fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-	close(s->e[k].fd);
-	ro_abrupt(s, k, now);
-}
-
 static void ro_draw(void)
 {
 	struct ro_op *op = &ro.op;
@@ -503,9 +696,15 @@ static void ro_draw(void)
 	unsigned ok[RO_NKINDS], total = 0;
 	for (int i = 0; i < RO_NKINDS; i++) {
 		ok[i] = ro_kinds[i].weight;
-		if (((i == CW || i == CSHUT || i == CBURST) && s->e[RO_C].shut_req) ||
-		    ((i == BW || i == BSHUT || i == BBURST || i == CUNREAD) && s->e[RO_B].shut_req))
-			ok[i] = 0; /* an unread close needs a backend that can still write */
+		if (((i == CW || i == CSHUT || i == CBURST || i == CURG || i == EARLY) &&
+		     s->e[RO_C].shut_req) ||
+		    ((i == BW || i == BSHUT || i == BBURST || i == CUNREAD || i == BURG ||
+		      i == EARLY) &&
+		     s->e[RO_B].shut_req))
+			ok[i] = 0; /* an unread close needs a backend that can still write,
+				    * an early answer an upload and an answer */
+		if ((i == CURG || i == BURG) && !ro.urgent)
+			ok[i] = 0;
 		total += ok[i];
 	}
 	unsigned x = (unsigned)ro_below(total);
@@ -519,6 +718,21 @@ static void ro_draw(void)
 		break;
 	case CUNREAD:
 		op->n = 1 + ro_below(64 * 1024);
+		break;
+	case CARST:
+	case BARST:
+		op->n = ro_size(); /* not written if that end has shut down */
+		break;
+	case EARLY:
+		/* an answer of a few bytes (a 413) or up to 1 MiB, to an upload
+		 * of more than the buffers on its way hold */
+		op->n = ro_below(2) ? 1 + ro_below(256) : 1 + ro_below(H_MIB);
+		op->m = 256 * 1024 + ro_below(4 * H_MIB);
+		break;
+	case CURG:
+	case BURG:
+		op->n = ro_below(2) ? ro_below(64) : ro_size(); /* in-band bytes before it */
+		op->m = ro_size();                              /* and after it */
 		break;
 	case PAUSE:
 		op->n = 1 + ro_below(10);
@@ -563,9 +777,53 @@ static void ro_execute(struct ro_sess *s, int64_t now)
 	case CRST:
 	case BRST:
 		ro_hist(s, "%s", op->kind == CRST ? "crst" : "brst");
-		ro_reset(s, op->kind == CRST ? RO_C : RO_B, now);
+		ro_close_abrupt(s, op->kind == CRST ? RO_C : RO_B, 0, now);
 		retire = 1;
 		break;
+	case CARST:
+	case BARST: {
+		/* write, wait until the proxy's kernel acknowledged every byte
+		 * (SIOCOUTQ 0), reset: ro_tick */
+		int k = op->kind == CARST ? RO_C : RO_B;
+		if (!s->e[k].shut_req)
+			s->e[k].planned += op->n;
+		s->rst_pending = k;
+		s->rst_unread = 0;
+		s->rst_by = now + RO_ACK_MS;
+		ro_hist(s, "%cw+%llu+ackrst", ro_end_name[k][0],
+			s->e[k].shut_req ? 0ull : (unsigned long long)op->n);
+		retire = 1;
+		break;
+	}
+	case EARLY:
+		/* The backend stops reading, the client uploads, the backend
+		 * answers; once the answer is acknowledged it closes with the
+		 * upload unread (an RST right behind its answer): ro_tick. */
+		b->noread = 1;
+		c->planned += op->m;
+		b->planned += op->n;
+		s->rst_pending = RO_B;
+		s->rst_unread = 1;
+		s->rst_by = now + RO_ACK_MS;
+		ro_hist(s, "early(cw+%llu,bw+%llu)", (unsigned long long)op->m,
+			(unsigned long long)op->n);
+		retire = 1;
+		break;
+	case CURG:
+	case BURG: {
+		/* op->n in-band bytes, the urgent byte, op->m in-band bytes;
+		 * the byte is the complement of the in-band byte at its place */
+		struct ro_end *e = &s->e[op->kind == CURG ? RO_C : RO_B];
+		unsigned char g;
+		e->urg_off = e->planned + op->n;
+		e->planned += op->n + op->m;
+		h_gen(s->seed[op->kind == CURG ? RO_C : RO_B], e->urg_off, &g, 1);
+		e->urg_val = (uint8_t)~g;
+		e->urg_state = RO_URG_PENDING;
+		ro_hist(s, "%s+%llu+urg+%llu", op->kind == CURG ? "cw" : "bw",
+			(unsigned long long)op->n, (unsigned long long)op->m);
+		break;
+	}
 	case CUNREAD:
 		/* The client stops reading, the backend sends op->n bytes; the
 		 * close happens once some are queued unread at the client. */
@@ -642,6 +900,23 @@ static void ro_generate(int64_t now)
 	struct ro_sess *s = &ro.sess[ro.slot[ro.op.slot]];
 	if (!s->paired)
 		return; /* RO_PAIR_MS bounds the wait */
+	if ((ro.op.kind == CURG || ro.op.kind == BURG) &&
+	    s->e[ro.op.kind == CURG ? RO_C : RO_B].urg_state != RO_URG_NONE) {
+		/* a newer urgent pointer would turn the unread byte in-band */
+		if (!ro.op_wait) {
+			ro.op_wait = now;
+		} else if (now - ro.op_wait > RO_URG_WAIT_MS) {
+			const struct ro_end *e = &s->e[ro.op.kind == CURG ? RO_C : RO_B];
+			ro_fail(s, "the %s's urgent byte at in-band offset %llu was not passed within "
+				   "%d ms (the %s received %llu bytes)",
+				ro.op.kind == CURG ? "client" : "backend",
+				(unsigned long long)e->urg_off, RO_URG_WAIT_MS,
+				ro.op.kind == CURG ? "backend" : "client",
+				(unsigned long long)s->e[ro.op.kind == CURG ? RO_B : RO_C].rcvd);
+		}
+		return;
+	}
+	ro.op_wait = 0;
 	ro.have_op = 0;
 	ro.ops_done++;
 	ro_execute(s, now);
@@ -657,6 +932,50 @@ static int ro_in_slot(const struct ro_sess *s)
 	return 0;
 }
 
+/* A planned reset: once end k wrote everything (and its FIN, if asked)
+ * and the proxy's kernel acknowledged all of it, and for an unread close
+ * once bytes wait unread (so its kernel sends an RST, not a FIN). */
+static void ro_tick_reset(struct ro_sess *s, int64_t now)
+{
+	int k = s->rst_pending;
+	struct ro_end *e = &s->e[k];
+	int q = -1, unread = 0;
+
+	if (e->written == e->planned && (k == RO_B || s->tag_sent == 8) &&
+	    (!e->shut_req || e->shut_done) && ioctl(e->fd, SIOCOUTQ, &q) == 0 && q == 0 &&
+	    (!s->rst_unread || (ioctl(e->fd, FIONREAD, &unread) == 0 && unread > 0))) {
+		s->rst_pending = -1;
+		ro_close_abrupt(s, k, s->rst_unread, now);
+	} else if (now > s->rst_by) {
+		ro_fail(s, "%s: %d ms after its write-then-reset, still %s (wrote %llu/%llu, "
+			   "SIOCOUTQ %d, %d bytes unread)",
+			ro_end_name[k], RO_ACK_MS,
+			q != 0 ? "not all acknowledged by the proxy's kernel" : "no unread bytes",
+			(unsigned long long)e->written, (unsigned long long)e->planned, q, unread);
+	}
+}
+
+/* Receiver k reads, sits where the sender's urgent byte went, and the
+ * sender has written in-band bytes after it: they must come. */
+static void ro_urg_stall(struct ro_sess *s, int k, int64_t now)
+{
+	struct ro_end *e = &s->e[k];
+	const struct ro_end *p = &s->e[!k];
+
+	if (e->fd < 0 || p->urg_state != RO_URG_SENT || e->rcvd != p->urg_off ||
+	    p->written <= p->urg_off || !ro_reading(e, now)) {
+		e->urg_wait_since = 0;
+	} else if (!e->urg_wait_since) {
+		e->urg_wait_since = now;
+	} else if (now - e->urg_wait_since > RO_END_MS) {
+		ro_fail(s, "%s: stalled at the %s's urgent mark: %llu in-band bytes received, %llu "
+			   "more written after the urgent byte, none arrived for %d ms%s",
+			ro_end_name[k], ro_end_name[!k], (unsigned long long)e->rcvd,
+			(unsigned long long)(p->written - p->urg_off), RO_END_MS,
+			e->urg_checked ? " (the urgent byte itself came)" : "");
+	}
+}
+
 static void ro_tick(struct ro_sess *s, int64_t now)
 {
 	struct ro_end *c = &s->e[RO_C], *b = &s->e[RO_B];
@@ -668,16 +987,19 @@ static void ro_tick(struct ro_sess *s, int64_t now)
 	if (s->unread_pending) {
 		int q = 0;
 		if (ioctl(c->fd, FIONREAD, &q) == 0 && q > 0) {
-			close(c->fd); /* unread bytes: the kernel sends an RST */
-			ro_hist(s, "c:close-unread(%d)", q);
 			s->unread_pending = 0;
-			ro_abrupt(s, RO_C, now);
+			ro_close_abrupt(s, RO_C, 1, now); /* unread bytes: the kernel sends an RST */
 		} else if (now > s->unread_by) {
 			ro_fail(s, "none of the %llu bytes the backend sent reached the client within "
 				   "%d ms",
 				(unsigned long long)(b->planned - c->rcvd), RO_UNREAD_MS);
 			return;
 		}
+	}
+	if (s->rst_pending >= 0) {
+		ro_tick_reset(s, now);
+		if (ro.failed)
+			return;
 	}
 	for (int k = 0; k < 2; k++) {
 		if (s->graceful && s->e[k].eof)
@@ -686,6 +1008,11 @@ static void ro_tick(struct ro_sess *s, int64_t now)
 		    s->e[k].written == s->e[k].planned && (k == RO_B || s->tag_sent == 8))
 			ro_send(s, k, now);
 	}
+	if (s->abrupt_by < 0 && ro.urgent)
+		for (int k = 0; k < 2 && !ro.failed; k++)
+			ro_urg_stall(s, k, now);
+	if (ro.failed)
+		return;
 	if (s->abrupt_by < 0) {
 		if (c->eof && b->eof && c->shut_done && b->shut_done) {
 			ro_finish(s);
@@ -711,13 +1038,14 @@ static void ro_tick(struct ro_sess *s, int64_t now)
 	}
 	int rd_end = e->eof || e->rerr, wr_end = e->shut_done || e->werr;
 	if (rd_end && wr_end) {
-		int64_t took = now - (s->end_by - RO_END_MS);
+		int64_t took = now - s->t_abrupt;
 		ro.max_end_ms = took > ro.max_end_ms ? took : ro.max_end_ms;
 		ro_finish(s);
 	} else if (now > s->end_by) {
-		ro_fail(s, "%s: %d ms after the %s's %s, it has not seen the end of the session "
+		ro_fail(s, "%s: %d ms after the %s's %s%s, it has not seen the end of the session "
 			   "(read side %s, write side %s): the proxy did not propagate it",
 			ro_end_name[y], RO_END_MS, ro_end_name[!y],
+			ro.rules == RO_RULES_NEW ? " (or its last byte received)" : "",
 			s->abrupt_by == RO_C && c->noread ? "close with unread data" : "reset",
 			rd_end ? "ended" : "open", wr_end ? "ended" : "open");
 	} else if (rd_end && e->written == e->planned && !e->shut_req) {
@@ -793,7 +1121,11 @@ static void ro_run(void)
 				if (k == RO_C && !s->connected)
 					ev = POLLOUT;
 				else
-					ev = (short)((ro_reading(&s->e[k], now) ? POLLIN : 0) |
+					/* POLLPRI: at a mark, an urgent byte alone is
+					 * not POLLIN */
+					ev = (short)((ro_reading(&s->e[k], now)
+							      ? POLLIN | (ro.urgent ? POLLPRI : 0)
+							      : 0) |
 						     (ro_wants_write(s, k) ? POLLOUT : 0));
 				if (!ev && !ro_far_idle(s, k))
 					continue; /* nothing to do: no POLLHUP spinning */
@@ -838,7 +1170,8 @@ static void ro_run(void)
 					s->connected = 1;
 					continue;
 				}
-				if ((re & (POLLIN | POLLERR | POLLHUP)) && (pfd[x].events & POLLIN))
+				if ((re & (POLLIN | POLLPRI | POLLERR | POLLHUP)) &&
+				    (pfd[x].events & POLLIN))
 					ro_recv(s, k, now);
 				if ((re & (POLLOUT | POLLERR | POLLHUP)) && (pfd[x].events & POLLOUT) &&
 				    !ro.failed)
@@ -951,7 +1284,7 @@ static void ro_stats_addr(const struct h_proxy *p, struct h_addr *out)
 	RO_CHECK(h_stats_addr(p, out) == 0, "no 'stats: listening on' line in %s", p->log);
 }
 
-static void case_random_ops(const char *bin, const char *engine)
+static void case_random_ops(const char *bin, const char *engine, enum ro_rules rules)
 {
 	static struct h_proxy p;
 	static struct h_server echo;
@@ -959,6 +1292,7 @@ static void case_random_ops(const char *bin, const char *engine)
 
 	memset(&ro, 0, sizeof ro);
 	ro.lfd = -1;
+	ro.rules = rules;
 	ro.seed = ro.rng = ro_pick_seed();
 	fprintf(stderr, "random ops seed: %llu (replay with SPLICER_TEST_SEED=%llu)\n",
 		(unsigned long long)ro.seed, (unsigned long long)ro.seed);
@@ -994,6 +1328,8 @@ static void case_random_ops(const char *bin, const char *engine)
 	RO_CHECK(h_proxy_start(&p, bin, args, err, sizeof err) == 0, "proxy -c %s: %s", path, err);
 	ro_ready_addr(&p, 0, &ro.proxy);
 	ro_ready_addr(&p, 1, &echo_addr);
+	/* urgent data exists on TCP only (both of our ends are TCP) */
+	ro.urgent = rules == RO_RULES_NEW && ro.proxy.ss.ss_family != AF_UNIX;
 	ro_stats_addr(&p, &stats_addr);
 	int base_pipes, base_fds = ro_fds(p.pid, &base_pipes);
 	RO_CHECK(base_fds > 0, "cannot read /proc/%d/fd", (int)p.pid);
@@ -1054,13 +1390,16 @@ static void case_random_ops(const char *bin, const char *engine)
 		ol += (size_t)snprintf(ops + ol, sizeof ops - ol, "%s%s %u", i ? ", " : "",
 				       ro_kinds[i].name, ro.kinds[i]);
 	fprintf(stderr,
-		"random ops seed %llu, engine %s: %u ops (%s) on %u sessions (%u ended clean, %u by "
-		"a reset or unread close); verified %llu bytes up, %llu down; %u keepalives; far "
+		"random ops seed %llu, engine %s (%s rules): %u ops (%s) on %u sessions (%u ended "
+		"clean, %u by a reset or unread close, %u of those with every byte acknowledged "
+		"and delivered); verified %llu bytes up, %llu down; %u urgent bytes (%u read with "
+		"MSG_OOB at the mark, %u passed between looks); %u keepalives; far "
 		"ends of resets saw %u EOF, %u ECONNRESET, %u POLLHUP, needed %u probes, within %lld ms at most; proxy sent %ld RSTs; pairing took %lld ms at "
 		"most; %lld ms; proxy fds %d -> %d (pipes %d -> %d, %ld free in pools)\n",
-		(unsigned long long)ro.seed, engine, ro.ops_done, ops, ro.nsess, ro.clean_done,
-		ro.abrupt_done, (unsigned long long)ro.verified[RO_B],
-		(unsigned long long)ro.verified[RO_C], ro.keepalives, ro.far_eof, ro.far_rst,
+		(unsigned long long)ro.seed, engine, rules == RO_RULES_NEW ? "new" : "old",
+		ro.ops_done, ops, ro.nsess, ro.clean_done, ro.abrupt_done, ro.acked_resets,
+		(unsigned long long)ro.verified[RO_B], (unsigned long long)ro.verified[RO_C],
+		ro.urg_sent, ro.urg_seen, ro.urg_unseen, ro.keepalives, ro.far_eof, ro.far_rst,
 		ro.far_passive, ro.probes, (long long)ro.max_end_ms, resets, (long long)ro.max_pair_ms,
 		(long long)took, base_fds, fds, base_pipes, pipes,
 		nfree);
@@ -1076,32 +1415,32 @@ static void case_random_ops(const char *bin, const char *engine)
 
 Test(integ, random_ops_copy, .init = h_init, .fini = h_fini, .timeout = 60)
 {
-	case_random_ops(h_binary(0), "copy");
+	case_random_ops(h_binary(0), "copy", RO_RULES_NEW);
 }
 
 Test(integ, random_ops_splice, .init = h_init, .fini = h_fini, .timeout = 60)
 {
-	case_random_ops(h_binary(0), "splice");
+	case_random_ops(h_binary(0), "splice", RO_RULES_NEW);
 }
 
 Test(integ, random_ops_auto, .init = h_init, .fini = h_fini, .timeout = 60)
 {
-	case_random_ops(h_binary(0), "auto");
+	case_random_ops(h_binary(0), "auto", RO_RULES_NEW);
 }
 
 Test(integ, random_ops_auto_asan, .init = h_init, .fini = h_fini, .timeout = 120)
 {
-	case_random_ops(h_binary(1), "auto");
+	case_random_ops(h_binary(1), "auto", RO_RULES_NEW);
 }
 
 Test(integ, random_ops_uring, .init = h_init, .fini = h_fini, .timeout = 60)
 {
-	case_random_ops(h_binary(0), "uring");
+	case_random_ops(h_binary(0), "uring", RO_RULES_OLD);
 }
 
 Test(integ, random_ops_uring_asan, .init = h_init, .fini = h_fini, .timeout = 120)
 {
-	case_random_ops(h_binary(1), "uring");
+	case_random_ops(h_binary(1), "uring", RO_RULES_OLD);
 }
 
 /* The sockmap engine's hand-off (copy first, then the kernel) under the same
@@ -1110,5 +1449,5 @@ Test(integ, random_ops_uring_asan, .init = h_init, .fini = h_fini, .timeout = 12
 Test(integ, random_ops_sockmap, .init = h_init, .fini = h_fini, .timeout = 60)
 {
 	h_sockmap_require(2);
-	case_random_ops(h_binary(0), "sockmap");
+	case_random_ops(h_binary(0), "sockmap", RO_RULES_OLD);
 }
