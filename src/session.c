@@ -28,6 +28,8 @@
  * pipes up to 8 MiB, with 64k buffers up to 1 MiB. */
 #define PUMP_BUDGET 16
 
+static void session_timer_update(struct session *s);
+
 static int local_warned; /* a local connect error was logged (atomic) */
 static int loop_warned;  /* a connection loop was logged (atomic) */
 
@@ -351,6 +353,7 @@ void session_io_result(struct session *s)
 void session_resume(struct session *s)
 {
 	session_run(s);
+	session_timer_update(s);
 }
 
 /* The backend connection is up: with proxy_protocol, its first bytes are
@@ -519,6 +522,7 @@ int session_new(struct worker *w, struct route *route, int fd, const struct sock
 	dir_init(&s->down, &s->srv, &s->cli, route);
 	s->state = route->o.accept_proxy ? S_HEADER : S_CONNECTING;
 	s->start_ms = s->active_ms = w->now_ms;
+	s->timer.due_ms = TIMER_NONE;
 	s->connect_deadline_ms = w->now_ms + route->o.proxy_timeout_ms;
 	memcpy(&s->peer, peer, peerlen);
 	s->peerlen = peerlen;
@@ -551,6 +555,7 @@ int session_new(struct worker *w, struct route *route, int fd, const struct sock
 	}
 	if (s->state == S_CONNECTING && session_connect(s) == 0 && s->state == S_OPEN)
 		session_run(s);
+	session_timer_update(s);
 	return 0;
 }
 
@@ -620,7 +625,17 @@ static int sock_error(int fd)
 	return err;
 }
 
+static void session_on_event(struct side *sd, uint32_t events);
+
 void session_event(struct side *sd, uint32_t events)
+{
+	struct session *s = sd->s;
+
+	session_on_event(sd, events);
+	session_timer_update(s);
+}
+
+static void session_on_event(struct side *sd, uint32_t events)
 {
 	struct session *s = sd->s;
 
@@ -742,7 +757,47 @@ static uint64_t half_closed_limit(const struct session *s)
 							      : o->idle_timeout_ms;
 }
 
-void session_check_timeouts(struct session *s, uint64_t now_ms)
+/* How often a session waiting on something the kernel does not signal is
+ * looked at: a send queue to empty (ending), a short tail under SO_RCVLOWAT,
+ * the sockmap engine's counters. */
+#define RECHECK_MS 100
+
+/* The session's next deadline: what its timer is set to. */
+static uint64_t session_deadline(const struct session *s)
+{
+	const struct route_opts *o = &s->route->o;
+	uint64_t now = s->w->now_ms, due, limit;
+
+	switch (s->state) {
+	case S_HEADER:
+	case S_CONNECTING:
+		return s->connect_deadline_ms;
+	case S_OPEN:
+		break;
+	default:
+		return TIMER_NONE;
+	}
+	limit = half_closed_limit(s);
+	if (limit > o->idle_timeout_ms)
+		limit = o->idle_timeout_ms;
+	due = s->active_ms + limit;
+	if (s->ending || s->sm == SM_ON ||
+	    (o->lowat && ((s->up.lowat_set && !s->up.eof) || (s->down.lowat_set && !s->down.eof))))
+		if (now + RECHECK_MS < due)
+			due = now + RECHECK_MS;
+	return due;
+}
+
+/* After any event: a deadline that came nearer (a session that became
+ * half-closed or started ending) moves its timer; a later one is left to
+ * session_timer_fired (lazy: bytes never touch the heap). */
+static void session_timer_update(struct session *s)
+{
+	if (s->state != S_CLOSED)
+		timer_set_earlier(&s->w->timers, &s->timer, session_deadline(s));
+}
+
+static void session_check_timeouts(struct session *s, uint64_t now_ms)
 {
 	const struct route_opts *o = &s->route->o;
 
@@ -766,6 +821,13 @@ void session_check_timeouts(struct session *s, uint64_t now_ms)
 		   (lowat_tail_waiting(&s->up) | lowat_tail_waiting(&s->down))) {
 		session_run(s);
 	}
+}
+
+void session_timer_fired(struct session *s)
+{
+	session_check_timeouts(s, s->w->now_ms);
+	if (s->state != S_CLOSED)
+		timer_set(&s->w->timers, &s->timer, session_deadline(s));
 }
 
 /* Closes a side; with reset, SO_LINGER 0 makes close() send an RST so the
@@ -804,6 +866,7 @@ void session_close(struct session *s, const char *reason)
 
 	if (s->state == S_CLOSED)
 		return;
+	timer_del(&w->timers, &s->timer);
 	sm_end(s); /* in-flight bytes count as pending below */
 	loop_guard_del(&s->loop);
 	/* A side gets an RST when bytes meant for it are still in our hands, or

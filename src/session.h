@@ -11,6 +11,7 @@
 
 #include "loop_guard.h"
 #include "pipe_pool.h"
+#include "timer.h"
 
 struct worker;
 struct session;
@@ -99,6 +100,7 @@ struct session {
 	struct session *sm_next;     /* worker's drain-wait list */
 	const char *fail;      /* the close reason of the first error a direction met */
 	uint32_t outq[2];      /* ending: client, backend send queues at the last look */
+	struct timer timer;    /* the earliest deadline (worker's heap; timer.h) */
 	uint64_t start_ms, active_ms;
 	uint64_t connect_deadline_ms;  /* S_CONNECTING: this attempt's; S_HEADER: the header's */
 	struct loop_entry loop;      /* backend connection on this host: loop_guard.h */
@@ -120,8 +122,8 @@ void session_event(struct side *sd, uint32_t events);
 /* Runs a session from the worker's run queue. */
 void session_resume(struct session *s);
 
-/* Timeout checks; called about every 100 ms. */
-void session_check_timeouts(struct session *s, uint64_t now_ms);
+/* s's timer is due: timeouts, and what is looked at again (timer.h). */
+void session_timer_fired(struct session *s);
 
 /* Closes both sides (RST where data could not be delivered), releases
  * pipes and buffers, logs at -v; the memory is freed by the worker later. */

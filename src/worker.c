@@ -5,6 +5,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -274,14 +275,19 @@ static void listener_accept(struct worker *w, struct listener *l)
 	}
 }
 
+/* The sessions whose deadline has come (timer.h): no session is looked at
+ * before its time. */
+static void run_timers(struct worker *w)
+{
+	struct timer *t;
+
+	while ((t = timer_pop_due(&w->timers, w->now_ms)))
+		session_timer_fired((struct session *)((char *)t - offsetof(struct session, timer)));
+}
+
+/* Housekeeping every SCAN_MS; no session is visited here. */
 static void worker_scan(struct worker *w)
 {
-	struct session *s, *next;
-
-	for (s = w->sessions; s; s = next) {
-		next = s->next;
-		session_check_timeouts(s, w->now_ms);
-	}
 	pipe_pool_trim(&w->pipes);
 	buf_pool_trim(&w->bufs);
 	if (w->draining)
@@ -338,7 +344,11 @@ void *worker_main(void *arg)
 	worker_listeners_arm(w, 1);
 	for (;;) {
 		int timeout = w->runq ? 0 : w->smwait ? 1 : SCAN_MS;
+		uint64_t next = timer_next(&w->timers);
 		int n;
+
+		if (timeout && next < w->now_ms + (uint64_t)timeout)
+			timeout = next > w->now_ms ? (int)(next - w->now_ms) : 0;
 
 		/* Busy polling: right after an event the next one tends to come
 		 * within microseconds (a reply, the peer's window opening);
@@ -381,6 +391,7 @@ void *worker_main(void *arg)
 			}
 		}
 		run_queue(w);
+		run_timers(w);
 		if (w->smwait)
 			sm_poll(w);
 		{
@@ -419,6 +430,7 @@ void worker_destroy(struct worker *w)
 {
 	listeners_close(w);
 	uring_destroy(w);
+	timer_heap_free(&w->timers);
 	buf_pool_destroy(&w->bufs);
 	free(w->sm_free);
 	pipe_pool_destroy(&w->pipes);

@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "pipe_pool.h"
+#include "timer.h"
 
 /* The first byte of everything registered in epoll says what it is. */
 enum ev_kind { EV_LISTENER = 1, EV_CLIENT, EV_BACKEND, EV_WAKE, EV_URING };
@@ -96,6 +97,7 @@ struct worker {
 	struct pipe_pool pipes;
 	struct buf_pool bufs;
 	struct session *sessions;   /* every open session (doubly linked) */
+	struct timer_heap timers;   /* the sessions' deadlines (timer.h) */
 	struct session *runq;       /* sessions that ran out of budget with work left */
 	struct session *dead;       /* closed, freed at the end of the loop turn */
 	struct session *smwait;     /* sockmap sessions waiting for a redirect queue to drain */
