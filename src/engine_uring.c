@@ -356,6 +356,11 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 		detached_check(ud);
 		return;
 	}
+	if (d->dead) { /* nothing can be delivered: buffers go straight back */
+		if (bid >= 0)
+			buf_put(u, bid);
+		return;
+	}
 	if (res > 0 && bid >= 0) {
 		u->blen[bid] = (uint32_t)res;
 		u->boff[bid] = 0;
@@ -407,6 +412,11 @@ static void on_send(struct uring_dir *ud, int res)
 	if (!s) {
 		queue_drop(ud);
 		detached_check(ud);
+		return;
+	}
+	if (d->dead) {
+		queue_drop(ud);
+		d->in_uring = 0;
 		return;
 	}
 	if (res > 0) {
@@ -834,6 +844,22 @@ int uring_session_start(struct session *s)
 			return r;
 	}
 	return 0;
+}
+
+void uring_dir_dead(struct dir *d)
+{
+	struct uring_dir *ud = d->ur;
+
+	if (!ud)
+		return;
+	/* its buffers would be held for ever: other directions starve */
+	if (ud->recv_armed && !ud->cancelling) {
+		cancel_op(ud, OP_RECV);
+		ud->cancelling = 1;
+	}
+	if (!ud->send_busy)
+		queue_drop(ud);
+	d->in_uring = 0;
 }
 
 void uring_dir_ended(struct dir *d)

@@ -36,6 +36,11 @@ void uring_dir_release(struct worker *w, struct dir *d);
  * after them is what HAProxy and nginx send too. */
 void uring_dir_ended(struct dir *d);
 
+/* d's destination failed: nothing more can be delivered; its recv is
+ * cancelled and its buffers go back to the ring (held, they would starve
+ * the worker's other directions). */
+void uring_dir_dead(struct dir *d);
+
 /* Worker loop hooks: submit queued SQEs (top of each turn), reap CQEs
  * (the ring's fd is in epoll), 1 while detached operations are in flight
  * (the worker does not exit before), teardown. */

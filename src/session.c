@@ -337,14 +337,17 @@ void session_io_result(struct session *s)
 		if (d->err_at_dst) {
 			d->dead = 1;
 			d->dst->broken = 1;
+			uring_dir_dead(d);
 			continue;
 		}
 		d->src->broken = 1;
 		d->rst = d->eof = 1;
 		d->err = 0;
 		uring_dir_ended(d);
-		if (!other->err && !other->shut) /* it writes to the reset socket */
+		if (!other->err && !other->shut) { /* it writes to the reset socket */
 			dir_fail(other, ECONNRESET, 1), other->dead = 1;
+			uring_dir_dead(other);
+		}
 	}
 	if ((s->up.shut || s->up.dead) && (s->down.shut || s->down.dead))
 		session_close(s, s->fail ? s->fail : "done");
