@@ -159,7 +159,7 @@ FUZZERS      := proxy_proto addr config http_req
 FUZZ_SRCS_proxy_proto := src/proxy_proto.c
 FUZZ_SRCS_addr        := src/addr.c
 FUZZ_SRCS_http_req    := src/http_req.c
-FUZZ_SRCS_config      := src/config.c src/config_file.c src/backend.c src/units.c src/addr.c src/log.c
+FUZZ_SRCS_config      := src/engine_names.c src/config.c src/config_file.c src/backend.c src/units.c src/addr.c src/log.c
 
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(wildcard src/*.h) $(SRCS)
 	@mkdir -p $(@D)

@@ -25,15 +25,16 @@
 #define SETTING_AUTO UINT64_MAX
 #define SETTING_TEXT_MAX 256
 
-enum engine_kind { ENGINE_AUTO, ENGINE_COPY, ENGINE_SPLICE, ENGINE_SOCKMAP, ENGINE_URING };
-extern const char *const engine_names[]; /* indexed by enum engine_kind */
+/* The engine choices' names (the engine registry), "auto" first: a route's
+ * `engine` is an index into it. */
+extern const char *const engine_names[];
 
 enum balance_kind { BALANCE_ROUNDROBIN, BALANCE_LEASTCONN, BALANCE_MAGLEV };
 extern const char *const balance_names[]; /* indexed by enum balance_kind */
 
 /* The settings a route may set for itself. */
 struct route_opts {
-	uint64_t engine;             /* enum engine_kind */
+	uint64_t engine;             /* index into engine_names (0: auto) */
 	uint64_t balance;            /* enum balance_kind */
 	uint64_t lowat;              /* SO_RCVLOWAT on spliced sources; 0 = off */
 	uint64_t connect_timeout_ms; /* per backend attempt */

@@ -1,25 +1,41 @@
-/* engine: how one direction of a session moves bytes. Each engine is an ops
- * table; `auto` is not an engine of its own but a direction that starts on
- * copy and is moved to splice (see session.c) once it behaves as a stream.
+/* engine: how bytes move, as plug-ins. An engine is one file with its own
+ * state and one row in the registry (engine_registry.c); the core (session,
+ * worker, main, reload, stats) calls the hooks below and names no engine.
+ *
+ * Two levels:
+ *   - a direction's engine (dir->eng) moves its bytes: pump() and release();
+ *   - a session's engine (session->eng, the route's choice) may also take
+ *     part in the session's life: a hand-off after the connect (sockmap),
+ *     driving the whole session itself (uring), an end that must wait
+ *     (fin_ready), descriptors it must close itself (close).
+ * Every hook but pump is optional (NULL: nothing to do).
+ *
+ * A route chooses a registry row (`engine = NAME`): the session's engine,
+ * the engine its directions start on, and the one a direction moves to once
+ * it behaves as a stream (`auto`: start on copy, hand off to splice). A
+ * direction that cannot go on with its engine (no pipe, a socket splice
+ * refuses) moves to that engine's fallback.
  *
  * pump() contract, shared by every engine: move bytes src -> dst until the
  * kernel says EAGAIN on both ends, src hits EOF, or *budget reads were done.
- *   < 0   -errno: the direction failed; d->err and d->err_at_dst say where
- *   0     blocked or finished (d->eof tells which); nothing is lost
- *   PUMP_SWITCH   (copy, auto) the direction behaves as a stream and its
- *                 buffer is empty: the caller may move it to splice
- *   PUMP_NOPIPE   (splice) no pipe could be had or splice is refused for
- *                 this socket (EINVAL/ENOSYS): the caller falls back to copy
+ *   < 0           -errno: the direction failed; d->err and d->err_at_dst say where
+ *   0             blocked or finished (d->eof tells which); nothing is lost
+ *   PUMP_SWITCH   the direction behaves as a stream and holds nothing: the
+ *                 core may move it to the route's stream engine
+ *   PUMP_FALLBACK this engine cannot go on for this direction and holds
+ *                 nothing: the core moves it to eng->fallback
  * Readiness flags are cleared only on EAGAIN (or a provably short read), so
  * an edge-triggered event is never lost. */
 #ifndef SPLICER_ENGINE_H
 #define SPLICER_ENGINE_H
 
+#include <stdint.h>
+
 #include "session.h"
 #include "worker.h"
 
-#define PUMP_SWITCH 1
-#define PUMP_NOPIPE 2
+#define PUMP_SWITCH   1
+#define PUMP_FALLBACK 2
 
 /* auto: this many reads in a row of at least buffer/AUTO_BIG_READ_DIV bytes
  * (16k of the default 64k) make a stream. Counting only reads that filled
@@ -28,46 +44,102 @@
 #define AUTO_STREAM_READS 4
 #define AUTO_BIG_READ_DIV 4
 
-struct engine_ops {
-	const char *name;
-	/* 0 if the engine works on this kernel, else -errno with err filled. */
-	int (*probe)(char *err, unsigned errlen);
-	int (*pump)(struct worker *w, struct dir *d, unsigned *budget);
-	/* Frees what the direction holds (buffer, pipe) at session close. */
-	void (*release)(struct worker *w, struct dir *d);
+/* A counter an engine keeps per worker (ENGINE_CTR_BYTES is every engine's
+ * first: bytes it moved). Shown in /metrics as splicer_NAME. */
+struct engine_counter {
+	const char *name, *help;
 };
 
-extern const struct engine_ops engine_copy;
-extern const struct engine_ops engine_splice;
-extern const struct engine_ops engine_sockmap;
+struct engine {
+	const char *name;
+	uint8_t id;                      /* registry index (engine_registry.c) */
+	const struct engine *fallback;   /* where a direction goes on PUMP_FALLBACK */
+	uint8_t uses_pipes;              /* draws on the worker's pipe pool */
+	/* Its sockets cannot be asked SIOCOUTQ (uring's fixed file table):
+	 * a side it delivered to is closed with a FIN, never an RST that
+	 * could discard what is not yet acknowledged. */
+	uint8_t blind_send_queue;
+	/* Usable on this kernel and in this sandbox? 0, or -errno with why.
+	 * Run at start and at every reload, before a route is put on it. */
+	int (*probe)(char *why, unsigned len);
+	/* Privileged preparation, before root is dropped (and at reload). */
+	int (*setup)(const struct config *cfg, char *why, unsigned len);
 
-/* Routes on engine sockmap: loads the BPF program once (needs CAP_BPF and
- * CAP_NET_ADMIN); if it cannot, logs why in one line and puts the routes on
- * splice. Called at start (before root is dropped) and on reload. */
-void sockmap_setup(struct config *cfg);
+	/* A worker that serves a route on this engine. */
+	int (*worker_init)(struct worker *w);
+	void (*worker_fini)(struct worker *w);
+	void (*worker_event)(struct worker *w);        /* its descriptor in the loop fired */
+	void (*before_wait)(struct worker *w, int *timeout_ms); /* flush; may shorten the sleep */
+	void (*each_turn)(struct worker *w);           /* after the events of a turn */
+	int (*busy)(const struct worker *w);           /* 1: the loop must go on at exit */
 
-/* sockmap (engine_sockmap.c), beside the ops table: a session on a sockmap
- * route starts on copy and moves both directions into the kernel once no
- * partly read segment is left (sm_try_start). */
-void sm_try_start(struct session *s);
-/* 1 when every byte the kernel took from d's source is on d->dst's send
- * queue, so a FIN may follow; else 0 and the session is put on the
- * worker's drain-wait list, re-run with backoff by sm_poll(). */
-int sm_drained(struct session *s, struct dir *d);
-/* epoll events of both sides as the directions need them now. */
-void sm_update_events(struct session *s);
-/* Folds the kernel's byte counts into the directions; 1 if any moved. For
- * the idle timeout, the log and metrics. Also wakes a direction whose
- * source has bytes passed to user space. */
-int sm_sync(struct session *s);
-/* Before close: in-flight bytes (for the RST decision), pair removed,
- * slots freed. */
-void sm_end(struct session *s);
-/* Worker loop: runs drain-waiting sessions that are due. */
-void sm_poll(struct worker *w);
-/* 1 when an error on side sd is the spurious EPIPE of a redirect after we
- * shut sd's write side, to be ignored. */
-int sm_spurious_epipe(const struct session *s, const struct side *sd, int err);
+	/* A session on a route of this engine. */
+	void (*opened)(struct session *s);             /* connected (PROXY header sent) */
+	int (*drive)(struct session *s);               /* 1: it moves the session itself from now */
+	int (*after_run)(struct session *s);           /* after the pumps; 1: run again */
+	int (*fin_ready)(struct session *s, struct dir *d); /* 0: d's end must wait (re-run later) */
+	int (*sync)(struct session *s);                /* timer: 1 when bytes moved meanwhile */
+	int (*ignore_error)(const struct session *s, const struct side *sd, int err);
+	void (*dir_ended)(struct session *s, struct dir *d); /* d's source was reset: end it */
+	void (*dir_dead)(struct session *s, struct dir *d);  /* d's destination failed */
+	void (*end)(struct session *s);                /* before the sides close */
+	/* Takes the descriptors it must close itself (so no number is reused
+	 * while the kernel may still act on it); returns the RSTs it will send. */
+	int (*close)(struct session *s, int rst_cli, int rst_srv);
+
+	/* A direction on this engine. */
+	int (*pump)(struct worker *w, struct dir *d, unsigned *budget);
+	void (*release)(struct worker *w, struct dir *d); /* drop what it holds */
+	uint64_t (*pending)(const struct dir *d);      /* bytes read, not yet written */
+
+	const struct engine_counter *counters;         /* [0] is bytes moved */
+	unsigned ncounters;                            /* at most ENGINE_COUNTERS */
+};
+
+/* A route's choice (`engine = NAME`): a row of engine_list.h. */
+struct engine_choice {
+	const char *name;
+	const char *help;
+	const struct engine *session;   /* its session hooks */
+	const struct engine *start;     /* directions start here */
+	const struct engine *stream;    /* and move here once they are streams (auto), or NULL */
+	const char *fallback;           /* the choice used when a probe or setup fails */
+	int hidden;                     /* test-only: not in --help */
+};
+
+extern const struct engine_choice engine_choices[];
+extern const unsigned engine_nchoices;
+extern const struct engine *engines[];      /* by id, engine_nengines of them */
+extern unsigned engine_nengines;
+extern const char *const engine_names[];     /* the choices' names (engine_names.c) */
+
+/* 1 for an engine only tests choose (not in --help or /metrics). */
+int engine_hidden(const struct engine *e);
+
+/* Numbers the engines (ids); once, before any use. */
+void engine_registry_init(void);
+
+/* Probes (and, privileged, sets up) every engine a route of cfg uses, and
+ * moves a route whose engine cannot run here to its choice's fallback, with
+ * one warning that says why. At start and at every reload. Returns how many
+ * routes moved. */
+unsigned engine_routes_check(struct config *cfg);
+
+/* 1 when some route of cfg moves bytes through pipes (splice). */
+int engine_routes_use_pipes(const struct config *cfg);
+
+/* Counts n in counter k of engine e, on worker w (owner thread only). */
+#define ENGINE_CTR_BYTES 0
+static inline void engine_count(struct worker *w, const struct engine *e, unsigned k, uint64_t n)
+{
+	CTR_ADD(w, engine[e->id][k], n);
+}
+
+/* d moved bytes with engine e (the log's engine=copy+splice). */
+static inline void dir_used(struct dir *d, const struct engine *e)
+{
+	d->used |= (uint8_t)(1u << e->id);
+}
 
 /* Records where a direction failed (for the close reason and for which
  * side gets an RST); returns -err for pump() to return. */
@@ -81,7 +153,7 @@ static inline int dir_fail(struct dir *d, int err, int at_dst)
 /* Bytes read from src and not yet written to dst, whatever the engine. */
 static inline uint64_t dir_pending(const struct dir *d)
 {
-	return (uint64_t)(d->tail - d->head) + d->in_pipe + d->sm_inflight + d->in_uring;
+	return d->eng && d->eng->pending ? d->eng->pending(d) : 0;
 }
 
 #endif

@@ -9,6 +9,8 @@
 #include "engine.h"
 #include "urgent.h"
 
+extern struct engine engine_copy;
+
 static int copy_probe(char *err, unsigned errlen)
 {
 	return 0;
@@ -29,7 +31,7 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 			if (n > 0) {
 				d->head += (uint32_t)n;
 				d->bytes += (uint64_t)n;
-				CTR_ADD(w, bytes_copied, (uint64_t)n);
+				engine_count(w, &engine_copy, ENGINE_CTR_BYTES, (uint64_t)n);
 				if (d->head == d->tail)
 					d->head = d->tail = 0;
 				did = 1;
@@ -40,7 +42,7 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 				break;
 			}
 		}
-		if (d->can_switch && d->full_reads >= AUTO_STREAM_READS && d->head == d->tail) {
+		if (d->stream && d->full_reads >= AUTO_STREAM_READS && d->head == d->tail) {
 			ret = PUMP_SWITCH;
 			break;
 		}
@@ -75,7 +77,7 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 				else
 					d->full_reads = 0;
 				d->tail += (uint32_t)n;
-				d->used |= DIR_USED_COPY;
+				dir_used(d, &engine_copy);
 				(*budget)--;
 				did = 1;
 			} else if (n == 0) {
@@ -107,9 +109,21 @@ static void copy_release(struct worker *w, struct dir *d)
 	d->head = d->tail = 0;
 }
 
-const struct engine_ops engine_copy = {
+static uint64_t copy_pending(const struct dir *d)
+{
+	return d->tail - d->head;
+}
+
+static const struct engine_counter copy_counters[] = {
+	{ "engine_bytes_total", "Bytes moved, by engine (all routes)." },
+};
+
+struct engine engine_copy = {
 	.name = "copy",
 	.probe = copy_probe,
 	.pump = copy_pump,
 	.release = copy_release,
+	.pending = copy_pending,
+	.counters = copy_counters,
+	.ncounters = 1,
 };

@@ -45,39 +45,37 @@
 #include "bpf_sockmap.h"
 #include "config.h"
 #include "engine.h"
+
+extern struct engine engine_copy, engine_splice;
+struct engine engine_sockmap;
+
+enum { SM_CTR_SESSIONS = 1, SM_CTR_FALLBACKS = 2 };
 #include "log.h"
 
 #define SM_BACKOFF_MAX_MS 64
 
-/* Routes on the experimental sockmap engine: load the BPF program once,
- * sized from max-conns (two counter slots a session, at most SM_MAX_SLOTS);
- * when it cannot be loaded, say why in one line and use splice. */
-void sockmap_setup(struct config *cfg)
+/* Loads the BPF program once (before root is dropped, and at a reload that
+ * puts a route on sockmap), sized from max-conns: two counter slots a
+ * session, at most SM_MAX_SLOTS. When it cannot be loaded, the registry
+ * moves the routes to their fallback (splice) and says why. */
+static int sm_setup(const struct config *cfg, char *why, unsigned len)
 {
-	char err[512];
-	unsigned want = 0;
 	uint64_t slots = cfg->max_conns * 2;
 
-	for (unsigned i = 0; i < cfg->nroutes; i++)
-		want += cfg->route[i]->o.engine == ENGINE_SOCKMAP;
-	if (!want || sm_loaded())
-		return;
+	if (sm_loaded())
+		return 0;
 	if (slots > SM_MAX_SLOTS)
 		slots = SM_MAX_SLOTS;
-	if (sm_open((unsigned)slots, err, sizeof(err)) == 0) {
-		log_info("sockmap engine (experimental): BPF program loaded, %llu sessions at most "
-			 "in the kernel", (unsigned long long)slots / 2);
-		return;
-	}
-	log_warn("sockmap engine unavailable: %s; using splice", err);
-	for (unsigned i = 0; i < cfg->nroutes; i++)
-		if (cfg->route[i]->o.engine == ENGINE_SOCKMAP)
-			cfg->route[i]->o.engine = ENGINE_SPLICE;
+	if (sm_open((unsigned)slots, why, len))
+		return -1;
+	log_info("sockmap engine (experimental): BPF program loaded, %llu sessions at most "
+		 "in the kernel", (unsigned long long)slots / 2);
+	return 0;
 }
 
 static int sm_probe(char *err, unsigned errlen)
 {
-	return 0; /* the real test is sm_open(), in main */
+	return 0; /* the real test is sm_open(), in sm_setup */
 }
 
 static struct dir *other_dir(struct session *s, const struct dir *d)
@@ -104,6 +102,7 @@ static int tcp_written(int fd, uint64_t *out)
 
 static uint64_t in_flight(struct dir *d);
 static void smwait_add(struct session *s);
+static int sm_spurious_epipe(const struct session *s, const struct side *sd, int err);
 
 /* Whether user space has bytes of d to write: passed to it by the program
  * (during the hand-off, or when the peer left the map) or in its buffer. */
@@ -142,16 +141,6 @@ static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
 	return r;
 }
 
-static void sm_release(struct worker *w, struct dir *d)
-{
-}
-
-const struct engine_ops engine_sockmap = {
-	.name = "sockmap",
-	.probe = sm_probe,
-	.pump = sm_pump,
-	.release = sm_release,
-};
 
 /* Worker w's share of the slots: pairs of adjacent slots (up, down). */
 static int slot_get(struct worker *w, unsigned *slot)
@@ -189,8 +178,8 @@ static int side_events(struct side *sd, uint32_t ev)
 static void fall_back(struct session *s, const char *why)
 {
 	s->sm = SM_NO;
-	s->up.can_switch = s->down.can_switch = 1; /* go on as auto */
-	CTR_ADD(s->w, sockmap_fallbacks, 1);
+	s->up.stream = s->down.stream = &engine_splice; /* go on as auto */
+	engine_count(s->w, &engine_sockmap, SM_CTR_FALLBACKS, 1);
 	log_verbose("session %llx: sockmap not used (%s): continuing as auto", (unsigned long long)s->id,
 		    why);
 }
@@ -209,10 +198,10 @@ static int is_tcp(int fd)
  * read at all leave whole segments only. */
 static int clean_source(const struct dir *d)
 {
-	return d->eof || !d->src->can_read || !(d->used & DIR_USED_COPY);
+	return d->eof || !d->src->can_read || !(d->used & (1u << engine_copy.id));
 }
 
-void sm_try_start(struct session *s)
+static void sm_try_start(struct session *s)
 {
 	struct worker *w = s->w;
 	uint64_t base_up, base_down;
@@ -261,24 +250,24 @@ void sm_try_start(struct session *s)
 	s->up.sm_base = base_up;
 	s->down.sm_base = base_down;
 	s->up.sm_user = s->down.sm_user = s->up.sm_seen = s->down.sm_seen = 0;
-	s->up.mode = s->down.mode = DIR_SOCKMAP;
-	s->up.can_switch = s->down.can_switch = 0;
+	s->up.eng = s->down.eng = &engine_sockmap;
+	s->up.stream = s->down.stream = NULL;
 	s->sm = SM_ON;
 	/* the insert may have passed bytes to user space: look */
 	s->cli.can_read = s->srv.can_read = 1;
 	if (s->sm_degraded) {
 		/* the peer was refused (a FIN came meanwhile): the source stays
 		 * in, so every byte is passed to user space and copied */
-		CTR_ADD(w, sockmap_fallbacks, 1);
+		engine_count(w, &engine_sockmap, SM_CTR_FALLBACKS, 1);
 		log_verbose("session %llx: sockmap: the backend socket was refused (a FIN came during "
 			    "the hand-off): user space copies", (unsigned long long)s->id);
 		return;
 	}
-	CTR_ADD(w, sockmap_sessions, 1);
+	engine_count(w, &engine_sockmap, SM_CTR_SESSIONS, 1);
 	log_verbose("session %llx: both directions in the sockmap", (unsigned long long)s->id);
 }
 
-void sm_update_events(struct session *s)
+static void sm_update_events(struct session *s)
 {
 	struct dir *ds[2] = { &s->up, &s->down };
 
@@ -314,8 +303,8 @@ static int sync_dir(struct session *s, struct dir *d)
 		return moved;
 	d->sm_seen = red;
 	d->bytes += delta;
-	d->used |= DIR_USED_SOCKMAP;
-	CTR_ADD(s->w, bytes_sockmap, delta);
+	dir_used(d, &engine_sockmap);
+	engine_count(s->w, &engine_sockmap, ENGINE_CTR_BYTES, delta);
 	if (d == &s->up)
 		CTR_ADD(s->w, bytes_up, delta);
 	else
@@ -323,7 +312,7 @@ static int sync_dir(struct session *s, struct dir *d)
 	return 1;
 }
 
-int sm_sync(struct session *s)
+static int sm_sync(struct session *s)
 {
 	if (s->sm != SM_ON)
 		return 0;
@@ -357,7 +346,7 @@ static void smwait_add(struct session *s)
 	s->sm_due_ms = w->now_ms + s->sm_backoff;
 }
 
-int sm_drained(struct session *s, struct dir *d)
+static int sm_drained(struct session *s, struct dir *d)
 {
 	if (in_flight(d) == 0) {
 		s->sm_backoff = 0;
@@ -367,7 +356,7 @@ int sm_drained(struct session *s, struct dir *d)
 	return 0;
 }
 
-void sm_poll(struct worker *w)
+static void sm_poll(struct worker *w)
 {
 	struct session **pp = &w->smwait;
 
@@ -390,14 +379,14 @@ void sm_poll(struct worker *w)
 	}
 }
 
-int sm_spurious_epipe(const struct session *s, const struct side *sd, int err)
+static int sm_spurious_epipe(const struct session *s, const struct side *sd, int err)
 {
 	const struct dir *into = sd == &s->cli ? &s->down : &s->up;
 
 	return s->sm == SM_ON && err == EPIPE && into->shut;
 }
 
-void sm_end(struct session *s)
+static void sm_end(struct session *s)
 {
 	struct worker *w = s->w;
 
@@ -427,3 +416,84 @@ void sm_end(struct session *s)
 	slot_put(w, s->up.sm_slot);
 	s->sm = SM_NO;
 }
+
+/* Connected, PROXY header sent: the hand-off is tried after the next run. */
+static void sm_opened(struct session *s)
+{
+	s->sm = SM_WANTED;
+}
+
+static int sm_after_run(struct session *s)
+{
+	int more = 0;
+
+	if (s->sm == SM_WANTED) {
+		sm_try_start(s);
+		if (s->sm == SM_ON)
+			more = 1; /* read what the insert may have passed to user space */
+	}
+	if (s->sm == SM_ON)
+		sm_update_events(s);
+	return more;
+}
+
+/* A direction in the map ends only once the kernel's redirect queue is on
+ * its destination's send queue. */
+static int sm_fin_ready(struct session *s, struct dir *d)
+{
+	return d->eng != &engine_sockmap || sm_drained(s, d);
+}
+
+static void sm_each_turn(struct worker *w)
+{
+	if (w->smwait)
+		sm_poll(w);
+}
+
+static void sm_before_wait(struct worker *w, int *timeout_ms)
+{
+	if (w->smwait && *timeout_ms > 1)
+		*timeout_ms = 1; /* drain-waiting sessions are looked at with backoff */
+}
+
+static void sm_worker_fini(struct worker *w)
+{
+	free(w->sm_free);
+	w->sm_free = NULL;
+}
+
+static uint64_t sm_pending(const struct dir *d)
+{
+	return (uint64_t)(d->tail - d->head) + d->sm_inflight;
+}
+
+static void sm_release(struct worker *w, struct dir *d)
+{
+	engine_copy.release(w, d); /* bytes passed to user space wait in a copy buffer */
+}
+
+static const struct engine_counter sm_counters[] = {
+	{ "engine_bytes_total", "Bytes moved, by engine (all routes)." },
+	{ "sockmap_sessions_total", "Sessions moved into the sockmap (experimental engine)." },
+	{ "sockmap_fallbacks_total", "Sockmap-route sessions left on copy/splice." },
+};
+
+struct engine engine_sockmap = {
+	.name = "sockmap",
+	.probe = sm_probe,
+	.setup = sm_setup,
+	.worker_fini = sm_worker_fini,
+	.before_wait = sm_before_wait,
+	.each_turn = sm_each_turn,
+	.opened = sm_opened,
+	.after_run = sm_after_run,
+	.fin_ready = sm_fin_ready,
+	.sync = sm_sync,
+	.ignore_error = sm_spurious_epipe,
+	.end = sm_end,
+	.pump = sm_pump,
+	.release = sm_release,
+	.pending = sm_pending,
+	.counters = sm_counters,
+	.ncounters = 3,
+};

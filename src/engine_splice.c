@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include "engine.h"
+
+extern struct engine engine_copy, engine_splice;
 #include "log.h"
 #include "urgent.h"
 
@@ -92,6 +94,18 @@ static int step_over_mark(struct dir *d)
 	return r;
 }
 
+/* No pipe to be had, or splice refused for this socket: the direction
+ * goes on with the fallback (copy). Nothing is in a pipe yet that could be
+ * reordered: pipes are taken empty and given back when empty. */
+static int give_up(struct worker *w, struct dir *d)
+{
+	if (d->in_pipe)
+		die("splice: falling back with %u bytes in a pipe", d->in_pipe);
+	pipe_pool_put(&w->pipes, &d->pipe, 0);
+	engine_count(w, &engine_splice, 1, 1);
+	return PUMP_FALLBACK;
+}
+
 static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 {
 	int ret = 0, r;
@@ -107,7 +121,7 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 			if (n > 0) {
 				d->in_pipe -= (uint32_t)n;
 				d->bytes += (uint64_t)n;
-				CTR_ADD(w, bytes_spliced, (uint64_t)n);
+				engine_count(w, &engine_splice, ENGINE_CTR_BYTES, (uint64_t)n);
 				d->pipe_full = 0;
 				did = 1;
 			} else if (n < 0 && errno == EAGAIN) {
@@ -127,7 +141,7 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 			if (urg == URG_WAIT)
 				goto read_done;
 			if (d->pipe.rd < 0 && pipe_pool_get(&w->pipes, &d->pipe) < 0) {
-				ret = PUMP_NOPIPE;
+				ret = give_up(w, d); /* pool bound or fd limit */
 				break;
 			}
 			if (urg == URG_SKIP) {
@@ -142,7 +156,7 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 			n = splice(d->src->fd, NULL, d->pipe.wr, NULL, INT_MAX & ~4095, SPLICE_FLAGS);
 			if (n > 0) {
 				d->in_pipe += (uint32_t)n;
-				d->used |= DIR_USED_SPLICE;
+				dir_used(d, &engine_splice);
 				(*budget)--;
 				did = 1;
 			} else if (n <= 0 && (n == 0 || errno == EAGAIN) && d->src->urg &&
@@ -157,8 +171,8 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 					d->pipe_full = 1; /* or empty socket: retried after a drain */
 				else
 					d->src->can_read = 0;
-			} else if ((errno == EINVAL || errno == ENOSYS) && !(d->used & DIR_USED_SPLICE)) {
-				ret = PUMP_NOPIPE; /* this socket type cannot splice: copy */
+			} else if ((errno == EINVAL || errno == ENOSYS) && !(d->used & (1u << engine_splice.id))) {
+				ret = give_up(w, d); /* this socket type cannot splice */
 				break;
 			} else if (errno != EINTR) {
 				ret = dir_fail(d, errno, 0);
@@ -180,9 +194,24 @@ static void splice_release(struct worker *w, struct dir *d)
 	d->in_pipe = 0;
 }
 
-const struct engine_ops engine_splice = {
+static uint64_t splice_pending(const struct dir *d)
+{
+	return d->in_pipe;
+}
+
+static const struct engine_counter splice_counters[] = {
+	{ "engine_bytes_total", "Bytes moved, by engine (all routes)." },
+	{ "splice_fallbacks_total", "Directions that wanted a pipe and copied instead." },
+};
+
+struct engine engine_splice = {
 	.name = "splice",
+	.fallback = &engine_copy,
+	.uses_pipes = 1,
 	.probe = splice_probe,
 	.pump = splice_pump,
 	.release = splice_release,
+	.pending = splice_pending,
+	.counters = splice_counters,
+	.ncounters = 2,
 };

@@ -43,7 +43,6 @@
  * descriptor each for a moment (epoll), which is where ulimit -n still
  * bites: a burst of connects beyond it pauses accepting, as before. */
 #define _GNU_SOURCE
-#include "engine_uring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,6 +56,8 @@
 #include <unistd.h>
 
 #include "engine.h"
+
+struct engine engine_uring;
 #include "log.h"
 #include "session.h"
 #include "worker.h"
@@ -113,7 +114,7 @@ struct uring_dir {
 };
 
 struct uring_ctx {
-	uint8_t kind;        /* EV_URING: epoll data points here */
+	struct engine_fd efd; /* EV_ENGINE: epoll data points here (first member) */
 	struct io_uring ring;
 	struct io_uring_buf_ring *br;
 	char *mem;
@@ -372,7 +373,7 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 		ud->qtail = bid;
 		ud->nq++;
 		d->in_uring += (uint64_t)res;
-		d->used |= DIR_USED_URING;
+		dir_used(d, &engine_uring);
 		bid = -1;
 		if (send_next(ud))
 			dir_fail(d, ENOMEM, 1);
@@ -442,7 +443,7 @@ static void on_send(struct uring_dir *ud, int res)
 		d->in_uring -= (uint64_t)res;
 		d->bytes += (uint64_t)res;
 		s->active_ms = w->now_ms;
-		CTR_ADD(w, bytes_uring, (uint64_t)res);
+		engine_count(w, &engine_uring, ENGINE_CTR_BYTES, (uint64_t)res);
 		if (d == &s->up)
 			CTR_ADD(w, bytes_up, (uint64_t)res);
 		else
@@ -479,13 +480,13 @@ static void on_splice(struct uring_dir *ud, int op, int res)
 	} else if (op == OP_SPLICE_IN && res > 0) {
 		ud->in_pipe += (uint32_t)res;
 		d->in_uring += (uint64_t)res;
-		d->used |= DIR_USED_URING;
+		dir_used(d, &engine_uring);
 	} else if (res > 0) {
 		ud->in_pipe -= (uint32_t)res;
 		d->in_uring -= (uint64_t)res;
 		d->bytes += (uint64_t)res;
 		s->active_ms = s->w->now_ms;
-		CTR_ADD(s->w, bytes_uring, (uint64_t)res);
+		engine_count(s->w, &engine_uring, ENGINE_CTR_BYTES, (uint64_t)res);
 		if (d == &s->up)
 			CTR_ADD(s->w, bytes_up, (uint64_t)res);
 		else
@@ -498,7 +499,7 @@ static void on_splice(struct uring_dir *ud, int op, int res)
 	session_io_result(s);
 }
 
-void uring_reap(struct worker *w)
+static void uring_reap(struct worker *w)
 {
 	struct uring_ctx *u = w->uring;
 	struct io_uring_cqe *cqe;
@@ -538,7 +539,7 @@ void uring_reap(struct worker *w)
 		io_uring_get_events(&u->ring); /* moves overflowed CQEs in: the fd fires again */
 }
 
-void uring_flush(struct worker *w)
+static void uring_flush(struct worker *w, int *timeout_ms)
 {
 	struct uring_ctx *u = w->uring;
 	struct uring_dir **pp;
@@ -570,7 +571,7 @@ void uring_flush(struct worker *w)
 		ring_submit(u);
 }
 
-int uring_busy(const struct worker *w)
+static int uring_busy(const struct worker *w)
 {
 	return w->uring && w->uring->detached;
 }
@@ -633,7 +634,8 @@ static int ctx_create(struct worker *w)
 
 	if (!u)
 		return -ENOMEM;
-	u->kind = EV_URING;
+	u->efd.kind = EV_ENGINE;
+	u->efd.e = &engine_uring;
 	u->splice = getenv("SPLICER_URING_SPLICE") && atoi(getenv("SPLICER_URING_SPLICE"));
 	/* COOP_TASKRUN: completions run when the worker enters the kernel
 	 * anyway (no IPI); a worker asleep in epoll_wait is still woken. Not
@@ -771,7 +773,7 @@ static void fixed_close(struct uring_ctx *u, int slot, int rst)
  * back: IORING_OP_SHUTDOWN always runs in io-wq and looks its slot up
  * there, so a slot closed (and handed to a new session) while one is
  * queued would shut the new session's socket. */
-int uring_sides_close(struct session *s, int reset_cli, int reset_srv)
+static int uring_sides_close(struct session *s, int reset_cli, int reset_srv)
 {
 	struct uring_dir *up = s->up.ur, *down = s->down.ur;
 
@@ -783,12 +785,12 @@ int uring_sides_close(struct session *s, int reset_cli, int reset_srv)
 	return reset_cli + reset_srv;
 }
 
-int uring_worker_init(struct worker *w)
+static int uring_worker_init(struct worker *w)
 {
 	return w->uring ? 0 : ctx_create(w);
 }
 
-int uring_session_start(struct session *s)
+static int uring_session_start(struct session *s)
 {
 	struct worker *w = s->w;
 	struct dir *dirs[2] = { &s->up, &s->down };
@@ -830,6 +832,7 @@ int uring_session_start(struct session *s)
 		ud->qhead = ud->qtail = -1;
 		ud->pipe[0] = ud->pipe[1] = -1;
 		dirs[i]->ur = ud;
+		dirs[i]->eng = &engine_uring; /* its release and pending from now on */
 		if (w->uring->splice) {
 			if (pipe2(ud->pipe, O_CLOEXEC))
 				return -errno;
@@ -846,7 +849,7 @@ int uring_session_start(struct session *s)
 	return 0;
 }
 
-void uring_dir_dead(struct dir *d)
+static void uring_dir_dead(struct session *s, struct dir *d)
 {
 	struct uring_dir *ud = d->ur;
 
@@ -862,13 +865,13 @@ void uring_dir_dead(struct dir *d)
 	d->in_uring = 0;
 }
 
-void uring_dir_ended(struct dir *d)
+static void uring_dir_ended(struct session *s, struct dir *d)
 {
 	if (d->ur)
 		check_fin(d->ur);
 }
 
-void uring_dir_release(struct worker *w, struct dir *d)
+static void uring_dir_release(struct worker *w, struct dir *d)
 {
 	struct uring_dir *ud = d->ur;
 	struct uring_ctx *u;
@@ -892,7 +895,7 @@ void uring_dir_release(struct worker *w, struct dir *d)
 	detached_check(ud);
 }
 
-void uring_destroy(struct worker *w)
+static void uring_destroy(struct worker *w)
 {
 	struct uring_ctx *u = w->uring;
 
@@ -911,7 +914,7 @@ void uring_destroy(struct worker *w)
 
 /* A multishot recv of one byte from a socketpair into a provided-buffer ring:
  * fails on kernels before 6.0 and where io_uring is disabled or filtered. */
-int uring_probe(char *err, unsigned errlen)
+static int uring_probe(char *err, unsigned errlen)
 {
 	struct io_uring ring;
 	struct io_uring_buf_ring *br = NULL;
@@ -970,3 +973,45 @@ out:
 	free(br);
 	return r;
 }
+
+/* The session is connected: the ring drives it from here on. */
+static int uring_drive(struct session *s)
+{
+	if (!s->up.ur && uring_session_start(s) < 0)
+		session_close(s, "uring-error");
+	return 1;
+}
+
+static uint64_t uring_pending(const struct dir *d)
+{
+	return d->in_uring;
+}
+
+static int uring_pump(struct worker *w, struct dir *d, unsigned *budget)
+{
+	return 0; /* the ring moves the bytes (uring_drive) */
+}
+
+static const struct engine_counter uring_counters[] = {
+	{ "engine_bytes_total", "Bytes moved, by engine (all routes)." },
+};
+
+struct engine engine_uring = {
+	.name = "uring",
+	.blind_send_queue = 1,
+	.probe = uring_probe,
+	.worker_init = uring_worker_init,
+	.worker_fini = uring_destroy,
+	.worker_event = uring_reap,
+	.before_wait = uring_flush,
+	.busy = uring_busy,
+	.drive = uring_drive,
+	.dir_ended = uring_dir_ended,
+	.dir_dead = uring_dir_dead,
+	.close = uring_sides_close,
+	.pump = uring_pump,
+	.release = uring_dir_release,
+	.pending = uring_pending,
+	.counters = uring_counters,
+	.ncounters = 1,
+};

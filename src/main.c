@@ -17,7 +17,6 @@
 #include "cmd.h"
 #include "config.h"
 #include "engine.h"
-#include "engine_uring.h"
 #include "listener.h"
 #include "health.h"
 #include "log.h"
@@ -75,19 +74,37 @@ static void log_totals(struct worker *ws, unsigned n)
 	struct counters t;
 
 	worker_counters_total(ws, n, &t);
+	char eng[512];
+	size_t k = 0;
+
+	/* "by engine: copy N, sockmap N; sockmap sessions N, sockmap fallbacks N" */
+	k = (size_t)snprintf(eng, sizeof(eng), "by engine:");
+	for (unsigned e = 0; e < engine_nengines && k < sizeof(eng); e++)
+		if (t.engine[e][ENGINE_CTR_BYTES])
+			k += (size_t)snprintf(eng + k, sizeof(eng) - k, " %s %llu,", engines[e]->name,
+					      (unsigned long long)t.engine[e][ENGINE_CTR_BYTES]);
+	for (unsigned e = 0; e < engine_nengines && k < sizeof(eng); e++)
+		for (unsigned c = 1; c < engines[e]->ncounters && k < sizeof(eng); c++) {
+			const char *name = engines[e]->counters[c].name;
+			size_t len = strlen(name), cut = len > 6 && !strcmp(name + len - 6, "_total") ? 6 : 0;
+			k += (size_t)snprintf(eng + k, sizeof(eng) - k, " ");
+			for (size_t i = 0; i < len - cut && k + 1 < sizeof(eng); i++)
+				eng[k++] = name[i] == '_' ? ' ' : name[i];
+			eng[k < sizeof(eng) ? k : sizeof(eng) - 1] = '\0';
+			k += (size_t)snprintf(eng + k, sizeof(eng) - k, " %llu,",
+					      (unsigned long long)t.engine[e][c]);
+		}
+	if (k && k < sizeof(eng) && eng[k - 1] == ',')
+		eng[k - 1] = '\0';
 	log_info("stopped: sessions %llu (no-backend %llu, all-backends-down %llu, idle-timeout %llu); bytes up %llu down %llu "
-		 "(copied %llu, spliced %llu, sockmap %llu); auto switches %llu; splice fallbacks %llu; "
-		 "sockmap sessions %llu, fallbacks %llu; "
+		 "(%s); auto switches %llu; "
 		 "connect errors %llu, retries %llu; resets sent %llu; accept pauses fd %llu max-conns %llu; "
 		 "bad proxy headers %llu",
 		 (unsigned long long)t.accepted, (unsigned long long)t.no_backend,
 		 (unsigned long long)t.all_down,
 		 (unsigned long long)t.idle_timeouts, (unsigned long long)t.bytes_up,
-		 (unsigned long long)t.bytes_down, (unsigned long long)t.bytes_copied,
-		 (unsigned long long)t.bytes_spliced, (unsigned long long)t.bytes_sockmap,
-		 (unsigned long long)t.auto_switches,
-		 (unsigned long long)t.splice_fallbacks, (unsigned long long)t.sockmap_sessions,
-		 (unsigned long long)t.sockmap_fallbacks, (unsigned long long)t.connect_errors,
+		 (unsigned long long)t.bytes_down, eng,
+		 (unsigned long long)t.auto_switches, (unsigned long long)t.connect_errors,
 		 (unsigned long long)t.connect_retries, (unsigned long long)t.resets_sent,
 		 (unsigned long long)t.accept_fd_pauses, (unsigned long long)t.max_conns_pauses,
 		 (unsigned long long)t.proxy_header_errors);
@@ -177,25 +194,12 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	char err[256];
 	sigset_t sigs;
 	unsigned started = 0, nlisteners = 0;
-	int rc = 0, any_splice = 0, hr;
+	int rc = 0, hr;
 
-	if (engine_splice.probe(err, sizeof(err))) {
-		rl.copy_only = 1;
-		for (unsigned i = 0; i < cfg->nroutes; i++) {
-			if (cfg->route[i]->o.engine != ENGINE_COPY)
-				log_warn("route %s: splice engine unavailable (%s): using copy",
-					 cfg->route[i]->name, err);
-			cfg->route[i]->o.engine = ENGINE_COPY;
-		}
-	}
-	/* before root is dropped: loading BPF needs CAP_BPF + CAP_NET_ADMIN */
-	sockmap_setup(cfg);
-	for (unsigned i = 0; i < cfg->nroutes; i++)
-		if (cfg->route[i]->o.engine == ENGINE_URING && uring_probe(err, sizeof(err))) {
-			log_warn("route %s: uring engine unavailable (%s): using copy",
-				 cfg->route[i]->name, err);
-			cfg->route[i]->o.engine = ENGINE_COPY;
-		}
+	/* every engine a route uses is probed (and, before root is dropped,
+	 * set up: sockmap loads its BPF program); a route whose engine cannot
+	 * run here moves to its fallback, said once (reload does the same) */
+	engine_routes_check(cfg);
 	/* Signals go to this thread only, through sigtimedwait(). splice()
 	 * into a socket the peer closed raises SIGPIPE: ignore it, the EPIPE
 	 * return is handled. */
@@ -275,9 +279,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		stats_http_stop();
 		return start_failed(cfg, nlisteners);
 	}
-	for (unsigned r = 0; r < cfg->nroutes; r++)
-		any_splice |= cfg->route[r]->o.engine != ENGINE_COPY;
-	log_startup(cfg, any_splice ? granted_pipe_size(cfg) : 0);
+	log_startup(cfg, engine_routes_use_pipes(cfg) ? granted_pipe_size(cfg) : 0);
 	if ((hr = health_start(cfg)))
 		log_warn("health checks not started: %s", strerror(-hr));
 	if (notify_send("READY=1\nSTATUS=forwarding") < 0)
@@ -380,6 +382,7 @@ int main(int argc, char **argv)
 	int r;
 
 	std_fds_open();
+	engine_registry_init();
 	if (argc > 1 && !strcmp(argv[1], "demo"))
 		return cmd_demo(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "bench"))

@@ -140,9 +140,9 @@ int reload_run(struct reload_ctx *r)
 	if (raw[2] == SETTING_AUTO)
 		nw->max_pipes = old->max_pipes;
 	keep_process_settings(old, nw);
-	for (unsigned i = 0; r->copy_only && i < nw->nroutes; i++)
-		nw->route[i]->o.engine = ENGINE_COPY; /* the start-up splice probe's verdict */
-	sockmap_setup(nw); /* a route new on sockmap: load now (or splice, said why) */
+	/* engines probed again: a sandbox may refuse now what it allowed at
+	 * start (a route moved to an engine its seccomp profile blocks) */
+	engine_routes_check(nw);
 	/* listeners: keep, or bind */
 	k = 0;
 	for (unsigned i = 0; i < nw->nroutes; i++)

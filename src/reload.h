@@ -28,7 +28,6 @@ struct reload_ctx {
 	int (*fds)[MAX_LISTENERS];         /* per worker, the running listener fds */
 	struct shared *sh;
 	uint64_t gen;
-	int copy_only;                     /* splice() failed its probe at start */
 	/* earlier configs that may still have sessions: as many as it takes */
 	struct retired {
 		struct config *cfg;

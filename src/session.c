@@ -19,7 +19,6 @@
 #include "addr.h"
 #include "backend.h"
 #include "engine.h"
-#include "engine_uring.h"
 #include "log.h"
 #include "proxy_proto.h"
 #include "worker.h"
@@ -32,13 +31,6 @@ static void session_timer_update(struct session *s);
 
 static int local_warned; /* a local connect error was logged (atomic) */
 static int loop_warned;  /* a connection loop was logged (atomic) */
-
-static const struct engine_ops *dir_ops(const struct dir *d)
-{
-	if (d->mode == DIR_SOCKMAP)
-		return &engine_sockmap;
-	return d->mode == DIR_SPLICE ? &engine_splice : &engine_copy;
-}
 
 static void set_nodelay(int fd, const struct addr *a)
 {
@@ -61,12 +53,12 @@ static int side_register(struct worker *w, struct side *sd)
 
 static void dir_init(struct dir *d, struct side *src, struct side *dst, const struct route *r)
 {
+	const struct engine_choice *c = &engine_choices[r->o.engine];
+
 	d->src = src;
 	d->dst = dst;
-	/* sockmap: copy until the hand-off (sm_try_start), which needs every
-	 * byte user space read written out, not held in a pipe */
-	d->mode = r->o.engine == ENGINE_SPLICE ? DIR_SPLICE : DIR_COPY;
-	d->can_switch = r->o.engine == ENGINE_AUTO;
+	d->eng = c->start;
+	d->stream = c->stream;
 	d->pipe.rd = d->pipe.wr = -1;
 }
 
@@ -86,32 +78,30 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 	int r;
 
 	for (;;) {
-		r = dir_ops(d)->pump(w, d, &budget);
-		if (r == PUMP_SWITCH) {
-			/* auto: a stream. The copy buffer is empty, so the engine
-			 * can change under the direction without reordering. */
-			d->can_switch = 0;
-			d->mode = DIR_SPLICE;
+		r = d->eng->pump(w, d, &budget);
+		if (r == PUMP_SWITCH && d->stream) {
+			/* auto: a stream, and the engine holds nothing, so the
+			 * next one takes over without reordering. */
+			d->eng = d->stream;
+			d->stream = NULL;
 			CTR_ADD(w, auto_switches, 1);
-			log_verbose("session %llx: %s switched to splice after %llu bytes",
-				    (unsigned long long)s->id, dir_name(s, d),
+			log_verbose("session %llx: %s switched to %s after %llu bytes",
+				    (unsigned long long)s->id, dir_name(s, d), d->eng->name,
 				    (unsigned long long)d->bytes);
 			continue;
 		}
-		if (r == PUMP_NOPIPE) {
-			/* No pipe (pool bound or fd limit) or splice refused: this
-			 * direction goes on copying; nothing sits in a pipe yet
-			 * that could be reordered, since pipes are taken empty. */
-			if (d->in_pipe)
-				die("fallback with %u bytes in a pipe", d->in_pipe);
-			pipe_pool_put(&w->pipes, &d->pipe, 0);
-			d->mode = DIR_COPY;
-			d->can_switch = 0;
-			CTR_ADD(w, splice_fallbacks, 1);
-			log_verbose("session %llx: %s falls back to copy (no pipe available)",
-				    (unsigned long long)s->id, dir_name(s, d));
+		if (r == PUMP_FALLBACK && d->eng->fallback) {
+			/* the engine cannot go on here (no pipe, a socket that
+			 * refuses splice) and holds nothing */
+			log_verbose("session %llx: %s falls back to %s (%s cannot go on)",
+				    (unsigned long long)s->id, dir_name(s, d), d->eng->fallback->name,
+				    d->eng->name);
+			d->eng = d->eng->fallback;
+			d->stream = NULL;
 			continue;
 		}
+		if (r > 0)
+			r = 0;
 		break;
 	}
 	if (d->bytes != before) {
@@ -129,10 +119,10 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 	 * read() said (the error may have been taken by a write). */
 	if (d->eof && d->src->broken)
 		d->rst = 1;
-	/* FIN forwarding: only once every byte before it has been written;
-	 * with sockmap, also every byte on the kernel's redirect queue. */
+	/* FIN forwarding: only once every byte before it has been written,
+	 * and once the engine agrees (bytes it moves in the kernel). */
 	if (d->eof && !d->rst && !d->shut && !dir_pending(d) &&
-	    (d->mode != DIR_SOCKMAP || sm_drained(s, d))) {
+	    (!s->eng->fin_ready || s->eng->fin_ready(s, d))) {
 		d->shut = 1;
 		if (shutdown(d->dst->fd, SHUT_WR) && errno != ENOTCONN)
 			return dir_fail(d, errno, 1);
@@ -176,13 +166,15 @@ static const char *failure_reason(const struct session *s, const struct dir *d)
  *   - A side gets an RST at the end when the stream toward it was cut, bytes
  *     for it were lost, or its own bytes could not be delivered; never before
  *     everything delivered to it has left its send queue (session_end). */
-static void dir_kill(struct worker *w, struct dir *d)
+static void dir_kill(struct session *s, struct dir *d)
 {
 	if (d->dead)
 		return;
 	d->dead = 1;
-	engine_copy.release(w, d);
-	engine_splice.release(w, d);
+	if (d->eng->release)
+		d->eng->release(s->w, d);
+	if (s->eng->dir_dead)
+		s->eng->dir_dead(s, d);
 }
 
 static void side_broken(struct session *s, struct side *sd)
@@ -191,7 +183,7 @@ static void side_broken(struct session *s, struct side *sd)
 		return;
 	sd->broken = 1;
 	sd->can_read = 1; /* a broken socket returns data, 0 or an error: never EAGAIN */
-	dir_kill(s->w, sd == &s->cli ? &s->down : &s->up);
+	dir_kill(s, sd == &s->cli ? &s->down : &s->up);
 }
 
 static void dir_error(struct session *s, struct dir *d)
@@ -206,16 +198,16 @@ static void dir_error(struct session *s, struct dir *d)
 	}
 }
 
-/* Nothing more will move in d. A sockmap direction also waits until the
- * kernel's redirect queue is on dst's send queue (sm_drained re-runs the
- * session when it is). */
+/* Nothing more will move in d. An engine may hold a reset's end back
+ * (bytes it moves in the kernel not yet on dst's send queue; it re-runs
+ * the session then). */
 static int dir_over(struct session *s, struct dir *d)
 {
 	if (d->shut || d->dead)
 		return 1;
 	if (!d->rst || dir_pending(d))
 		return 0;
-	return d->mode != DIR_SOCKMAP || sm_drained(s, d);
+	return !s->eng->fin_ready || s->eng->fin_ready(s, d);
 }
 
 /* Pumps d; an error changes the state of the session rather than closing
@@ -282,12 +274,8 @@ static void session_run(struct session *s)
 
 	if (s->state != S_OPEN)
 		return;
-	if (s->route->o.engine == ENGINE_URING) {
-		/* The worker's io_uring drives it from here on (engine_uring.c). */
-		if (!s->up.ur && uring_session_start(s) < 0)
-			session_close(s, "uring-error");
-		return;
-	}
+	if (s->eng->drive && s->eng->drive(s))
+		return; /* the engine moves this session itself from here on */
 	/* Each state change (a direction ends, a side breaks) is final, so
 	 * a few passes settle it. */
 	for (int pass = 0; pass < 4; pass++) {
@@ -302,21 +290,17 @@ static void session_run(struct session *s)
 		session_end(s, 0);
 		return;
 	}
-	if (s->sm == SM_WANTED) {
-		sm_try_start(s);
-		if (s->sm == SM_ON)
-			more = 1; /* read what the insert may have passed to user space */
-	}
-	if (s->sm == SM_ON)
-		sm_update_events(s);
+	if (s->eng->after_run && s->eng->after_run(s))
+		more = 1;
 	if (more)
 		runq_push(s);
 }
 
-/* uring: the same model with the ring's means. A reset source ends its
- * direction like a FIN once the queue is sent (uring_dir_ended); a failed
- * destination ends the direction writing to it, and the other one's
- * source is that broken socket, so it ends too. */
+/* An engine that drives its sessions itself (engine.h, drive) reports here:
+ * the same model with its means. A reset source ends its direction
+ * (dir_ended: like a FIN once its queue is sent); a failed destination ends
+ * the direction writing to it (dir_dead), and the other one's source is
+ * that broken socket, so it ends too. */
 void session_io_result(struct session *s)
 {
 	struct dir *dirs[2] = { &s->up, &s->down };
@@ -337,20 +321,25 @@ void session_io_result(struct session *s)
 		if (d->err_at_dst) {
 			d->dead = 1;
 			d->dst->broken = 1;
-			uring_dir_dead(d);
+			if (s->eng->dir_dead)
+				s->eng->dir_dead(s, d);
 			continue;
 		}
 		d->src->broken = 1;
 		d->rst = d->eof = 1;
 		d->err = 0;
-		uring_dir_ended(d);
+		if (s->eng->dir_ended)
+			s->eng->dir_ended(s, d);
 		if (!other->err && !other->shut) { /* it writes to the reset socket */
 			dir_fail(other, ECONNRESET, 1), other->dead = 1;
-			uring_dir_dead(other);
+			if (s->eng->dir_dead)
+				s->eng->dir_dead(s, other);
 		}
 	}
 	if ((s->up.shut || s->up.dead) && (s->down.shut || s->down.dead))
 		session_close(s, s->fail ? s->fail : "done");
+	else
+		session_timer_update(s); /* half-closed now: a nearer deadline */
 }
 
 void session_resume(struct session *s)
@@ -375,10 +364,8 @@ static int mark_open(struct session *s)
 	s->opened = 1;
 	STAT_ADD(s->route->health[s->backend]->sessions, 1);
 	backend_connect_result(s->route, s->backend, 1);
-	if (s->route->o.engine == ENGINE_SOCKMAP)
-		s->sm = SM_WANTED; /* after the header below, which goes first */
 	if (!s->route->o.proxy_protocol)
-		return 0;
+		goto opened;
 	if (getsockname(s->cli.fd, (struct sockaddr *)&local, &llen))
 		llen = 0, local.ss_family = AF_UNSPEC;
 	n = proxy_build((int)s->route->o.proxy_protocol, (struct sockaddr *)&s->peer, s->peerlen,
@@ -389,6 +376,9 @@ static int mark_open(struct session *s)
 		session_close(s, "proxy-header-send");
 		return -1;
 	}
+opened:
+	if (s->eng->opened) /* after the header, which goes first */
+		s->eng->opened(s);
 	return 0;
 }
 
@@ -518,6 +508,7 @@ int session_new(struct worker *w, struct route *route, int fd, const struct sock
 	}
 	s->w = w;
 	s->route = route;
+	s->eng = engine_choices[route->o.engine].session;
 	s->id = ((uint64_t)w->id << 56) | ++w->next_id;
 	s->cli = (struct side){ .kind = EV_CLIENT, .fd = fd, .s = s };
 	s->srv = (struct side){ .kind = EV_BACKEND, .fd = -1, .s = s };
@@ -667,9 +658,9 @@ static void session_on_event(struct side *sd, uint32_t events)
 				 * sent is in the socket and is delivered. */
 				if (mark_open(s))
 					return;
-				/* (uring finds the end itself: its ring reads the
+				/* (an engine that drives the session finds the end itself: it reads the
 				 * bytes, then 0, since the error is taken now) */
-				if (s->route->o.engine != ENGINE_URING) {
+				if (!s->eng->drive) {
 					dir_fail(&s->down, err, 0);
 					dir_error(s, &s->down);
 				}
@@ -694,7 +685,7 @@ static void session_on_event(struct side *sd, uint32_t events)
 		 * do: the I/O above did not surface it, so close here rather
 		 * than leave the other peer hanging until the idle timeout. */
 		int err = sd->broken ? 0 : sock_error(sd->fd);
-		if (err && !sm_spurious_epipe(s, sd, err)) {
+		if (err && !(s->eng->ignore_error && s->eng->ignore_error(s, sd, err))) {
 			struct dir *from = sd == &s->cli ? &s->up : &s->down;
 
 			/* The reading direction could not see it now (ended,
@@ -762,7 +753,7 @@ static uint64_t half_closed_limit(const struct session *s)
 
 /* How often a session waiting on something the kernel does not signal is
  * looked at: a send queue to empty (ending), a short tail under SO_RCVLOWAT,
- * the sockmap engine's counters. */
+ * an engine's counters (engine.h, sync). */
 #define RECHECK_MS 100
 
 /* The session's next deadline: what its timer is set to. */
@@ -784,7 +775,7 @@ static uint64_t session_deadline(const struct session *s)
 	if (limit > o->idle_timeout_ms)
 		limit = o->idle_timeout_ms;
 	due = s->active_ms + limit;
-	if (s->ending || s->sm == SM_ON ||
+	if (s->ending || s->eng->sync ||
 	    (o->lowat && ((s->up.lowat_set && !s->up.eof) || (s->down.lowat_set && !s->down.eof))))
 		if (now + RECHECK_MS < due)
 			due = now + RECHECK_MS;
@@ -808,7 +799,7 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 		header_failed(s, "proxy-header-timeout", "no complete header within proxy_timeout");
 	} else if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
 		connect_timed_out(s);
-	} else if (s->state == S_OPEN && s->sm == SM_ON && sm_sync(s)) {
+	} else if (s->state == S_OPEN && s->eng->sync && s->eng->sync(s)) {
 		s->active_ms = now_ms; /* bytes moved in the kernel since the last scan */
 		session_run(s);        /* and a direction may have been passed bytes */
 	} else if (s->state == S_OPEN && s->ending) {
@@ -850,13 +841,12 @@ static int side_close(struct side *sd, int reset)
 
 static void engines_text(const struct dir *d, char *buf, size_t len)
 {
-	static const char *const names[] = { "copy", "splice", "sockmap", "uring" };
 	size_t n = 0;
 
 	buf[0] = '\0';
-	for (unsigned i = 0; i < 4; i++)
+	for (unsigned i = 0; i < engine_nengines && n < len; i++)
 		if (d->used & (1u << i))
-			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "+" : "", names[i]);
+			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "+" : "", engines[i]->name);
 	if (!n)
 		snprintf(buf, len, "none");
 }
@@ -870,34 +860,34 @@ void session_close(struct session *s, const char *reason)
 	if (s->state == S_CLOSED)
 		return;
 	timer_del(&w->timers, &s->timer);
-	sm_end(s); /* in-flight bytes count as pending below */
+	if (s->eng->end)
+		s->eng->end(s); /* bytes still in its hands count as pending below */
 	loop_guard_del(&s->loop);
 	/* A side gets an RST when bytes meant for it are still in our hands, or
 	 * when the stream toward it was cut by an error at the other end: a
 	 * FIN would tell it the stream ended cleanly. */
-	if (s->up.ur) {
-		/* uring: a side whose direction forwarded a FIN has every byte
-		 * for it queued; an RST would discard what is not acknowledged */
+	if (s->eng->blind_send_queue) {
+		/* a side whose direction forwarded a FIN has every byte for it
+		 * queued; an RST would discard what is not acknowledged */
 		rst_cli = !s->cli.broken && (dir_pending(&s->down) || (s->up.dead && !s->down.shut));
 		rst_srv = !s->srv.broken && (dir_pending(&s->up) || (s->down.dead && !s->up.shut));
 	} else {
 		rst_cli = wants_rst(s, &s->cli);
 		rst_srv = wants_rst(s, &s->srv);
 	}
-	resets = side_close(&s->cli, rst_cli) + side_close(&s->srv, rst_srv) +
-		 uring_sides_close(s, rst_cli, rst_srv);
+	/* an engine closes the descriptors it owns itself (engine.h, close) */
+	resets = (s->eng->close ? s->eng->close(s, rst_cli, rst_srv) : 0) +
+		 side_close(&s->cli, rst_cli) + side_close(&s->srv, rst_srv);
 	if (resets)
 		CTR_ADD(w, resets_sent, (uint64_t)resets);
 	if (s->counted)
 		backend_release(s->route, s->backend);
 	s->counted = 0;
-	/* A direction that switched engines may hold a buffer and a pipe. */
-	engine_copy.release(w, &s->up);
-	engine_copy.release(w, &s->down);
-	engine_splice.release(w, &s->up);
-	engine_splice.release(w, &s->down);
-	uring_dir_release(w, &s->up);
-	uring_dir_release(w, &s->down);
+	/* (a direction changes engines only with nothing held) */
+	if (s->up.eng->release)
+		s->up.eng->release(w, &s->up);
+	if (s->down.eng->release)
+		s->down.eng->release(w, &s->down);
 
 	if (log_level >= LOG_VERBOSE || access_log_enabled())
 		addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));

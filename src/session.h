@@ -28,19 +28,14 @@ struct side {
 	struct session *s;
 };
 
-enum dir_mode { DIR_COPY, DIR_SPLICE, DIR_SOCKMAP };
-#define DIR_USED_COPY    1
-#define DIR_USED_SPLICE  2
-#define DIR_USED_SOCKMAP 4
-#define DIR_USED_URING   8
-
+struct engine;
 struct uring_dir;
 
 struct dir {
 	struct side *src, *dst;
-	uint8_t mode;         /* enum dir_mode */
-	uint8_t can_switch;   /* auto: may still move to splice */
-	uint8_t used;         /* DIR_USED_* bits, for the log */
+	const struct engine *eng;    /* moves the bytes now (engine.h) */
+	const struct engine *stream; /* auto: where it goes once it is a stream; NULL after */
+	uint8_t used;         /* bit per engine id that moved bytes, for the log */
 	/* Reading src: open, then eof (0 read, or an error: see rst). Writing
 	 * dst: open, then shut (the FIN forwarded) or dead (dst failed). */
 	uint8_t eof;          /* src ended: forward its end once everything before it is written */
@@ -78,6 +73,7 @@ enum session_state { S_HEADER, S_CONNECTING, S_OPEN, S_CLOSED };
 struct session {
 	struct worker *w;
 	struct route *route;   /* the route it was accepted on: backends, engine, timeouts */
+	const struct engine *eng; /* the route's engine: its session hooks (engine.h) */
 	uint64_t id;
 	struct side cli, srv;
 	struct dir up, down;

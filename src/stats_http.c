@@ -15,6 +15,7 @@
 
 #include "access_log.h"
 #include "backend.h"
+#include "engine.h"
 #include "http_req.h"
 #include "listener.h"
 #include "log.h"
@@ -52,6 +53,26 @@ static void put(struct out *o, const char *fmt, ...)
 static void family(struct out *o, const char *name, const char *type, const char *help)
 {
 	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Every engine's counters (engine.h): counter 0 of each is its bytes, one
+ * family with an engine label; the others are families of their own. The
+ * test-only engines are left out. */
+static void engine_metrics(struct out *o, const struct counters *t)
+{
+	char name[96];
+
+	family(o, "splicer_engine_bytes_total", "counter", "Bytes moved, by engine (all routes).");
+	for (unsigned e = 0; e < engine_nengines; e++)
+		if (!engine_hidden(engines[e]))
+			put(o, "splicer_engine_bytes_total{engine=\"%s\"} %llu\n", engines[e]->name,
+			    (unsigned long long)t->engine[e][ENGINE_CTR_BYTES]);
+	for (unsigned e = 0; e < engine_nengines; e++)
+		for (unsigned k = 1; k < engines[e]->ncounters && !engine_hidden(engines[e]); k++) {
+			snprintf(name, sizeof name, "splicer_%s", engines[e]->counters[k].name);
+			family(o, name, "counter", engines[e]->counters[k].help);
+			put(o, "%s %llu\n", name, (unsigned long long)t->engine[e][k]);
+		}
 }
 
 /* Route and backend names go into label values: escape \ " and newline. */
@@ -167,21 +188,7 @@ size_t stats_http_metrics(char *buf, size_t len)
 	backend_pair(&o, c, "checks_total", "Active health check results.", "result", "ok",
 		     offsetof(struct backend_health, checks_ok), "failed",
 		     offsetof(struct backend_health, checks_failed));
-	family(&o, "splicer_engine_bytes_total", "counter", "Bytes moved, by engine (all routes).");
-	put(&o, "splicer_engine_bytes_total{engine=\"copy\"} %llu\n",
-	    (unsigned long long)t.bytes_copied);
-	put(&o, "splicer_engine_bytes_total{engine=\"splice\"} %llu\n",
-	    (unsigned long long)t.bytes_spliced);
-	put(&o, "splicer_engine_bytes_total{engine=\"sockmap\"} %llu\n",
-	    (unsigned long long)t.bytes_sockmap);
-	WORKER_COUNTER("sockmap_sessions_total", "Sessions moved into the sockmap (experimental engine).",
-		       sockmap_sessions);
-	WORKER_COUNTER("sockmap_fallbacks_total", "Sockmap-route sessions left on copy/splice.",
-		       sockmap_fallbacks);
-	put(&o, "splicer_engine_bytes_total{engine=\"uring\"} %llu\n",
-	    (unsigned long long)t.bytes_uring);
-	WORKER_COUNTER("splice_fallbacks_total", "Directions that wanted a pipe and copied instead.",
-		       splice_fallbacks);
+	engine_metrics(&o, &t);
 	WORKER_COUNTER("auto_switches_total", "Directions auto moved from copy to splice.", auto_switches);
 	WORKER_COUNTER("idle_timeouts_total", "Sessions closed by idle_timeout.", idle_timeouts);
 	WORKER_COUNTER("resets_sent_total", "Sides closed with an RST.", resets_sent);

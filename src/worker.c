@@ -16,7 +16,6 @@
 
 #include "engine.h"
 #include "log.h"
-#include "engine_uring.h"
 #include "session.h"
 
 #define MAX_EVENTS      256
@@ -143,11 +142,38 @@ int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *lis
 	worker_set_listeners(w, cfg, listen_fds);
 	w->now_ms = now_monotonic_ms();
 	w->turn_ms = w->now_ms;
-	for (unsigned r = 0; r < cfg->nroutes; r++)
-		if (cfg->route[r]->o.engine == ENGINE_URING)
-			return uring_worker_init(w);
+	return worker_engines_init(w, cfg);
+}
+
+static int engine_start(struct worker *w, const struct engine *e)
+{
+	int r = 0;
+
+	if (!e || w->engine_on[e->id])
+		return 0;
+	if (e->worker_init && (r = e->worker_init(w)) < 0)
+		return r;
+	w->engine_on[e->id] = 1;
 	return 0;
 }
+
+int worker_engines_init(struct worker *w, const struct config *cfg)
+{
+	int r;
+
+	for (unsigned i = 0; i < cfg->nroutes; i++) {
+		const struct engine_choice *c = &engine_choices[cfg->route[i]->o.engine];
+		if ((r = engine_start(w, c->session)) || (r = engine_start(w, c->start)) ||
+		    (r = engine_start(w, c->stream)))
+			return r;
+	}
+	return 0;
+}
+
+/* The engines this worker runs, for the loop's hooks. */
+#define FOR_ENGINES(w, e)                                                                 \
+	for (unsigned e##_i = 0; e##_i < engine_nengines; e##_i++)                          \
+		for (const struct engine *e = engines[e##_i]; e && (w)->engine_on[e##_i]; e = NULL)
 
 void worker_counters_total(const struct worker *ws, unsigned n, struct counters *t)
 {
@@ -184,6 +210,11 @@ static void worker_apply_reload(struct worker *w, uint64_t gen)
 {
 	int paused = w->paused_max_conns || w->accept_resume_ms;
 
+	int r = worker_engines_init(w, w->next_cfg);
+
+	if (r)
+		log_warn("worker %u: an engine of the new config could not start: %s", w->id,
+			 strerror(-r));
 	worker_listeners_arm(w, 0);
 	worker_set_listeners(w, w->next_cfg, w->next_fds);
 	if (!paused) /* else worker_scan() arms the new table when the pause ends */
@@ -336,6 +367,14 @@ static void run_queue(struct worker *w)
 	}
 }
 
+static int engines_busy(const struct worker *w)
+{
+	FOR_ENGINES(w, e)
+		if (e->busy && e->busy(w))
+			return 1;
+	return 0;
+}
+
 void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -343,7 +382,7 @@ void *worker_main(void *arg)
 
 	worker_listeners_arm(w, 1);
 	for (;;) {
-		int timeout = w->runq ? 0 : w->smwait ? 1 : SCAN_MS;
+		int timeout = w->runq ? 0 : SCAN_MS;
 		uint64_t next = timer_next(&w->timers);
 		int n;
 
@@ -356,7 +395,9 @@ void *worker_main(void *arg)
 		 * of a proxy's added latency on a virtual machine. */
 		if (w->cfg->busy_poll_us && !w->runq && now_precise_us() < w->spin_until_us)
 			timeout = 0;
-		uring_flush(w); /* the SQEs of the last turn, one io_uring_enter */
+		FOR_ENGINES(w, e) /* queued work goes out; a drain-wait may shorten the sleep */
+			if (e->before_wait)
+				e->before_wait(w, &timeout);
 		n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
@@ -378,9 +419,11 @@ void *worker_main(void *arg)
 			case EV_BACKEND:
 				session_event(evs[i].data.ptr, evs[i].events);
 				break;
-			case EV_URING:
-				uring_reap(w);
+			case EV_ENGINE: {
+				const struct engine *e = ((struct engine_fd *)evs[i].data.ptr)->e;
+				e->worker_event(w);
 				break;
+			}
 			case EV_WAKE: {
 				uint64_t v;
 				if (read(w->wake.fd, &v, sizeof(v)) < 0) {
@@ -392,8 +435,9 @@ void *worker_main(void *arg)
 		}
 		run_queue(w);
 		run_timers(w);
-		if (w->smwait)
-			sm_poll(w);
+		FOR_ENGINES(w, e)
+			if (e->each_turn)
+				e->each_turn(w);
 		{
 			uint64_t gen = __atomic_load_n(&w->reload_gen, __ATOMIC_ACQUIRE);
 			if (gen != w->reload_ack && !w->draining)
@@ -411,7 +455,7 @@ void *worker_main(void *arg)
 				session_close(w->sessions, "drain-timeout");
 		}
 		free_dead(w);
-		if (w->draining && !w->sessions && !w->dead && !uring_busy(w))
+		if (w->draining && !w->sessions && !w->dead && !engines_busy(w))
 			break;
 	}
 	return NULL;
@@ -429,10 +473,11 @@ void worker_wake(struct worker *w)
 void worker_destroy(struct worker *w)
 {
 	listeners_close(w);
-	uring_destroy(w);
+	FOR_ENGINES(w, e)
+		if (e->worker_fini)
+			e->worker_fini(w);
 	timer_heap_free(&w->timers);
 	buf_pool_destroy(&w->bufs);
-	free(w->sm_free);
 	pipe_pool_destroy(&w->pipes);
 	if (w->wake.fd >= 0)
 		close(w->wake.fd);

@@ -12,7 +12,19 @@
 #include "timer.h"
 
 /* The first byte of everything registered in epoll says what it is. */
-enum ev_kind { EV_LISTENER = 1, EV_CLIENT, EV_BACKEND, EV_WAKE, EV_URING };
+enum ev_kind { EV_LISTENER = 1, EV_CLIENT, EV_BACKEND, EV_WAKE, EV_ENGINE };
+
+/* Engines (engine.h): how many the registry may hold, and counters each. */
+#define ENGINE_MAX      8
+#define ENGINE_COUNTERS 4
+
+struct engine;
+/* What an engine registers in the worker's epoll set (EV_ENGINE): the
+ * worker calls that engine's worker_event hook when it fires. */
+struct engine_fd {
+	uint8_t kind; /* EV_ENGINE */
+	const struct engine *e;
+};
 
 /* Per-worker counters. Only the owning worker writes them (CTR_ADD is a
  * relaxed store, not a locked add); any thread may read them. */
@@ -22,9 +34,6 @@ struct counters {
 	uint64_t active;            /* sessions open on this worker */
 	uint64_t bytes_up;          /* client -> backend, written */
 	uint64_t bytes_down;        /* backend -> client, written */
-	uint64_t bytes_copied;      /* moved by the copy engine */
-	uint64_t bytes_spliced;     /* moved by the splice engine */
-	uint64_t splice_fallbacks;  /* directions that wanted a pipe and fell back to copy */
 	uint64_t auto_switches;     /* directions auto switched from copy to splice */
 	uint64_t connect_errors;    /* backend connect attempts that failed or timed out */
 	uint64_t connect_retries;   /* attempts on a further backend after a failure */
@@ -35,12 +44,10 @@ struct counters {
 	uint64_t accept_fd_pauses;  /* accepts paused on EMFILE/ENFILE/ENOBUFS/ENOMEM */
 	uint64_t max_conns_pauses;  /* accepts paused at --max-conns */
 	uint64_t proxy_header_errors; /* accept_proxy: malformed, truncated or late headers */
-	uint64_t bytes_sockmap;     /* moved in the kernel by the sockmap engine (redirected) */
-	uint64_t sockmap_sessions;  /* sessions whose directions moved into the sockmap */
-	uint64_t sockmap_fallbacks; /* sockmap sessions left on copy/splice (no slot, insert failed) */
-	uint64_t bytes_uring;       /* moved by the uring engine */
 	uint64_t connect_local_errors; /* backend connects failed by this host (ports, fds, memory) */
 	uint64_t loops;             /* clients closed as this proxy's own backend connections */
+	/* each engine's own (engine.h: engine_count), by engine id */
+	uint64_t engine[ENGINE_MAX][ENGINE_COUNTERS];
 };
 #define CTR_ADD(w, f, n) __atomic_store_n(&(w)->ctr.f, (w)->ctr.f + (n), __ATOMIC_RELAXED)
 #define CTR_GET(w, f)    __atomic_load_n(&(w)->ctr.f, __ATOMIC_RELAXED)
@@ -112,6 +119,7 @@ struct worker {
 	int draining;
 	struct counters ctr;
 	struct uring_ctx *uring;    /* engine uring: made by the first such session */
+	uint8_t engine_on[ENGINE_MAX]; /* engines a route of this worker uses (worker_init done) */
 	/* SIGHUP: the main thread fills these, raises reload_gen and wakes the
 	 * worker, which swaps its listener table and config between two loop
 	 * turns and answers with reload_ack = reload_gen. */
@@ -159,6 +167,11 @@ void worker_counters_total(const struct worker *ws, unsigned n, struct counters 
 /* Listener table of cfg (route order) over fds: the worker's listeners.
  * Used at start and on reload. */
 void worker_set_listeners(struct worker *w, const struct config *cfg, const int *fds);
+
+/* Runs the worker_init hook of every engine cfg's routes use that this
+ * worker has not started yet (at start, and for a reload's new routes).
+ * Returns 0 or the first -errno. */
+int worker_engines_init(struct worker *w, const struct config *cfg);
 
 /* Listener arming, used by sessions when --max-conns frees up. Arming is
  * refused while accepting is paused after EMFILE/ENFILE (accept_resume_ms

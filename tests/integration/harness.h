@@ -93,6 +93,14 @@ typedef void (*h_case_fn)(const char *bin, const char *engine);
 	{ case_##name(h_binary(1), "auto"); }                                  \
 	H_URING_CASES(name, tmo)
 
+/* A case on the test-only engine (src/engine_tiny.c: copies through a
+ * 7-byte buffer): an engine added by one file and one registry row runs
+ * the core's cases; every read is short, so the core's paths run at every
+ * step. Only cases whose streams are small enough for 7-byte steps. */
+#define H_TINY_CASE(name, tmo)                                                 \
+	Test(integ, name##_test_tiny, .init = h_init, .fini = h_fini, .timeout = tmo) \
+	{ case_##name(h_binary(0), "test-tiny"); }
+
 /* The sockmap engine's variants of a case (plain and ASan proxy). Skipped,
  * with the reason, when BPF is not permitted: this process lacks CAP_BPF (or
  * CAP_SYS_ADMIN) or CAP_NET_ADMIN, or the proxy logs that the kernel refused

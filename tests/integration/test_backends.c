@@ -90,3 +90,4 @@ static void case_all_backends_down(const char *bin, const char *engine)
 
 H_ENGINE_CASES(first_backend_refuses, 60)
 H_ENGINE_CASES(all_backends_down, 60)
+H_TINY_CASE(first_backend_refuses, 60)

@@ -20,7 +20,7 @@ Test(unit_config, defaults)
 	struct config c;
 
 	config_defaults(&c);
-	cr_assert_eq(c.o.engine, ENGINE_AUTO);
+	cr_assert_str_eq(engine_names[c.o.engine], "auto");
 	cr_assert_eq(c.o.balance, BALANCE_ROUNDROBIN);
 	cr_assert_eq(c.nroutes, 0);
 	cr_assert_eq(c.buffer_size, 64 * 1024);
@@ -46,7 +46,7 @@ Test(unit_config, values_with_units_and_both_spellings)
 	cr_assert_eq(c.route[0]->nbackend, 2);
 	cr_assert_str_eq(c.route[0]->backend[1].addr.text, "unix:/x");
 	cr_assert_eq(c.route[0]->backend[1].weight, 1);
-	cr_assert_eq(c.o.engine, ENGINE_SPLICE);
+	cr_assert_str_eq(engine_names[c.o.engine], "splice");
 	cr_assert_eq(c.workers, 3);
 	cr_assert_eq(c.pipe_size, 1 << 20);
 	cr_assert_eq(c.o.lowat, 64 * 1024);
@@ -57,7 +57,7 @@ Test(unit_config, values_with_units_and_both_spellings)
 	cr_assert_eq(config_finalize(&c), 0);
 	cr_assert_eq(c.max_pipes, 0, "finalize keeps an explicit 0");
 	cr_assert_eq(c.workers, 3);
-	cr_assert_eq(c.route[0]->o.engine, ENGINE_SPLICE, "the command line's values reach the route");
+	cr_assert_str_eq(engine_names[c.route[0]->o.engine], "splice", "the command line's values reach the route");
 	cr_assert_eq(c.route[0]->o.idle_timeout_ms, 120000);
 	config_free(&c);
 }
