@@ -46,6 +46,7 @@
 #include "config.h"
 #include "engine.h"
 #include "log.h"
+#include "tcp_written.h"
 
 #define SM_BACKOFF_MAX_MS 64
 
@@ -83,23 +84,6 @@ static int sm_probe(char *err, unsigned errlen)
 static struct dir *other_dir(struct session *s, const struct dir *d)
 {
 	return d == &s->up ? &s->down : &s->up;
-}
-
-/* Bytes that have entered fd's send queue since it was connected (its
- * write_seq less the initial one). bytes_acked is read before SIOCOUTQ, so
- * an ACK in between makes this smaller, never larger: a FIN is never sent
- * early because of the race. */
-static int tcp_written(int fd, uint64_t *out)
-{
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-	int outq = 0;
-
-	memset(&ti, 0, sizeof(ti));
-	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) || ioctl(fd, SIOCOUTQ, &outq))
-		return -errno;
-	*out = ti.tcpi_bytes_acked + (uint64_t)(outq > 0 ? outq : 0);
-	return 0;
 }
 
 static uint64_t in_flight(struct dir *d);
@@ -216,6 +200,7 @@ void sm_try_start(struct session *s)
 {
 	struct worker *w = s->w;
 	uint64_t base_up, base_down;
+	struct tcpw rd_up, rd_down;
 	unsigned slot;
 	int r;
 
@@ -238,11 +223,13 @@ void sm_try_start(struct session *s)
 		fall_back(s, "no counter slot free");
 		return;
 	}
-	if (tcp_written(s->srv.fd, &base_up) || tcp_written(s->cli.fd, &base_down)) {
+	if ((r = tcpw_read(s->srv.fd, &rd_up)) || (r = tcpw_read(s->cli.fd, &rd_down))) {
 		slot_put(w, slot);
-		fall_back(s, strerror(errno));
+		fall_back(s, strerror(-r));
 		return;
 	}
+	tcpw_exact(&rd_up, &base_up);
+	tcpw_exact(&rd_down, &base_down);
 	/* Readable edges are needed while the program may pass bytes to user
 	 * space: from now until both sockets are in and user space caught up. */
 	side_events(&s->cli, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
@@ -333,13 +320,12 @@ int sm_sync(struct session *s)
 /* Bytes taken from d's source that are not yet on d->dst's send queue. */
 static uint64_t in_flight(struct dir *d)
 {
-	uint64_t written, want = __atomic_load_n(&sm_ctr(d->sm_slot)->redirected, __ATOMIC_SEQ_CST) +
-				 d->sm_user;
+	uint64_t want = __atomic_load_n(&sm_ctr(d->sm_slot)->redirected, __ATOMIC_SEQ_CST) + d->sm_user;
+	struct tcpw now;
 
-	if (d->dst->fd < 0 || tcp_written(d->dst->fd, &written))
+	if (d->dst->fd < 0 || tcpw_read(d->dst->fd, &now))
 		return 0; /* the socket is gone: nothing more will be delivered */
-	written -= d->sm_base;
-	return written >= want ? 0 : want - written;
+	return (uint64_t)tcpw_left(d->sm_base, &now, want);
 }
 
 static void smwait_add(struct session *s)
@@ -413,8 +399,10 @@ void sm_end(struct session *s)
 		struct dir *ds[2] = { &s->up, &s->down };
 		for (int i = 0; i < 2; i++) {
 			volatile struct sm_ctr *c = sm_ctr(ds[i]->sm_slot);
+			struct tcpw rd = { 0 };
 			uint64_t wr = 0;
-			tcp_written(ds[i]->dst->fd, &wr);
+			tcpw_read(ds[i]->dst->fd, &rd);
+			tcpw_exact(&rd, &wr);
 			log_debug("session %llx: sockmap %s: passed %llu redirected %llu user %llu; dst written "
 				  "%llu since insertion; in flight %llu", (unsigned long long)s->id,
 				  i ? "down" : "up", (unsigned long long)c->passed,
