@@ -16,13 +16,15 @@
  *   redirect queue (the psock backlog, run by a workqueue, slowed by a full
  *   send buffer): shutting the peer's write side then would cut them off,
  *   and closing drops the queue. So the FIN goes out only when the peer's
- *   written bytes (tcpi_bytes_acked + SIOCOUTQ, i.e. its write_seq, counted
- *   from insertion) reach what the program redirected plus what user space
- *   wrote (sm_drained). Until then the session waits on the worker's
- *   drain-wait list, re-checked with backoff (1..64 ms). A zero-length skb
- *   (bare FIN) is dropped by the program: redirected, it would fail on the
- *   peer with EPIPE. Any EPIPE that still shows up on a side we have shut
- *   for writing is ignored (sm_spurious_epipe).
+ *   written bytes (its write_seq, counted from insertion) reach what the
+ *   program redirected plus what user space wrote (sm_drained). No call
+ *   returns write_seq; tcp_written.h reads it free of the race with ACKs,
+ *   and the base at insertion must be exact: off by the bytes an ACK moved,
+ *   it would let the FIN overtake as many. Until then the session waits on
+ *   the worker's drain-wait list, re-checked with backoff (1..64 ms). A
+ *   zero-length skb (bare FIN) is dropped by the program: redirected, it
+ *   would fail on the peer with EPIPE. Any EPIPE that still shows up on a
+ *   side we have shut for writing is ignored (sm_spurious_epipe).
  *
  * - Time and counts. Idle timeout, log and metrics take the program's
  *   counters (shared memory) at each timeout scan; a session's byte counts
@@ -34,12 +36,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <netinet/in.h>
-#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_acked */
 #include <stdlib.h>
 #include <string.h>
-#include <linux/sockios.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "bpf_sockmap.h"
@@ -86,7 +85,7 @@ static struct dir *other_dir(struct session *s, const struct dir *d)
 	return d == &s->up ? &s->down : &s->up;
 }
 
-static uint64_t in_flight(struct dir *d);
+static int64_t in_flight(struct dir *d);
 static void smwait_add(struct session *s);
 
 /* Whether user space has bytes of d to write: passed to it by the program
@@ -228,8 +227,15 @@ void sm_try_start(struct session *s)
 		fall_back(s, strerror(-r));
 		return;
 	}
-	tcpw_exact(&rd_up, &base_up);
-	tcpw_exact(&rd_down, &base_down);
+	if (!tcpw_exact(&rd_up, &base_up) || !tcpw_exact(&rd_down, &base_down)) {
+		/* ACKs kept landing between the calls: a base that is off
+		 * would send the FIN early (too small) or never (too large).
+		 * Stay on copy; the next run tries again. */
+		slot_put(w, slot);
+		log_debug("session %llx: sockmap hand-off put off: no consistent send queue reading",
+			  (unsigned long long)s->id);
+		return;
+	}
 	/* Readable edges are needed while the program may pass bytes to user
 	 * space: from now until both sockets are in and user space caught up. */
 	side_events(&s->cli, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
@@ -317,15 +323,32 @@ int sm_sync(struct session *s)
 	return sync_dir(s, &s->up) | sync_dir(s, &s->down);
 }
 
-/* Bytes taken from d's source that are not yet on d->dst's send queue. */
-static uint64_t in_flight(struct dir *d)
+/* Bytes meant for d->dst since the insertion: what the program redirected
+ * and what user space wrote. */
+static uint64_t owed(struct dir *d)
 {
-	uint64_t want = __atomic_load_n(&sm_ctr(d->sm_slot)->redirected, __ATOMIC_SEQ_CST) + d->sm_user;
+	return __atomic_load_n(&sm_ctr(d->sm_slot)->redirected, __ATOMIC_SEQ_CST) + d->sm_user;
+}
+
+/* Bytes taken from d's source that are not yet on d->dst's send queue; -1
+ * when the reading is torn (not drained, count unknown). `want` is read
+ * before the socket: bytes redirected after it can only add to the count. */
+static int64_t in_flight(struct dir *d)
+{
+	uint64_t want = owed(d);
 	struct tcpw now;
 
 	if (d->dst->fd < 0 || tcpw_read(d->dst->fd, &now))
 		return 0; /* the socket is gone: nothing more will be delivered */
-	return (uint64_t)tcpw_left(d->sm_base, &now, want);
+	return tcpw_left(d->sm_base, &now, want);
+}
+
+/* At close: what never reached the send queue, all of it when unknown. */
+static uint64_t lost_at_close(struct dir *d)
+{
+	int64_t n = in_flight(d);
+
+	return n >= 0 ? (uint64_t)n : owed(d);
 }
 
 static void smwait_add(struct session *s)
@@ -391,8 +414,8 @@ void sm_end(struct session *s)
 		return;
 	sm_sync(s);
 	/* what never reached a send queue was not delivered: RST, and not counted */
-	s->up.sm_inflight = in_flight(&s->up);
-	s->down.sm_inflight = in_flight(&s->down);
+	s->up.sm_inflight = lost_at_close(&s->up);
+	s->down.sm_inflight = lost_at_close(&s->down);
 	s->up.bytes -= s->up.sm_inflight < s->up.bytes ? s->up.sm_inflight : s->up.bytes;
 	s->down.bytes -= s->down.sm_inflight < s->down.bytes ? s->down.sm_inflight : s->down.bytes;
 	if (log_level >= LOG_DEBUG) {
@@ -400,14 +423,14 @@ void sm_end(struct session *s)
 		for (int i = 0; i < 2; i++) {
 			volatile struct sm_ctr *c = sm_ctr(ds[i]->sm_slot);
 			struct tcpw rd = { 0 };
-			uint64_t wr = 0;
-			tcpw_read(ds[i]->dst->fd, &rd);
-			tcpw_exact(&rd, &wr);
+			uint64_t wr = ds[i]->sm_base;
+			int exact = ds[i]->dst->fd >= 0 && !tcpw_read(ds[i]->dst->fd, &rd) &&
+				    tcpw_exact(&rd, &wr);
 			log_debug("session %llx: sockmap %s: passed %llu redirected %llu user %llu; dst written "
-				  "%llu since insertion; in flight %llu", (unsigned long long)s->id,
+				  "%lld since insertion%s; in flight %llu", (unsigned long long)s->id,
 				  i ? "down" : "up", (unsigned long long)c->passed,
 				  (unsigned long long)c->redirected, (unsigned long long)ds[i]->sm_user,
-				  (unsigned long long)(wr - ds[i]->sm_base),
+				  (long long)(wr - ds[i]->sm_base), exact ? "" : " (not known)",
 				  (unsigned long long)ds[i]->sm_inflight);
 		}
 	}
