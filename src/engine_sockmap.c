@@ -85,7 +85,7 @@ static struct dir *other_dir(struct session *s, const struct dir *d)
 	return d == &s->up ? &s->down : &s->up;
 }
 
-static int64_t in_flight(struct dir *d);
+static int64_t in_flight(struct dir *d, uint64_t *acked);
 static void smwait_add(struct session *s);
 
 /* Whether user space has bytes of d to write: passed to it by the program
@@ -106,7 +106,7 @@ static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
 	 * them: written while the peer's redirect queue still holds bytes, they
 	 * would overtake those. So wait for it to drain (defensive: the program
 	 * passes nothing once it has redirected, unless the peer left). */
-	if (!s->sm_degraded && owes(s, d) && !d->eof && in_flight(d)) {
+	if (!s->sm_degraded && owes(s, d) && !d->eof && in_flight(d, NULL)) {
 		smwait_add(s);
 		return 0;
 	}
@@ -253,6 +253,8 @@ void sm_try_start(struct session *s)
 	s->down.sm_slot = slot + 1;
 	s->up.sm_base = base_up;
 	s->down.sm_base = base_down;
+	s->up.sm_acked = rd_up.acked;
+	s->down.sm_acked = rd_down.acked;
 	s->up.sm_user = s->down.sm_user = s->up.sm_seen = s->down.sm_seen = 0;
 	s->up.mode = s->down.mode = DIR_SOCKMAP;
 	s->up.can_switch = s->down.can_switch = 0;
@@ -332,21 +334,24 @@ static uint64_t owed(struct dir *d)
 
 /* Bytes taken from d's source that are not yet on d->dst's send queue; -1
  * when the reading is torn (not drained, count unknown). `want` is read
- * before the socket: bytes redirected after it can only add to the count. */
-static int64_t in_flight(struct dir *d)
+ * before the socket: bytes redirected after it can only add to the count.
+ * *acked (if asked): dst's bytes acknowledged so far. */
+static int64_t in_flight(struct dir *d, uint64_t *acked)
 {
 	uint64_t want = owed(d);
 	struct tcpw now;
 
 	if (d->dst->fd < 0 || tcpw_read(d->dst->fd, &now))
 		return 0; /* the socket is gone: nothing more will be delivered */
+	if (acked)
+		*acked = now.acked;
 	return tcpw_left(d->sm_base, &now, want);
 }
 
 /* At close: what never reached the send queue, all of it when unknown. */
 static uint64_t lost_at_close(struct dir *d)
 {
-	int64_t n = in_flight(d);
+	int64_t n = in_flight(d, NULL);
 
 	return n >= 0 ? (uint64_t)n : owed(d);
 }
@@ -366,11 +371,21 @@ static void smwait_add(struct session *s)
 	s->sm_due_ms = w->now_ms + s->sm_backoff;
 }
 
+/* While d waits for its redirect queue (its source ended), nothing is
+ * redirected any more, so sm_sync sees no activity; the destination's peer
+ * taking the queue is the progress instead, as each write is on copy:
+ * half_close_timeout counts from the last byte it acknowledged. */
 int sm_drained(struct session *s, struct dir *d)
 {
-	if (in_flight(d) == 0) {
+	uint64_t acked = d->sm_acked;
+
+	if (in_flight(d, &acked) == 0) {
 		s->sm_backoff = 0;
 		return 1;
+	}
+	if (acked != d->sm_acked) {
+		d->sm_acked = acked;
+		s->active_ms = s->w->now_ms;
 	}
 	smwait_add(s);
 	return 0;
