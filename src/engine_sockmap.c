@@ -16,13 +16,15 @@
  *   redirect queue (the psock backlog, run by a workqueue, slowed by a full
  *   send buffer): shutting the peer's write side then would cut them off,
  *   and closing drops the queue. So the FIN goes out only when the peer's
- *   written bytes (tcpi_bytes_acked + SIOCOUTQ, i.e. its write_seq, counted
- *   from insertion) reach what the program redirected plus what user space
- *   wrote (sm_drained). Until then the session waits on the worker's
- *   drain-wait list, re-checked with backoff (1..64 ms). A zero-length skb
- *   (bare FIN) is dropped by the program: redirected, it would fail on the
- *   peer with EPIPE. Any EPIPE that still shows up on a side we have shut
- *   for writing is ignored (sm_spurious_epipe).
+ *   written bytes (its write_seq, counted from insertion) reach what the
+ *   program redirected plus what user space wrote (sm_drained). No call
+ *   returns write_seq; tcp_written.h reads it free of the race with ACKs,
+ *   and the base at insertion must be exact: off by the bytes an ACK moved,
+ *   it would let the FIN overtake as many. Until then the session waits on
+ *   the worker's drain-wait list, re-checked with backoff (1..64 ms). A
+ *   zero-length skb (bare FIN) is dropped by the program: redirected, it
+ *   would fail on the peer with EPIPE. Any EPIPE that still shows up on a
+ *   side we have shut for writing is ignored (sm_spurious_epipe).
  *
  * - Time and counts. Idle timeout, log and metrics take the program's
  *   counters (shared memory) at each timeout scan; a session's byte counts
@@ -34,12 +36,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <netinet/in.h>
-#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_acked */
 #include <stdlib.h>
 #include <string.h>
-#include <linux/sockios.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "bpf_sockmap.h"
@@ -51,6 +50,7 @@ struct engine engine_sockmap;
 
 enum { SM_CTR_SESSIONS = 1, SM_CTR_FALLBACKS = 2 };
 #include "log.h"
+#include "tcp_written.h"
 
 #define SM_BACKOFF_MAX_MS 64
 
@@ -83,24 +83,7 @@ static struct dir *other_dir(struct session *s, const struct dir *d)
 	return d == &s->up ? &s->down : &s->up;
 }
 
-/* Bytes that have entered fd's send queue since it was connected (its
- * write_seq less the initial one). bytes_acked is read before SIOCOUTQ, so
- * an ACK in between makes this smaller, never larger: a FIN is never sent
- * early because of the race. */
-static int tcp_written(int fd, uint64_t *out)
-{
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-	int outq = 0;
-
-	memset(&ti, 0, sizeof(ti));
-	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) || ioctl(fd, SIOCOUTQ, &outq))
-		return -errno;
-	*out = ti.tcpi_bytes_acked + (uint64_t)(outq > 0 ? outq : 0);
-	return 0;
-}
-
-static uint64_t in_flight(struct dir *d);
+static int64_t in_flight(struct dir *d, uint64_t *acked);
 static void smwait_add(struct session *s);
 static int sm_spurious_epipe(const struct session *s, const struct side *sd, int err);
 
@@ -122,7 +105,7 @@ static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
 	 * them: written while the peer's redirect queue still holds bytes, they
 	 * would overtake those. So wait for it to drain (defensive: the program
 	 * passes nothing once it has redirected, unless the peer left). */
-	if (!s->sm_degraded && owes(s, d) && !d->eof && in_flight(d)) {
+	if (!s->sm_degraded && owes(s, d) && !d->eof && in_flight(d, NULL)) {
 		smwait_add(s);
 		return 0;
 	}
@@ -205,6 +188,7 @@ static void sm_try_start(struct session *s)
 {
 	struct worker *w = s->w;
 	uint64_t base_up, base_down;
+	struct tcpw rd_up, rd_down;
 	unsigned slot;
 	int r;
 
@@ -227,9 +211,18 @@ static void sm_try_start(struct session *s)
 		fall_back(s, "no counter slot free");
 		return;
 	}
-	if (tcp_written(s->srv.fd, &base_up) || tcp_written(s->cli.fd, &base_down)) {
+	if ((r = tcpw_read(s->srv.fd, &rd_up)) || (r = tcpw_read(s->cli.fd, &rd_down))) {
 		slot_put(w, slot);
-		fall_back(s, strerror(errno));
+		fall_back(s, strerror(-r));
+		return;
+	}
+	if (!tcpw_exact(&rd_up, &base_up) || !tcpw_exact(&rd_down, &base_down)) {
+		/* ACKs kept landing between the calls: a base that is off
+		 * would send the FIN early (too small) or never (too large).
+		 * Stay on copy; the next run tries again. */
+		slot_put(w, slot);
+		log_debug("session %llx: sockmap hand-off put off: no consistent send queue reading",
+			  (unsigned long long)s->id);
 		return;
 	}
 	/* Readable edges are needed while the program may pass bytes to user
@@ -249,6 +242,8 @@ static void sm_try_start(struct session *s)
 	s->down.sm_slot = slot + 1;
 	s->up.sm_base = base_up;
 	s->down.sm_base = base_down;
+	s->up.sm_acked = rd_up.acked;
+	s->down.sm_acked = rd_down.acked;
 	s->up.sm_user = s->down.sm_user = s->up.sm_seen = s->down.sm_seen = 0;
 	s->up.eng = s->down.eng = &engine_sockmap;
 	s->up.stream = s->down.stream = NULL;
@@ -319,16 +314,35 @@ static int sm_sync(struct session *s)
 	return sync_dir(s, &s->up) | sync_dir(s, &s->down);
 }
 
-/* Bytes taken from d's source that are not yet on d->dst's send queue. */
-static uint64_t in_flight(struct dir *d)
+/* Bytes meant for d->dst since the insertion: what the program redirected
+ * and what user space wrote. */
+static uint64_t owed(struct dir *d)
 {
-	uint64_t written, want = __atomic_load_n(&sm_ctr(d->sm_slot)->redirected, __ATOMIC_SEQ_CST) +
-				 d->sm_user;
+	return __atomic_load_n(&sm_ctr(d->sm_slot)->redirected, __ATOMIC_SEQ_CST) + d->sm_user;
+}
 
-	if (d->dst->fd < 0 || tcp_written(d->dst->fd, &written))
+/* Bytes taken from d's source that are not yet on d->dst's send queue; -1
+ * when the reading is torn (not drained, count unknown). `want` is read
+ * before the socket: bytes redirected after it can only add to the count.
+ * *acked (if asked): dst's bytes acknowledged so far. */
+static int64_t in_flight(struct dir *d, uint64_t *acked)
+{
+	uint64_t want = owed(d);
+	struct tcpw now;
+
+	if (d->dst->fd < 0 || tcpw_read(d->dst->fd, &now))
 		return 0; /* the socket is gone: nothing more will be delivered */
-	written -= d->sm_base;
-	return written >= want ? 0 : want - written;
+	if (acked)
+		*acked = now.acked;
+	return tcpw_left(d->sm_base, &now, want);
+}
+
+/* At close: what never reached the send queue, all of it when unknown. */
+static uint64_t lost_at_close(struct dir *d)
+{
+	int64_t n = in_flight(d, NULL);
+
+	return n >= 0 ? (uint64_t)n : owed(d);
 }
 
 static void smwait_add(struct session *s)
@@ -346,11 +360,21 @@ static void smwait_add(struct session *s)
 	s->sm_due_ms = w->now_ms + s->sm_backoff;
 }
 
+/* While d waits for its redirect queue (its source ended), nothing is
+ * redirected any more, so sm_sync sees no activity; the destination's peer
+ * taking the queue is the progress instead, as each write is on copy:
+ * half_close_timeout counts from the last byte it acknowledged. */
 static int sm_drained(struct session *s, struct dir *d)
 {
-	if (in_flight(d) == 0) {
+	uint64_t acked = d->sm_acked;
+
+	if (in_flight(d, &acked) == 0) {
 		s->sm_backoff = 0;
 		return 1;
+	}
+	if (acked != d->sm_acked) {
+		d->sm_acked = acked;
+		s->active_ms = s->w->now_ms;
 	}
 	smwait_add(s);
 	return 0;
@@ -394,21 +418,23 @@ static void sm_end(struct session *s)
 		return;
 	sm_sync(s);
 	/* what never reached a send queue was not delivered: RST, and not counted */
-	s->up.sm_inflight = in_flight(&s->up);
-	s->down.sm_inflight = in_flight(&s->down);
+	s->up.sm_inflight = lost_at_close(&s->up);
+	s->down.sm_inflight = lost_at_close(&s->down);
 	s->up.bytes -= s->up.sm_inflight < s->up.bytes ? s->up.sm_inflight : s->up.bytes;
 	s->down.bytes -= s->down.sm_inflight < s->down.bytes ? s->down.sm_inflight : s->down.bytes;
 	if (log_level >= LOG_DEBUG) {
 		struct dir *ds[2] = { &s->up, &s->down };
 		for (int i = 0; i < 2; i++) {
 			volatile struct sm_ctr *c = sm_ctr(ds[i]->sm_slot);
-			uint64_t wr = 0;
-			tcp_written(ds[i]->dst->fd, &wr);
+			struct tcpw rd = { 0 };
+			uint64_t wr = ds[i]->sm_base;
+			int exact = ds[i]->dst->fd >= 0 && !tcpw_read(ds[i]->dst->fd, &rd) &&
+				    tcpw_exact(&rd, &wr);
 			log_debug("session %llx: sockmap %s: passed %llu redirected %llu user %llu; dst written "
-				  "%llu since insertion; in flight %llu", (unsigned long long)s->id,
+				  "%lld since insertion%s; in flight %llu", (unsigned long long)s->id,
 				  i ? "down" : "up", (unsigned long long)c->passed,
 				  (unsigned long long)c->redirected, (unsigned long long)ds[i]->sm_user,
-				  (unsigned long long)(wr - ds[i]->sm_base),
+				  (long long)(wr - ds[i]->sm_base), exact ? "" : " (not known)",
 				  (unsigned long long)ds[i]->sm_inflight);
 		}
 	}

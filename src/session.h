@@ -60,6 +60,7 @@ struct dir {
 	uint64_t sm_seen;     /* the slot's `redirected` already added to bytes */
 	uint64_t sm_base;     /* dst's bytes written (acked + queued) at insertion */
 	uint64_t sm_inflight; /* at close: redirected bytes not yet on dst's send queue */
+	uint64_t sm_acked;    /* dst's bytes acknowledged at the last drain check */
 	struct uring_dir *ur; /* uring: the engine's state, NULL when none */
 	uint64_t in_uring;    /* uring: bytes received, not yet sent */
 };
