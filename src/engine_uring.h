@@ -20,13 +20,16 @@ int uring_worker_init(struct worker *w);
 /* Takes an open session off epoll and arms its receives. 0 or -errno. */
 int uring_session_start(struct session *s);
 
-/* Session close, for sockets living in the ring's fixed file table (their
- * descriptors were closed): queues SO_LINGER 0 where asked, then the close.
- * Returns the number of resets; 0 for sessions on plain descriptors. */
+/* Session close, before the session closes its sides: the engine takes
+ * both sockets (fixed slots, or plain descriptors: s->cli.fd and s->srv.fd
+ * become -1) and closes them, with SO_LINGER 0 where asked, once no
+ * operation naming them can run any more. Returns the number of resets;
+ * 0 when s is not on the ring. */
 int uring_sides_close(struct session *s, int reset_cli, int reset_srv);
 
 /* Session close: cancels the direction's operations and detaches it; the
- * engine frees its part once the last completion came back. */
+ * engine frees its part once the last completion of both directions came
+ * back (cancels included). */
 void uring_dir_release(struct worker *w, struct dir *d);
 
 /* d's source was reset (its recv failed): the session turned the error into

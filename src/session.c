@@ -818,8 +818,9 @@ void session_close(struct session *s, const char *reason)
 		rst_cli = wants_rst(s, &s->cli);
 		rst_srv = wants_rst(s, &s->srv);
 	}
-	resets = side_close(&s->cli, rst_cli) + side_close(&s->srv, rst_srv) +
-		 uring_sides_close(s, rst_cli, rst_srv);
+	/* uring first: it takes the descriptors its queued SQEs name */
+	resets = uring_sides_close(s, rst_cli, rst_srv);
+	resets += side_close(&s->cli, rst_cli) + side_close(&s->srv, rst_srv);
 	if (resets)
 		CTR_ADD(w, resets_sent, (uint64_t)resets);
 	if (s->counted)
