@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "engine.h"
+#include "engine_uring.h"
 #include "health.h"
 #include "listener.h"
 #include "log.h"
@@ -142,6 +143,20 @@ int reload_run(struct reload_ctx *r)
 	keep_process_settings(old, nw);
 	for (unsigned i = 0; r->copy_only && i < nw->nroutes; i++)
 		nw->route[i]->o.engine = ENGINE_COPY; /* the start-up splice probe's verdict */
+	/* uring asked for again, as at start (main.c): where io_uring is
+	 * blocked (a seccomp profile) its sessions would all close with
+	 * uring-error. Probed now, not only at start: the route may be new. */
+	for (unsigned i = 0, probed = 0, bad = 0; i < nw->nroutes; i++) {
+		if (nw->route[i]->o.engine != ENGINE_URING)
+			continue;
+		if (!probed++)
+			bad = uring_probe(err, sizeof(err)) != 0;
+		if (bad) {
+			log_warn("SIGHUP: route %s: uring engine unavailable (%s): using copy",
+				 nw->route[i]->name, err);
+			nw->route[i]->o.engine = ENGINE_COPY;
+		}
+	}
 	sockmap_setup(nw); /* a route new on sockmap: load now (or splice, said why) */
 	/* listeners: keep, or bind */
 	k = 0;

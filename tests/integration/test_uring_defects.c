@@ -572,3 +572,67 @@ Test(integ, uring_submit_error_does_not_end_the_process, .init = h_init, .fini =
 {
 	case_submit_errors(h_binary(0));
 }
+
+/* ---- 4. a reload to uring where io_uring is blocked -------------------------- */
+
+static const char *conf_write(const char *text)
+{
+	static char path[300];
+	snprintf(path, sizeof path, "%s/uring-reload.conf", h_tmpdir());
+	FILE *f = fopen(path, "we");
+	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
+	return path;
+}
+
+/* The proxy runs under tests/tools/no_uring (io_uring_setup fails with
+ * EPERM, as in a container whose seccomp profile blocks io_uring), its
+ * route on copy; the file then moves the route to uring and SIGHUP applies
+ * it. The reload must keep the route on copy and say why: sessions work. */
+static void case_reload_to_blocked_uring(const char *bin)
+{
+	static struct h_proxy p;
+	static struct h_server srv;
+	const char *wrap = getenv("SPLICER_NO_URING");
+	char text[512], err[512], why[256];
+	int port = h_free_port();
+
+	if (!wrap || access(wrap, X_OK))
+		cr_skip_test("SPLICER_NO_URING (the seccomp wrapper, tests/tools/no_uring.c) is not set: "
+			     "make test builds it");
+	H_CHECK(h_server_start(&srv, "127.0.0.1:0", 64, h_echo_conn, NULL) == 0, "echo backend");
+	snprintf(text, sizeof text, "[global]\nworkers = 2\n\n[route r]\nlisten = 127.0.0.1:%d\n"
+				    "backend = %s\nengine = copy\n", port, srv.addr.text);
+	const char *path = conf_write(text);
+	const char *args[] = { bin, "-c", path, NULL };
+	H_CHECK(h_proxy_start(&p, wrap, args, err, sizeof err) == 0, "proxy under no_uring: %s", err);
+	H_CHECK(h_echo_roundtrip(&p.addr, 4096, 1, 3000, why, sizeof why) == 0, "before the reload: %s", why);
+
+	snprintf(text, sizeof text, "[global]\nworkers = 2\n\n[route r]\nlisten = 127.0.0.1:%d\n"
+				    "backend = %s\nengine = uring\n", port, srv.addr.text);
+	conf_write(text);
+	H_CHECK(kill(p.pid, SIGHUP) == 0, "SIGHUP: %s", strerror(errno));
+	int64_t t0 = h_now_ms();
+	while (h_log_lines(&p, "SIGHUP: reloaded", NULL) < 1 && h_now_ms() - t0 < 5000)
+		h_sleep_ms(10);
+	H_CHECK(h_log_lines(&p, "SIGHUP: reloaded", NULL) == 1, "the reload did not apply within 5 s");
+	for (int i = 0; i < 8; i++)
+		H_CHECK(h_echo_roundtrip(&p.addr, 4096, 2 + (uint64_t)i, 3000, why, sizeof why) == 0,
+			"session %d after the reload to uring: %s (%d closed with uring-error)", i, why,
+			h_log_lines(&p, "uring-error", NULL));
+	H_CHECK(h_log_lines(&p, "route r: uring engine unavailable", "io_uring_setup", NULL) == 1,
+		"the log does not say why the route stayed on copy");
+	h_proxy_down(&p);
+	h_server_stop(&srv);
+}
+
+Test(integ, uring_reload_where_io_uring_is_blocked_falls_back, .init = h_init, .fini = h_fini,
+     .timeout = 60)
+{
+	case_reload_to_blocked_uring(h_binary(0));
+}
+
+Test(integ, uring_reload_where_io_uring_is_blocked_falls_back_asan, .init = h_init, .fini = h_fini,
+     .timeout = 90)
+{
+	case_reload_to_blocked_uring(h_binary(1));
+}
