@@ -17,8 +17,8 @@
  *     send gives one back, and a direction holding any buffer arms one only
  *     while more than UR_RESERVE buffers are free beyond what the other
  *     holders' armed recvs may take. So directions whose destination stopped
- *     reading can never hold the whole ring: a direction holding nothing
- *     always finds the reserve. (Not a multishot recv: it takes as many
+ *     reading can never hold the whole ring between them: a direction holding
+ *     nothing can still take one from the reserve. (Not a multishot recv: it takes as many
  *     buffers as the socket has data for, up to the whole ring in one burst,
  *     before a cancel can stop it: five stalled clients froze the worker.)
  *     ENOBUFS (the ring empty) or a holder kept from the reserve waits on the
