@@ -112,11 +112,18 @@ $(B)/nfq_delay: tests/tools/nfq_delay.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< -lnetfilter_queue
 
+# A wrapper that denies io_uring_setup through seccomp (tests/tools/no_uring.c).
+$(B)/no_uring: tests/tools/no_uring.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -o $@ $<
+
 TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
-	    SPLICER_NFQ_DELAY=$(B)/nfq_delay SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus
+	    SPLICER_NFQ_DELAY=$(B)/nfq_delay SPLICER_NO_URING=$(B)/no_uring \
+	    SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus
 
 test: deps peer-deps
-	$(Q)$(MAKE) --no-print-directory all asan $(B)/tests $(B)/nfq_delay $(FUZZERS:%=$(B)/fuzz/fuzz_%)
+	$(Q)$(MAKE) --no-print-directory all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%)
 	@rm -f $(B)/peer-table.txt
 	@# The differential table is printed after the run, and the runner's
 	@# summary again after it, so the output still ends with Synthesis.

@@ -5,25 +5,36 @@
  * are submitted together at the top of the next turn (one io_uring_enter).
  *
  * Per direction:
- *   - one multishot recv (IORING_RECV_MULTISHOT) on the source, picking its
- *     buffers from the worker's provided-buffer ring (io_uring_register_buf_ring,
- *     group 0). Each completion hands over one buffer (IORING_CQE_F_BUFFER);
- *     the direction queues them in arrival order (a list threaded through
- *     the buffer ids);
+ *   - one recv at a time on the source, picking its buffer from the worker's
+ *     provided-buffer ring (io_uring_register_buf_ring, group 0). Each
+ *     completion hands over one buffer (IORING_CQE_F_BUFFER); the direction
+ *     queues them in arrival order (a list threaded through the buffer ids);
  *   - one sendmsg in flight at a time, gathering up to UR_IOV queued buffers,
  *     so bytes leave in the order they came. A short send resends the rest;
  *     a fully sent buffer goes straight back to the ring;
- *   - back-pressure: a direction holding UR_HIGH_BUFS buffers cancels its
- *     recv (data stays in the socket) and re-arms it once it holds at most
- *     half that. ENOBUFS (ring empty: other directions hold every buffer)
- *     ends a multishot recv too; the direction waits on the worker's starved
- *     list and is re-armed when buffers come back;
+ *   - back-pressure, enforced before a buffer is taken: a direction holding
+ *     UR_HIGH_BUFS buffers arms no recv (data stays in the socket) until a
+ *     send gives one back, and a direction holding any buffer arms one only
+ *     while more than UR_RESERVE buffers are free beyond what the other
+ *     holders' armed recvs may take. So directions whose destination stopped
+ *     reading can never hold the whole ring between them: a direction holding
+ *     nothing can still take one from the reserve. (Not a multishot recv: it takes as many
+ *     buffers as the socket has data for, up to the whole ring in one burst,
+ *     before a cancel can stop it: five stalled clients froze the worker.)
+ *     ENOBUFS (the ring empty) or a holder kept from the reserve waits on the
+ *     worker's starved list, first in first out, re-armed as buffers come
+ *     back;
  *   - EOF (res 0): shutdown(dst, SHUT_WR) once the queue is empty and no
  *     send is in flight; errors close the session through the same rules
  *     as the other engines (session_io_result(), session_close()).
- * Session close detaches a direction: its operations are cancelled by
- * user_data, and the engine frees its part once the last completion came
- * back; the session itself is freed as usual (nothing here points at it).
+ * Session close detaches both directions: their operations are cancelled by
+ * user_data, and the engine owns the session's sockets from then on, fixed
+ * slots and plain descriptors alike (uring_sides_close takes them). It
+ * closes them once the last completion of both directions came back, cancels
+ * included: no SQE naming a descriptor (queued this turn, submitted at the
+ * next) or an engine address can then meet a new connection or direction
+ * that reused the number. The session itself is freed as usual (nothing
+ * here points at it).
  *
  * Why not IORING_OP_SPLICE: the kernel always punts it to io-wq workers
  * (socket splice has no nonblocking path inside io_uring), one kernel thread
@@ -72,10 +83,13 @@ struct engine engine_uring;
 #define UR_BUF_MAX    (64u << 10)
 #define UR_BGID       0
 #define UR_HIGH_BUFS  8       /* a direction holding this many (512k) stops receiving */
+#define UR_RESERVE    8       /* free buffers a direction holding some may not take */
 #define UR_IOV        16      /* buffers gathered into one sendmsg */
 
+/* user_data: an engine address (8-aligned) | op, or a slot << 3 | OP_CLOSE;
+ * 0 is a CQE nobody waits for (the SO_LINGER before a slot's close). */
 enum { OP_RECV = 1, OP_SEND = 2, OP_SPLICE_IN = 3, OP_SPLICE_OUT = 4, OP_CLOSE = 5,
-       OP_SHUTDOWN = 6 };
+       OP_SHUTDOWN = 6, OP_CANCEL = 7 };
 
 /* Socket commands through IORING_OP_URING_CMD (kernel 6.7+): Debian's
  * liburing 2.3 headers predate them, and the sqe fields they use are
@@ -86,20 +100,21 @@ enum { OP_RECV = 1, OP_SEND = 2, OP_SPLICE_IN = 3, OP_SPLICE_OUT = 4, OP_CLOSE =
 #endif
 
 struct uring_ctx;
+struct uring_sess;
 
 struct uring_dir {
 	struct uring_ctx *u;
+	struct uring_sess *us; /* the session's part, both directions */
 	struct session *s;   /* NULL once detached by session close */
 	struct dir *d;
 	int src, dst;        /* descriptors, or slots of the ring's file table */
 	uint8_t fixed;       /* src/dst are slots (IOSQE_FIXED_FILE) */
-	uint8_t close_dst;   /* fixed: close the dst slot once the last op is back */
-	uint8_t rst_dst;     /* ... with SO_LINGER 0 first (an RST) */
-	uint8_t recv_armed;  /* a multishot recv is in the kernel */
-	uint8_t cancelling;  /* a cancel for that recv was queued */
+	uint8_t recv_armed;  /* a recv is in the kernel (or queued for it) */
+	uint8_t recv_hold;   /* ... armed while the direction held buffers */
 	uint8_t send_busy;   /* a sendmsg is in the kernel */
 	uint8_t starved;     /* on u->starved: re-arm when buffers come back */
-	unsigned inflight;   /* operations whose last CQE has not come */
+	uint8_t finished;    /* detached and its last CQE came back */
+	unsigned inflight;   /* operations and cancels naming it whose CQE has not come */
 	int qhead, qtail;    /* received buffers, oldest first; -1: none */
 	unsigned nq;
 	struct iovec iov[UR_IOV];
@@ -110,7 +125,19 @@ struct uring_dir {
 	 * socket has data, so it fails concurrent_2000 and ping_pong. */
 	int pipe[2];
 	uint32_t in_pipe, pipe_cap;
-	struct uring_dir *next; /* u->starved or u->later */
+	struct uring_dir *next; /* u->starved */
+};
+
+/* A session's part, one allocation: either both directions exist or none.
+ * After session close the engine owns the sockets: fd[] (plain descriptors
+ * taken by uring_sides_close) or slot[], closed with SO_LINGER 0 where rst[]
+ * says, once both directions finished. */
+struct uring_sess {
+	struct uring_dir dir[2]; /* up (client -> backend), down */
+	int fd[2];               /* client, backend; -1: not ours (yet) */
+	int slot[2];             /* fixed: client, backend slots */
+	uint8_t fixed, rst[2];
+	uint8_t nfinished;
 };
 
 struct uring_ctx {
@@ -123,12 +150,17 @@ struct uring_ctx {
 	int *bnext;
 	unsigned to_add;     /* buffers added to the ring, not yet published */
 	unsigned nfree;      /* buffers in the ring (or about to be) */
-	struct uring_dir *starved;
-	struct uring_dir *later; /* detached, done: freed after the next submit */
+	unsigned hold_armed; /* armed recvs with recv_hold */
+	struct uring_dir *starved, *starved_tail; /* first in, first re-armed */
 	int splice;          /* SPLICER_URING_SPLICE=1: the IORING_OP_SPLICE variant */
 	int *slots;          /* free slots of the fixed file table (a stack) */
 	unsigned nslots, nfree_slots;
-	unsigned detached;   /* detached directions not yet freed */
+	unsigned detached;   /* detached sessions not yet freed (their sockets open) */
+	/* SPLICER_URING_FAULT (tests only, see fault_init): every nth session
+	 * start fails after its sockets entered the fixed table ("start:n"), or
+	 * every nth io_uring_submit fails with ENOMEM ("submit:n"). */
+	unsigned fault_start, fault_submit, nstarts, nsubmits;
+	int submit_err;      /* the last submit error logged (0: none) */
 };
 
 static inline uint64_t ud_data(struct uring_dir *ud, int op)
@@ -151,33 +183,33 @@ static void buf_put(struct uring_ctx *u, int bid)
 	u->nfree++;
 }
 
-static void ud_free(struct uring_dir *ud)
+static void sess_free(struct uring_sess *us)
 {
-	if (ud->pipe[0] >= 0)
-		close(ud->pipe[0]);
-	if (ud->pipe[1] >= 0)
-		close(ud->pipe[1]);
-	free(ud);
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 2; k++)
+			if (us->dir[i].pipe[k] >= 0)
+				close(us->dir[i].pipe[k]);
+	free(us);
 }
 
+/* Submits what the turn queued. An error leaves the SQEs in the ring (the
+ * kernel took none of them): they go with the next turn's submit, so a
+ * transient failure (EAGAIN: no memory for requests, EBUSY: completions
+ * backed up) only delays them. Logged once per kind of error in a row. */
 static void ring_submit(struct uring_ctx *u)
 {
 	int r;
 
 	ring_publish(u);
-	do
-		r = io_uring_submit(&u->ring);
-	while (r == -EINTR);
-	if (r < 0 && r != -EBUSY && r != -EAGAIN)
-		die("io_uring_submit: %s", strerror(-r));
-	/* Cancels naming a freed direction's user_data are in the kernel by
-	 * now, so its address may be reused. */
-	while (u->later) {
-		struct uring_dir *ud = u->later;
-		u->later = ud->next;
-		u->detached--;
-		ud_free(ud);
-	}
+	if (u->fault_submit && ++u->nsubmits % u->fault_submit == 0)
+		r = -ENOMEM;
+	else
+		do
+			r = io_uring_submit(&u->ring);
+		while (r == -EINTR);
+	if (r < 0 && r != u->submit_err && r != -EBUSY && r != -EAGAIN)
+		log_warn("io_uring_submit: %s; retrying at the next loop turn", strerror(-r));
+	u->submit_err = r < 0 ? r : 0;
 }
 
 static struct io_uring_sqe *sqe_get(struct uring_ctx *u)
@@ -193,17 +225,48 @@ static struct io_uring_sqe *sqe_get(struct uring_ctx *u)
 
 static void fixed_close(struct uring_ctx *u, int slot, int rst);
 
-/* A detached direction whose last completion came back. */
+/* A detached direction whose last completion (cancels included) came back;
+ * once both have, nothing names the session's sockets or its memory: the
+ * sockets close and the part is freed. Callers touch ud no more. */
 static void detached_check(struct uring_dir *ud)
 {
 	struct uring_ctx *u = ud->u;
+	struct uring_sess *us = ud->us;
 
-	if (ud->s || ud->inflight || ud->starved)
+	if (ud->s || ud->inflight || ud->starved || ud->finished)
 		return;
-	if (ud->close_dst)
-		fixed_close(u, ud->dst, ud->rst_dst);
-	ud->next = u->later;
-	u->later = ud;
+	ud->finished = 1;
+	if (++us->nfinished < 2)
+		return;
+	for (int i = 0; i < 2; i++) {
+		if (us->fixed) {
+			fixed_close(u, us->slot[i], us->rst[i]);
+		} else if (us->fd[i] >= 0) {
+			if (us->rst[i]) {
+				struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+				setsockopt(us->fd[i], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+			}
+			close(us->fd[i]);
+		}
+	}
+	u->detached--;
+	sess_free(us);
+}
+
+/* Appends to the starved list (first in, first re-armed). */
+static void starve(struct uring_dir *ud)
+{
+	struct uring_ctx *u = ud->u;
+
+	if (ud->starved)
+		return;
+	ud->starved = 1;
+	ud->next = NULL;
+	if (u->starved_tail)
+		u->starved_tail->next = ud;
+	else
+		u->starved = ud;
+	u->starved_tail = ud;
 }
 
 /* Gives every queued buffer back to the ring. */
@@ -226,15 +289,20 @@ static int arm_recv(struct uring_dir *ud)
 
 	if (!sqe)
 		return -EBUSY;
-	io_uring_prep_recv_multishot(sqe, ud->src, NULL, 0, 0);
+	/* one buffer (len 0: the buffer's size), so the quota holds */
+	io_uring_prep_recv(sqe, ud->src, NULL, 0, 0);
 	sqe->flags |= IOSQE_BUFFER_SELECT | (ud->fixed ? IOSQE_FIXED_FILE : 0);
 	sqe->buf_group = UR_BGID;
 	io_uring_sqe_set_data64(sqe, ud_data(ud, OP_RECV));
 	ud->recv_armed = 1;
+	ud->recv_hold = ud->nq > 0;
+	ud->u->hold_armed += ud->recv_hold;
 	ud->inflight++;
 	return 0;
 }
 
+/* The cancel names ud's address: it counts in inflight until its own CQE,
+ * so ud is not freed (and the address reused) while it may still run. */
 static void cancel_op(struct uring_dir *ud, int op)
 {
 	struct io_uring_sqe *sqe = sqe_get(ud->u);
@@ -242,7 +310,8 @@ static void cancel_op(struct uring_dir *ud, int op)
 	if (!sqe)
 		return; /* the ring is wedged; queue_exit at teardown cancels */
 	io_uring_prep_cancel64(sqe, ud_data(ud, op), 0);
-	io_uring_sqe_set_data64(sqe, 0); /* its own CQE is ignored */
+	io_uring_sqe_set_data64(sqe, ud_data(ud, OP_CANCEL));
+	ud->inflight++;
 }
 
 static int send_next(struct uring_dir *ud)
@@ -301,13 +370,26 @@ static int splice_out(struct uring_dir *ud)
 	return 0;
 }
 
-/* Re-arms the recv when the direction has room again and nothing ended it. */
+/* 1 if ud may arm a recv with `avail` buffers free: always when it holds
+ * none (the reserve is for it), else only beyond the reserve and the
+ * buffers the other holders' armed recvs may take. */
+static int may_take(const struct uring_dir *ud, unsigned avail)
+{
+	return !ud->nq || avail > UR_RESERVE + ud->u->hold_armed;
+}
+
+/* Re-arms the recv when the direction has room again and nothing ended it;
+ * a holder the reserve keeps out waits on the starved list. */
 static int maybe_rearm(struct uring_dir *ud)
 {
 	struct dir *d = ud->d;
 
-	if (ud->recv_armed || ud->starved || d->eof || d->err || ud->nq > UR_HIGH_BUFS / 2)
+	if (ud->recv_armed || ud->starved || d->eof || d->err || ud->nq >= UR_HIGH_BUFS)
 		return 0;
+	if (!may_take(ud, ud->u->nfree)) {
+		starve(ud);
+		return 0;
+	}
 	return arm_recv(ud);
 }
 
@@ -346,11 +428,10 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 
 	if (bid >= 0)
 		u->nfree--;
-	if (!(flags & IORING_CQE_F_MORE)) {
-		ud->recv_armed = 0;
-		ud->cancelling = 0;
-		ud->inflight--;
-	}
+	ud->recv_armed = 0;
+	u->hold_armed -= ud->recv_hold;
+	ud->recv_hold = 0;
+	ud->inflight--;
 	if (!s) {
 		if (bid >= 0)
 			buf_put(u, bid);
@@ -377,18 +458,10 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 		bid = -1;
 		if (send_next(ud))
 			dir_fail(d, ENOMEM, 1);
-		if (ud->nq >= UR_HIGH_BUFS && ud->recv_armed && !ud->cancelling) {
-			cancel_op(ud, OP_RECV);
-			ud->cancelling = 1;
-		}
 	} else if (res == 0) {
 		d->eof = 1;
 	} else if (res == -ENOBUFS) {
-		if (!ud->starved) {
-			ud->starved = 1;
-			ud->next = u->starved;
-			u->starved = ud;
-		}
+		starve(ud);
 	} else if (res != -ECANCELED) {
 		log_verbose("session %llx: uring recv: %s", (unsigned long long)s->id, strerror(res < 0 ? -res : EIO));
 		dir_fail(d, res < 0 ? -res : EIO, 0);
@@ -520,10 +593,10 @@ static void uring_reap(struct worker *w)
 			}
 			if (!ud)
 				continue;
-			if ((data & 7) == OP_SHUTDOWN) {
+			if ((data & 7) == OP_SHUTDOWN || (data & 7) == OP_CANCEL) {
 				/* FIN errors are ignored, as ENOTCONN is for
 				 * shutdown(2): the next send or recv reports a
-				 * dead peer. */
+				 * dead peer. A cancel's result is the op's CQE. */
 				ud->inflight--;
 				detached_check(ud);
 			} else if ((data & 7) == OP_RECV)
@@ -542,32 +615,46 @@ static void uring_reap(struct worker *w)
 static void uring_flush(struct worker *w, int *timeout_ms)
 {
 	struct uring_ctx *u = w->uring;
-	struct uring_dir **pp;
+	struct uring_dir *ud, *next, *keep = NULL, *keep_tail = NULL;
+	unsigned budget;
 
 	if (!u)
 		return;
-	/* Starved directions get the buffers that came back, one each at least. */
-	pp = &u->starved;
-	for (unsigned budget = u->nfree; *pp;) {
-		struct uring_dir *ud = *pp;
-
-		if (ud->s && !budget) {
-			pp = &ud->next;
+	/* Starved directions get the buffers that came back, one each, in the
+	 * order they starved; those that may not take one yet keep their
+	 * place. (maybe_rearm may append a direction again: to the new list.) */
+	budget = u->nfree;
+	ud = u->starved;
+	u->starved = u->starved_tail = NULL;
+	for (; ud; ud = next) {
+		next = ud->next;
+		if (ud->s && !ud->d->eof && !ud->d->err && (!budget || !may_take(ud, budget))) {
+			ud->next = NULL;
+			if (keep_tail)
+				keep_tail->next = ud;
+			else
+				keep = ud;
+			keep_tail = ud;
 			continue;
 		}
-		*pp = ud->next;
 		ud->starved = 0;
 		if (!ud->s) {
 			detached_check(ud);
 			continue;
 		}
-		budget--;
+		budget -= budget > 0;
 		if (maybe_rearm(ud)) {
 			dir_fail(ud->d, ENOMEM, 0);
 			session_io_result(ud->s);
 		}
 	}
-	if (io_uring_sq_ready(&u->ring) || u->to_add || u->later)
+	if (keep) { /* ahead of any appended again */
+		keep_tail->next = u->starved;
+		if (!u->starved)
+			u->starved_tail = keep_tail;
+		u->starved = keep;
+	}
+	if (io_uring_sq_ready(&u->ring) || u->to_add)
 		ring_submit(u);
 }
 
@@ -623,6 +710,22 @@ static int fixed_works(struct uring_ctx *u)
 	return ok;
 }
 
+/* SPLICER_URING_FAULT=start:n or submit:n (comma-separated), for the
+ * tests of tests/integration/test_uring_defects.c only: not a setting. */
+static void fault_init(struct uring_ctx *u)
+{
+	const char *f = getenv("SPLICER_URING_FAULT");
+
+	for (; f && *f; f = strchr(f, ',') ? strchr(f, ',') + 1 : "") {
+		if (!strncmp(f, "start:", 6))
+			u->fault_start = (unsigned)atoi(f + 6);
+		else if (!strncmp(f, "submit:", 7))
+			u->fault_submit = (unsigned)atoi(f + 7);
+	}
+	if (u->fault_start || u->fault_submit)
+		log_warn("SPLICER_URING_FAULT=%s: failing on purpose (tests only)", getenv("SPLICER_URING_FAULT"));
+}
+
 static int ctx_create(struct worker *w)
 {
 	struct uring_ctx *u = calloc(1, sizeof(*u));
@@ -637,6 +740,7 @@ static int ctx_create(struct worker *w)
 	u->efd.kind = EV_ENGINE;
 	u->efd.e = &engine_uring;
 	u->splice = getenv("SPLICER_URING_SPLICE") && atoi(getenv("SPLICER_URING_SPLICE"));
+	fault_init(u);
 	/* COOP_TASKRUN: completions run when the worker enters the kernel
 	 * anyway (no IPI); a worker asleep in epoll_wait is still woken. Not
 	 * SINGLE_ISSUER: the ring is made by the main thread (worker_init),
@@ -769,20 +873,29 @@ static void fixed_close(struct uring_ctx *u, int slot, int rst)
 	io_uring_sqe_set_data64(sqe, ((uint64_t)slot << 3) | OP_CLOSE);
 }
 
-/* Each direction closes the slot it writes to once its last operation is
- * back: IORING_OP_SHUTDOWN always runs in io-wq and looks its slot up
+/* The engine closes both sockets once the last operation of both directions
+ * is back (detached_check): a plain descriptor closed now could be reused
+ * by accept4() or socket() this very turn, before the SQEs of the turn
+ * naming it are submitted (the session's bytes would go to another
+ * client); IORING_OP_SHUTDOWN always runs in io-wq and looks its slot up
  * there, so a slot closed (and handed to a new session) while one is
  * queued would shut the new session's socket. */
 static int uring_sides_close(struct session *s, int reset_cli, int reset_srv)
 {
-	struct uring_dir *up = s->up.ur, *down = s->down.ur;
+	struct uring_dir *up = s->up.ur;
+	struct uring_sess *us;
 
-	if (!up || !down || !up->fixed)
+	if (!up)
 		return 0;
-	up->close_dst = down->close_dst = 1;
-	up->rst_dst = (uint8_t)reset_srv;
-	down->rst_dst = (uint8_t)reset_cli;
-	return reset_cli + reset_srv;
+	us = up->us;
+	if (!us->fixed) {
+		us->fd[0] = s->cli.fd;
+		us->fd[1] = s->srv.fd;
+		s->cli.fd = s->srv.fd = -1; /* side_close() leaves them to us */
+	}
+	us->rst[0] = (uint8_t)(reset_cli && (us->fixed || us->fd[0] >= 0));
+	us->rst[1] = (uint8_t)(reset_srv && (us->fixed || us->fd[1] >= 0));
+	return us->rst[0] + us->rst[1];
 }
 
 static int uring_worker_init(struct worker *w)
@@ -790,11 +903,16 @@ static int uring_worker_init(struct worker *w)
 	return w->uring ? 0 : ctx_create(w);
 }
 
+/* Every failure after the session's part exists leaves it attached: the
+ * session closes as usual (uring-error), and uring_sides_close and
+ * uring_dir_release cancel what was armed and close the sockets, slots
+ * included, so both peers see the end. */
 static int uring_session_start(struct session *s)
 {
 	struct worker *w = s->w;
 	struct dir *dirs[2] = { &s->up, &s->down };
-	int r, fixed, slot[2];
+	struct uring_sess *us;
+	int r, fixed, slot[2] = { -1, -1 };
 
 	if (!w->uring && (r = ctx_create(w)) < 0) {
 		log_warn("session %llx: io_uring setup: %s", (unsigned long long)s->id, strerror(-r));
@@ -817,25 +935,43 @@ static int uring_session_start(struct session *s)
 		 * stream, as the sockmap engine does (see urgent.h). */
 		setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
 	}
-	fixed = fixed_register(w->uring, s, slot);
+	/* Before anything that cannot be undone here (the fixed table). */
+	if (!(us = calloc(1, sizeof(*us))))
+		return -ENOMEM;
+	us->fd[0] = us->fd[1] = -1;
 	for (int i = 0; i < 2; i++) {
-		struct uring_dir *ud = calloc(1, sizeof(*ud));
+		us->dir[i].pipe[0] = us->dir[i].pipe[1] = -1;
+		if (w->uring->splice && pipe2(us->dir[i].pipe, O_CLOEXEC)) {
+			r = -errno;
+			sess_free(us);
+			return r;
+		}
+	}
+	fixed = fixed_register(w->uring, s, slot);
+	us->fixed = (uint8_t)fixed;
+	us->slot[0] = slot[0];
+	us->slot[1] = slot[1];
+	for (int i = 0; i < 2; i++) {
+		struct uring_dir *ud = &us->dir[i];
 
-		if (!ud)
-			return -ENOMEM;
 		ud->u = w->uring;
+		ud->us = us;
 		ud->s = s;
 		ud->d = dirs[i];
 		ud->fixed = (uint8_t)fixed;
 		ud->src = fixed ? slot[i] : dirs[i]->src->fd;
 		ud->dst = fixed ? slot[!i] : dirs[i]->dst->fd;
 		ud->qhead = ud->qtail = -1;
-		ud->pipe[0] = ud->pipe[1] = -1;
 		dirs[i]->ur = ud;
 		dirs[i]->eng = &engine_uring; /* its release and pending from now on */
+	}
+	w->uring->nstarts++;
+	for (int i = 0; i < 2; i++) {
+		struct uring_dir *ud = &us->dir[i];
+
+		if (i && fixed && w->uring->fault_start && w->uring->nstarts % w->uring->fault_start == 0)
+			return -EBUSY; /* SPLICER_URING_FAULT=start:n, as if no SQE were left */
 		if (w->uring->splice) {
-			if (pipe2(ud->pipe, O_CLOEXEC))
-				return -errno;
 			if (w->cfg->pipe_size)
 				fcntl(ud->pipe[1], F_SETPIPE_SZ, (int)w->cfg->pipe_size);
 			ud->pipe_cap = (uint32_t)fcntl(ud->pipe[1], F_GETPIPE_SZ);
@@ -855,11 +991,8 @@ static void uring_dir_dead(struct session *s, struct dir *d)
 
 	if (!ud)
 		return;
-	/* its buffers would be held for ever: other directions starve */
-	if (ud->recv_armed && !ud->cancelling) {
-		cancel_op(ud, OP_RECV);
-		ud->cancelling = 1;
-	}
+	/* its buffers would be held for ever: other directions starve (an armed
+	 * recv gives its buffer back on completion: on_recv, d->dead) */
 	if (!ud->send_busy)
 		queue_drop(ud);
 	d->in_uring = 0;
@@ -883,7 +1016,8 @@ static void uring_dir_release(struct worker *w, struct dir *d)
 	d->in_uring = 0;
 	ud->s = NULL;
 	ud->d = NULL;
-	u->detached++;
+	if (ud->us->dir[ud == &ud->us->dir[0]].s)
+		u->detached++; /* the session's first: freed after its second */
 	/* A send in flight still reads the queued buffers: they go back to
 	 * the ring (where a recv may refill them) only after its CQE. */
 	if (!ud->send_busy)
@@ -903,11 +1037,6 @@ static void uring_destroy(struct worker *w)
 		return;
 	epoll_ctl(w->epfd, EPOLL_CTL_DEL, u->ring.ring_fd, NULL);
 	io_uring_queue_exit(&u->ring);
-	while (u->later) {
-		struct uring_dir *ud = u->later;
-		u->later = ud->next;
-		ud_free(ud);
-	}
 	ctx_free(u);
 	w->uring = NULL;
 }

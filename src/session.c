@@ -875,9 +875,10 @@ void session_close(struct session *s, const char *reason)
 		rst_cli = wants_rst(s, &s->cli);
 		rst_srv = wants_rst(s, &s->srv);
 	}
-	/* an engine closes the descriptors it owns itself (engine.h, close) */
-	resets = (s->eng->close ? s->eng->close(s, rst_cli, rst_srv) : 0) +
-		 side_close(&s->cli, rst_cli) + side_close(&s->srv, rst_srv);
+	/* first the engine: it takes the descriptors it owns (engine.h, close),
+	 * and closes them once nothing it queued names them any more */
+	resets = s->eng->close ? s->eng->close(s, rst_cli, rst_srv) : 0;
+	resets += side_close(&s->cli, rst_cli) + side_close(&s->srv, rst_srv);
 	if (resets)
 		CTR_ADD(w, resets_sent, (uint64_t)resets);
 	if (s->counted)
