@@ -88,6 +88,7 @@ struct engine {
 	int (*close)(struct session *s, int rst_cli, int rst_srv);
 
 	/* A direction on this engine. */
+	void (*attach)(struct dir *d);                 /* starts on it: state is zero */
 	int (*pump)(struct worker *w, struct dir *d, unsigned *budget);
 	void (*release)(struct worker *w, struct dir *d); /* drop what it holds */
 	uint64_t (*pending)(const struct dir *d);      /* bytes read, not yet written */
@@ -134,6 +135,12 @@ static inline void engine_count(struct worker *w, const struct engine *e, unsign
 {
 	CTR_ADD(w, engine[e->id][k], n);
 }
+
+/* An engine's own state in a direction or a session (their priv words):
+ * opaque to the core, a struct of the engine's in its file. */
+#define ENGINE_STATE(type, obj) ((type *)(void *)(obj)->priv)
+#define ENGINE_STATE_FITS(type, objtype)                                             \
+	_Static_assert(sizeof(type) <= sizeof(((objtype *)0)->priv), #type " too big")
 
 /* d moved bytes with engine e (the log's engine=copy+splice). */
 static inline void dir_used(struct dir *d, const struct engine *e)

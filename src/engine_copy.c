@@ -7,9 +7,10 @@
 #include <sys/socket.h>
 
 #include "engine.h"
+#include "engine_copy.h"
 #include "urgent.h"
 
-extern struct engine engine_copy;
+ENGINE_STATE_FITS(struct copy_dir, struct dir);
 
 static int copy_probe(char *err, unsigned errlen)
 {
@@ -18,6 +19,7 @@ static int copy_probe(char *err, unsigned errlen)
 
 static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 {
+	struct copy_dir *c = copy_state(d);
 	const size_t size = w->bufs.size;
 	int ret = 0;
 	ssize_t n;
@@ -25,15 +27,15 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 	for (;;) {
 		int did = 0;
 
-		if (d->tail > d->head && d->dst->can_write) {
-			n = send(d->dst->fd, d->buf + d->head, d->tail - d->head,
+		if (c->tail > c->head && d->dst->can_write) {
+			n = send(d->dst->fd, c->buf + c->head, c->tail - c->head,
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (n > 0) {
-				d->head += (uint32_t)n;
+				c->head += (uint32_t)n;
 				d->bytes += (uint64_t)n;
 				engine_count(w, &engine_copy, ENGINE_CTR_BYTES, (uint64_t)n);
-				if (d->head == d->tail)
-					d->head = d->tail = 0;
+				if (c->head == c->tail)
+					c->head = c->tail = 0;
 				did = 1;
 			} else if (errno == EAGAIN) {
 				d->dst->can_write = 0;
@@ -42,12 +44,12 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 				break;
 			}
 		}
-		if (d->stream && d->full_reads >= AUTO_STREAM_READS && d->head == d->tail) {
+		if (d->stream && c->full_reads >= AUTO_STREAM_READS && c->head == c->tail) {
 			ret = PUMP_SWITCH;
 			break;
 		}
-		if (!d->eof && d->src->can_read && d->tail < size && *budget) {
-			int urg = d->src->urg ? urgent_step(d, d->tail - d->head) : URG_READ;
+		if (!d->eof && d->src->can_read && c->tail < size && *budget) {
+			int urg = d->src->urg ? urgent_step(d, c->tail - c->head) : URG_READ;
 
 			if (urg < 0) {
 				ret = urg;
@@ -55,11 +57,11 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 			}
 			if (urg == URG_WAIT)
 				goto read_done;
-			if (!d->buf && !(d->buf = buf_pool_get(&w->bufs))) {
+			if (!c->buf && !(c->buf = buf_pool_get(&w->bufs))) {
 				ret = dir_fail(d, ENOMEM, 0);
 				break;
 			}
-			n = recv(d->src->fd, d->buf + d->tail, size - d->tail, MSG_DONTWAIT);
+			n = recv(d->src->fd, c->buf + c->tail, size - c->tail, MSG_DONTWAIT);
 			if (urg == URG_SKIP)
 				urgent_passed(d);
 			if (n > 0) {
@@ -67,16 +69,16 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 				 * next byte brings a new edge, unless a FIN is already
 				 * queued behind it (rdhup), which needs one more read,
 				 * or it stopped at an urgent mark (src->urg). */
-				if ((size_t)n < size - d->tail && !d->src->rdhup && !d->src->urg)
+				if ((size_t)n < size - c->tail && !d->src->rdhup && !d->src->urg)
 					d->src->can_read = 0;
 				/* auto: big reads in a row make a stream. Not only
 				 * reads that fill the buffer: a worker serving
 				 * several streams finds each queue part full. */
 				if ((size_t)n >= size / AUTO_BIG_READ_DIV)
-					d->full_reads++;
+					c->full_reads++;
 				else
-					d->full_reads = 0;
-				d->tail += (uint32_t)n;
+					c->full_reads = 0;
+				c->tail += (uint32_t)n;
 				dir_used(d, &engine_copy);
 				(*budget)--;
 				did = 1;
@@ -93,25 +95,29 @@ read_done:
 		if (!did)
 			break;
 	}
-	if (d->head == d->tail && d->buf) {
-		buf_pool_put(&w->bufs, d->buf);
-		d->buf = NULL;
-		d->head = d->tail = 0;
+	if (c->head == c->tail && c->buf) {
+		buf_pool_put(&w->bufs, c->buf);
+		c->buf = NULL;
+		c->head = c->tail = 0;
 	}
 	return ret;
 }
 
 static void copy_release(struct worker *w, struct dir *d)
 {
-	if (d->buf)
-		buf_pool_put(&w->bufs, d->buf);
-	d->buf = NULL;
-	d->head = d->tail = 0;
+	struct copy_dir *c = copy_state(d);
+
+	if (c->buf)
+		buf_pool_put(&w->bufs, c->buf);
+	c->buf = NULL;
+	c->head = c->tail = 0;
 }
 
 static uint64_t copy_pending(const struct dir *d)
 {
-	return d->tail - d->head;
+	const struct copy_dir *c = ENGINE_STATE(const struct copy_dir, d);
+
+	return c->tail - c->head;
 }
 
 static const struct engine_counter copy_counters[] = {

@@ -44,11 +44,62 @@
 #include "bpf_sockmap.h"
 #include "config.h"
 #include "engine.h"
+#include "engine_copy.h"
 
-extern struct engine engine_copy, engine_splice;
+extern struct engine engine_splice;
 struct engine engine_sockmap;
 
 enum { SM_CTR_SESSIONS = 1, SM_CTR_FALLBACKS = 2 };
+
+/* A direction: the copy engine's state first (what the program passes to
+ * user space is copied through it), then the kernel's counts. */
+struct sm_dir {
+	struct copy_dir copy;
+	unsigned slot;     /* counter slot (bpf/sockmap_abi.h) */
+	uint64_t user;     /* bytes user space wrote to dst since insertion */
+	uint64_t seen;     /* the slot's `redirected` already added to bytes */
+	uint64_t base;     /* dst's bytes written (acked + queued) at insertion */
+	uint64_t inflight; /* at close: redirected bytes not yet on dst's send queue */
+	uint64_t acked;    /* dst's bytes acknowledged at the last drain check */
+};
+ENGINE_STATE_FITS(struct sm_dir, struct dir);
+
+enum sm_state { SM_NO, SM_WANTED, SM_ON };
+
+/* A session. */
+struct sm_sess {
+	uint8_t state;          /* enum sm_state */
+	uint8_t in_wait;        /* on the worker's drain-wait list */
+	uint8_t degraded;       /* only one socket could be inserted: user space copies */
+	uint16_t backoff;       /* drain-wait: ms until the next check (doubles) */
+	uint64_t due_ms;        /* drain-wait: next check */
+	uint64_t cookie[2];     /* client, backend socket cookies */
+	struct session *next;   /* the worker's drain-wait list */
+};
+ENGINE_STATE_FITS(struct sm_sess, struct session);
+
+/* A worker. */
+struct sm_worker {
+	struct session *wait;   /* sessions waiting for a redirect queue to drain */
+	unsigned *free;         /* counter slots (pairs) this worker may use */
+	unsigned nfree;
+	int init;
+};
+
+static struct sm_dir *SD(const struct dir *d)
+{
+	return ENGINE_STATE(struct sm_dir, (struct dir *)d);
+}
+
+static struct sm_sess *SS(const struct session *s)
+{
+	return ENGINE_STATE(struct sm_sess, (struct session *)s);
+}
+
+static struct sm_worker *SW(struct worker *w)
+{
+	return w->engine_priv[engine_sockmap.id];
+}
 #include "log.h"
 #include "tcp_written.h"
 
@@ -91,8 +142,8 @@ static int sm_spurious_epipe(const struct session *s, const struct side *sd, int
  * (during the hand-off, or when the peer left the map) or in its buffer. */
 static int owes(const struct session *s, const struct dir *d)
 {
-	return s->sm_degraded || d->head != d->tail ||
-	       __atomic_load_n(&sm_ctr(d->sm_slot)->passed, __ATOMIC_SEQ_CST) != d->sm_user;
+	return SS(s)->degraded || SD(d)->copy.head != SD(d)->copy.tail ||
+	       __atomic_load_n(&sm_ctr(SD(d)->slot)->passed, __ATOMIC_SEQ_CST) != SD(d)->user;
 }
 
 static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
@@ -105,12 +156,12 @@ static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
 	 * them: written while the peer's redirect queue still holds bytes, they
 	 * would overtake those. So wait for it to drain (defensive: the program
 	 * passes nothing once it has redirected, unless the peer left). */
-	if (!s->sm_degraded && owes(s, d) && !d->eof && in_flight(d, NULL)) {
+	if (!SS(s)->degraded && owes(s, d) && !d->eof && in_flight(d, NULL)) {
 		smwait_add(s);
 		return 0;
 	}
 	if (owes(s, d))
-		s->sm_backoff = 0;
+		SS(s)->backoff = 0;
 	r = engine_copy.pump(w, d, budget);
 	if (r == -EPIPE && sm_spurious_epipe(s, d->src, EPIPE)) {
 		/* recv() returned the error once and cleared it: go on */
@@ -118,8 +169,8 @@ static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
 		r = engine_copy.pump(w, d, budget);
 	}
 	if (d->bytes != before) {
-		d->sm_user += d->bytes - before;
-		__atomic_store_n(&sm_ctr(d->sm_slot)->user_sent, d->sm_user, __ATOMIC_SEQ_CST);
+		SD(d)->user += d->bytes - before;
+		__atomic_store_n(&sm_ctr(SD(d)->slot)->user_sent, SD(d)->user, __ATOMIC_SEQ_CST);
 	}
 	return r;
 }
@@ -128,22 +179,22 @@ static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
 /* Worker w's share of the slots: pairs of adjacent slots (up, down). */
 static int slot_get(struct worker *w, unsigned *slot)
 {
-	if (!w->sm_init) {
+	if (!SW(w)->init) {
 		unsigned n = (unsigned)w->cfg->workers, per = sm_slots() / (n ? n : 1) / 2;
-		w->sm_init = 1;
-		w->sm_free = calloc(per ? per : 1, sizeof(unsigned));
-		for (unsigned i = 0; w->sm_free && i < per; i++)
-			w->sm_free[w->sm_nfree++] = (w->id * per + (per - 1 - i)) * 2;
+		SW(w)->init = 1;
+		SW(w)->free = calloc(per ? per : 1, sizeof(unsigned));
+		for (unsigned i = 0; SW(w)->free && i < per; i++)
+			SW(w)->free[SW(w)->nfree++] = (w->id * per + (per - 1 - i)) * 2;
 	}
-	if (!w->sm_nfree)
+	if (!SW(w)->nfree)
 		return -1;
-	*slot = w->sm_free[--w->sm_nfree];
+	*slot = SW(w)->free[--SW(w)->nfree];
 	return 0;
 }
 
 static void slot_put(struct worker *w, unsigned slot)
 {
-	w->sm_free[w->sm_nfree++] = slot;
+	SW(w)->free[SW(w)->nfree++] = slot;
 }
 
 static int side_events(struct side *sd, uint32_t ev)
@@ -160,7 +211,7 @@ static int side_events(struct side *sd, uint32_t ev)
 
 static void fall_back(struct session *s, const char *why)
 {
-	s->sm = SM_NO;
+	SS(s)->state = SM_NO;
 	s->up.stream = s->down.stream = &engine_splice; /* go on as auto */
 	engine_count(s->w, &engine_sockmap, SM_CTR_FALLBACKS, 1);
 	log_verbose("session %llx: sockmap not used (%s): continuing as auto", (unsigned long long)s->id,
@@ -195,7 +246,7 @@ static void sm_try_start(struct session *s)
 	if (!clean_source(&s->up) || !clean_source(&s->down))
 		return; /* the next run, once the copy engine has drained them */
 	if (s->up.eof && s->down.eof) {
-		s->sm = SM_NO; /* both FINs seen: nothing left to move */
+		SS(s)->state = SM_NO; /* both FINs seen: nothing left to move */
 		return;
 	}
 	if (s->up.eof || s->down.eof) {
@@ -230,27 +281,27 @@ static void sm_try_start(struct session *s)
 	side_events(&s->cli, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
 	side_events(&s->srv, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
 	r = sm_insert(s->cli.fd, s->srv.fd, slot, slot + 1, dir_pending(&s->up), dir_pending(&s->down),
-		      &s->sm_cookie[0], &s->sm_cookie[1]);
+		      &SS(s)->cookie[0], &SS(s)->cookie[1]);
 	if (r < 0) {
 		slot_put(w, slot);
 		/* EOPNOTSUPP: a FIN arrived meanwhile (not ESTABLISHED any more) */
 		fall_back(s, strerror(-r));
 		return;
 	}
-	s->sm_degraded = r == 1;
-	s->up.sm_slot = slot;
-	s->down.sm_slot = slot + 1;
-	s->up.sm_base = base_up;
-	s->down.sm_base = base_down;
-	s->up.sm_acked = rd_up.acked;
-	s->down.sm_acked = rd_down.acked;
-	s->up.sm_user = s->down.sm_user = s->up.sm_seen = s->down.sm_seen = 0;
+	SS(s)->degraded = r == 1;
+	SD(&s->up)->slot = slot;
+	SD(&s->down)->slot = slot + 1;
+	SD(&s->up)->base = base_up;
+	SD(&s->down)->base = base_down;
+	SD(&s->up)->acked = rd_up.acked;
+	SD(&s->down)->acked = rd_down.acked;
+	SD(&s->up)->user = SD(&s->down)->user = SD(&s->up)->seen = SD(&s->down)->seen = 0;
 	s->up.eng = s->down.eng = &engine_sockmap;
 	s->up.stream = s->down.stream = NULL;
-	s->sm = SM_ON;
+	SS(s)->state = SM_ON;
 	/* the insert may have passed bytes to user space: look */
 	s->cli.can_read = s->srv.can_read = 1;
-	if (s->sm_degraded) {
+	if (SS(s)->degraded) {
 		/* the peer was refused (a FIN came meanwhile): the source stays
 		 * in, so every byte is passed to user space and copied */
 		engine_count(w, &engine_sockmap, SM_CTR_FALLBACKS, 1);
@@ -277,7 +328,7 @@ static void sm_update_events(struct session *s)
 		 * at the next timeout scan (at most 100 ms late). */
 		if (owes(s, d) && !d->eof)
 			ev |= EPOLLIN;
-		if (o->head != o->tail)
+		if (SD(o)->copy.head != SD(o)->copy.tail)
 			ev |= EPOLLOUT;
 		side_events(d->src, ev);
 	}
@@ -285,18 +336,18 @@ static void sm_update_events(struct session *s)
 
 static int sync_dir(struct session *s, struct dir *d)
 {
-	uint64_t red = __atomic_load_n(&sm_ctr(d->sm_slot)->redirected, __ATOMIC_RELAXED);
-	uint64_t delta = red - d->sm_seen;
+	uint64_t red = __atomic_load_n(&sm_ctr(SD(d)->slot)->redirected, __ATOMIC_RELAXED);
+	uint64_t delta = red - SD(d)->seen;
 	int moved = 0;
 
-	if (__atomic_load_n(&sm_ctr(d->sm_slot)->passed, __ATOMIC_RELAXED) != d->sm_user && !d->eof &&
+	if (__atomic_load_n(&sm_ctr(SD(d)->slot)->passed, __ATOMIC_RELAXED) != SD(d)->user && !d->eof &&
 	    !d->src->can_read) {
 		d->src->can_read = 1; /* bytes passed without an edge we listen to */
 		moved = 1;
 	}
 	if (!delta)
 		return moved;
-	d->sm_seen = red;
+	SD(d)->seen = red;
 	d->bytes += delta;
 	dir_used(d, &engine_sockmap);
 	engine_count(s->w, &engine_sockmap, ENGINE_CTR_BYTES, delta);
@@ -309,7 +360,7 @@ static int sync_dir(struct session *s, struct dir *d)
 
 static int sm_sync(struct session *s)
 {
-	if (s->sm != SM_ON)
+	if (SS(s)->state != SM_ON)
 		return 0;
 	return sync_dir(s, &s->up) | sync_dir(s, &s->down);
 }
@@ -318,7 +369,7 @@ static int sm_sync(struct session *s)
  * and what user space wrote. */
 static uint64_t owed(struct dir *d)
 {
-	return __atomic_load_n(&sm_ctr(d->sm_slot)->redirected, __ATOMIC_SEQ_CST) + d->sm_user;
+	return __atomic_load_n(&sm_ctr(SD(d)->slot)->redirected, __ATOMIC_SEQ_CST) + SD(d)->user;
 }
 
 /* Bytes taken from d's source that are not yet on d->dst's send queue; -1
@@ -334,7 +385,7 @@ static int64_t in_flight(struct dir *d, uint64_t *acked)
 		return 0; /* the socket is gone: nothing more will be delivered */
 	if (acked)
 		*acked = now.acked;
-	return tcpw_left(d->sm_base, &now, want);
+	return tcpw_left(SD(d)->base, &now, want);
 }
 
 /* At close: what never reached the send queue, all of it when unknown. */
@@ -350,14 +401,14 @@ static void smwait_add(struct session *s)
 	struct worker *w = s->w;
 
 	/* backoff grows while the wait lasts; sm_progress() resets it */
-	if (s->in_smwait)
+	if (SS(s)->in_wait)
 		return;
-	s->in_smwait = 1;
-	s->sm_next = w->smwait;
-	w->smwait = s;
-	s->sm_backoff = !s->sm_backoff ? 1 : s->sm_backoff < SM_BACKOFF_MAX_MS ? s->sm_backoff * 2
+	SS(s)->in_wait = 1;
+	SS(s)->next = SW(w)->wait;
+	SW(w)->wait = s;
+	SS(s)->backoff = !SS(s)->backoff ? 1 : SS(s)->backoff < SM_BACKOFF_MAX_MS ? SS(s)->backoff * 2
 									   : SM_BACKOFF_MAX_MS;
-	s->sm_due_ms = w->now_ms + s->sm_backoff;
+	SS(s)->due_ms = w->now_ms + SS(s)->backoff;
 }
 
 /* While d waits for its redirect queue (its source ended), nothing is
@@ -366,14 +417,14 @@ static void smwait_add(struct session *s)
  * half_close_timeout counts from the last byte it acknowledged. */
 static int sm_drained(struct session *s, struct dir *d)
 {
-	uint64_t acked = d->sm_acked;
+	uint64_t acked = SD(d)->acked;
 
 	if (in_flight(d, &acked) == 0) {
-		s->sm_backoff = 0;
+		SS(s)->backoff = 0;
 		return 1;
 	}
-	if (acked != d->sm_acked) {
-		d->sm_acked = acked;
+	if (acked != SD(d)->acked) {
+		SD(d)->acked = acked;
 		s->active_ms = s->w->now_ms;
 	}
 	smwait_add(s);
@@ -382,22 +433,22 @@ static int sm_drained(struct session *s, struct dir *d)
 
 static void sm_poll(struct worker *w)
 {
-	struct session **pp = &w->smwait;
+	struct session **pp = &SW(w)->wait;
 
 	while (*pp) {
 		struct session *s = *pp;
 
 		if (s->state == S_CLOSED) {
-			*pp = s->sm_next;
-			s->in_smwait = 0;
+			*pp = SS(s)->next;
+			SS(s)->in_wait = 0;
 			continue;
 		}
-		if (w->now_ms < s->sm_due_ms) {
-			pp = &s->sm_next;
+		if (w->now_ms < SS(s)->due_ms) {
+			pp = &SS(s)->next;
 			continue;
 		}
-		*pp = s->sm_next;
-		s->in_smwait = 0;
+		*pp = SS(s)->next;
+		SS(s)->in_wait = 0;
 		/* may put it back, at the head, due later: skipped above */
 		session_resume(s);
 	}
@@ -407,58 +458,76 @@ static int sm_spurious_epipe(const struct session *s, const struct side *sd, int
 {
 	const struct dir *into = sd == &s->cli ? &s->down : &s->up;
 
-	return s->sm == SM_ON && err == EPIPE && into->shut;
+	return SS(s)->state == SM_ON && err == EPIPE && into->shut;
+}
+
+/* Takes s off the worker's drain-wait list (a closed session is freed at
+ * the end of the loop turn: nothing may point at it then). */
+static void smwait_del(struct session *s)
+{
+	struct session **pp;
+
+	if (!SS(s)->in_wait)
+		return;
+	for (pp = &SW(s->w)->wait; *pp; pp = &SS(*pp)->next)
+		if (*pp == s) {
+			*pp = SS(s)->next;
+			break;
+		}
+	SS(s)->in_wait = 0;
 }
 
 static void sm_end(struct session *s)
 {
 	struct worker *w = s->w;
 
-	if (s->sm != SM_ON)
+	smwait_del(s);
+
+	if (SS(s)->state != SM_ON)
 		return;
 	sm_sync(s);
 	/* what never reached a send queue was not delivered: RST, and not counted */
-	s->up.sm_inflight = lost_at_close(&s->up);
-	s->down.sm_inflight = lost_at_close(&s->down);
-	s->up.bytes -= s->up.sm_inflight < s->up.bytes ? s->up.sm_inflight : s->up.bytes;
-	s->down.bytes -= s->down.sm_inflight < s->down.bytes ? s->down.sm_inflight : s->down.bytes;
+	SD(&s->up)->inflight = lost_at_close(&s->up);
+	SD(&s->down)->inflight = lost_at_close(&s->down);
+	s->up.bytes -= SD(&s->up)->inflight < s->up.bytes ? SD(&s->up)->inflight : s->up.bytes;
+	s->down.bytes -= SD(&s->down)->inflight < s->down.bytes ? SD(&s->down)->inflight : s->down.bytes;
 	if (log_level >= LOG_DEBUG) {
 		struct dir *ds[2] = { &s->up, &s->down };
 		for (int i = 0; i < 2; i++) {
-			volatile struct sm_ctr *c = sm_ctr(ds[i]->sm_slot);
+			volatile struct sm_ctr *c = sm_ctr(SD(ds[i])->slot);
 			struct tcpw rd = { 0 };
-			uint64_t wr = ds[i]->sm_base;
+			uint64_t wr = SD(ds[i])->base;
 			int exact = ds[i]->dst->fd >= 0 && !tcpw_read(ds[i]->dst->fd, &rd) &&
 				    tcpw_exact(&rd, &wr);
 			log_debug("session %llx: sockmap %s: passed %llu redirected %llu user %llu; dst written "
 				  "%lld since insertion%s; in flight %llu", (unsigned long long)s->id,
 				  i ? "down" : "up", (unsigned long long)c->passed,
-				  (unsigned long long)c->redirected, (unsigned long long)ds[i]->sm_user,
-				  (long long)(wr - ds[i]->sm_base), exact ? "" : " (not known)",
-				  (unsigned long long)ds[i]->sm_inflight);
+				  (unsigned long long)c->redirected, (unsigned long long)SD(ds[i])->user,
+				  (long long)(wr - SD(ds[i])->base), exact ? "" : " (not known)",
+				  (unsigned long long)SD(ds[i])->inflight);
 		}
 	}
-	sm_remove(s->sm_cookie[0], s->sm_cookie[1]);
-	slot_put(w, s->up.sm_slot);
-	s->sm = SM_NO;
+	sm_remove(SS(s)->cookie[0], SS(s)->cookie[1]);
+	slot_put(w, SD(&s->up)->slot);
+	SS(s)->state = SM_NO;
 }
 
 /* Connected, PROXY header sent: the hand-off is tried after the next run. */
 static void sm_opened(struct session *s)
 {
-	s->sm = SM_WANTED;
+	SS(s)->state = SM_WANTED;
 }
 
 static int sm_after_run(struct session *s)
 {
 	int more = 0;
 
-	if (s->sm == SM_WANTED) {
+	if (SS(s)->state == SM_WANTED) {
 		sm_try_start(s);
-		if (s->sm == SM_ON)
+		if (SS(s)->state == SM_ON)
 			more = 1; /* read what the insert may have passed to user space */
 	}
-	if (s->sm == SM_ON)
+	if (SS(s)->state == SM_ON)
 		sm_update_events(s);
 	return more;
 }
@@ -472,25 +541,35 @@ static int sm_fin_ready(struct session *s, struct dir *d)
 
 static void sm_each_turn(struct worker *w)
 {
-	if (w->smwait)
+	if (SW(w)->wait)
 		sm_poll(w);
 }
 
 static void sm_before_wait(struct worker *w, int *timeout_ms)
 {
-	if (w->smwait && *timeout_ms > 1)
+	if (SW(w)->wait && *timeout_ms > 1)
 		*timeout_ms = 1; /* drain-waiting sessions are looked at with backoff */
+}
+
+static int sm_worker_init(struct worker *w)
+{
+	if (!(w->engine_priv[engine_sockmap.id] = calloc(1, sizeof(struct sm_worker))))
+		return -ENOMEM;
+	return 0;
 }
 
 static void sm_worker_fini(struct worker *w)
 {
-	free(w->sm_free);
-	w->sm_free = NULL;
+	if (!SW(w))
+		return;
+	free(SW(w)->free);
+	free(SW(w));
+	w->engine_priv[engine_sockmap.id] = NULL;
 }
 
 static uint64_t sm_pending(const struct dir *d)
 {
-	return (uint64_t)(d->tail - d->head) + d->sm_inflight;
+	return (uint64_t)(SD(d)->copy.tail - SD(d)->copy.head) + SD(d)->inflight;
 }
 
 static void sm_release(struct worker *w, struct dir *d)
@@ -508,6 +587,7 @@ struct engine engine_sockmap = {
 	.name = "sockmap",
 	.probe = sm_probe,
 	.setup = sm_setup,
+	.worker_init = sm_worker_init,
 	.worker_fini = sm_worker_fini,
 	.before_wait = sm_before_wait,
 	.each_turn = sm_each_turn,

@@ -25,8 +25,27 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "pipe_pool.h"
 
 extern struct engine engine_copy, engine_splice;
+
+/* A direction's pipe and what it holds. */
+struct splice_dir {
+	struct pipe_pair pipe; /* rd/wr, -1 when none is held */
+	uint32_t in_pipe;      /* bytes in the pipe, not yet sent */
+	uint8_t pipe_full;     /* splice-in said EAGAIN with bytes in the pipe */
+};
+ENGINE_STATE_FITS(struct splice_dir, struct dir);
+
+static struct splice_dir *state(const struct dir *d)
+{
+	return ENGINE_STATE(struct splice_dir, (struct dir *)d);
+}
+
+static void splice_attach(struct dir *d)
+{
+	state(d)->pipe.rd = state(d)->pipe.wr = -1;
+}
 #include "log.h"
 #include "urgent.h"
 
@@ -74,15 +93,16 @@ static void set_lowat(struct worker *w, struct dir *d)
  * or -errno. */
 static int step_over_mark(struct dir *d)
 {
+	struct splice_dir *p = state(d);
 	char buf[4096]; /* a pipe holds at least a page: never a short write */
 	ssize_t n = recv(d->src->fd, buf, sizeof(buf), MSG_DONTWAIT);
 	int r = 1;
 
 	urgent_passed(d);
 	if (n > 0) {
-		if (write(d->pipe.wr, buf, (size_t)n) != n)
+		if (write(p->pipe.wr, buf, (size_t)n) != n)
 			return dir_fail(d, errno ? errno : EIO, 0);
-		d->in_pipe += (uint32_t)n;
+		p->in_pipe += (uint32_t)n;
 	} else if (n == 0) {
 		d->eof = 1;
 	} else if (errno == EAGAIN) {
@@ -99,15 +119,18 @@ static int step_over_mark(struct dir *d)
  * reordered: pipes are taken empty and given back when empty. */
 static int give_up(struct worker *w, struct dir *d)
 {
-	if (d->in_pipe)
-		die("splice: falling back with %u bytes in a pipe", d->in_pipe);
-	pipe_pool_put(&w->pipes, &d->pipe, 0);
+	struct splice_dir *p = state(d);
+
+	if (p->in_pipe)
+		die("splice: falling back with %u bytes in a pipe", p->in_pipe);
+	pipe_pool_put(&w->pipes, &p->pipe, 0);
 	engine_count(w, &engine_splice, 1, 1);
 	return PUMP_FALLBACK;
 }
 
 static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 {
+	struct splice_dir *p = state(d);
 	int ret = 0, r;
 	ssize_t n;
 
@@ -116,13 +139,13 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 	for (;;) {
 		int did = 0;
 
-		if (d->in_pipe && d->dst->can_write) {
-			n = splice(d->pipe.rd, NULL, d->dst->fd, NULL, d->in_pipe, SPLICE_FLAGS);
+		if (p->in_pipe && d->dst->can_write) {
+			n = splice(p->pipe.rd, NULL, d->dst->fd, NULL, p->in_pipe, SPLICE_FLAGS);
 			if (n > 0) {
-				d->in_pipe -= (uint32_t)n;
+				p->in_pipe -= (uint32_t)n;
 				d->bytes += (uint64_t)n;
 				engine_count(w, &engine_splice, ENGINE_CTR_BYTES, (uint64_t)n);
-				d->pipe_full = 0;
+				p->pipe_full = 0;
 				did = 1;
 			} else if (n < 0 && errno == EAGAIN) {
 				d->dst->can_write = 0;
@@ -131,8 +154,8 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 				break;
 			}
 		}
-		if (!d->eof && d->src->can_read && !d->pipe_full && *budget) {
-			int urg = d->src->urg ? urgent_step(d, d->in_pipe) : URG_READ;
+		if (!d->eof && d->src->can_read && !p->pipe_full && *budget) {
+			int urg = d->src->urg ? urgent_step(d, p->in_pipe) : URG_READ;
 
 			if (urg < 0) {
 				ret = urg;
@@ -140,7 +163,7 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 			}
 			if (urg == URG_WAIT)
 				goto read_done;
-			if (d->pipe.rd < 0 && pipe_pool_get(&w->pipes, &d->pipe) < 0) {
+			if (p->pipe.rd < 0 && pipe_pool_get(&w->pipes, &p->pipe) < 0) {
 				ret = give_up(w, d); /* pool bound or fd limit */
 				break;
 			}
@@ -153,9 +176,9 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 				did = r;
 				continue;
 			}
-			n = splice(d->src->fd, NULL, d->pipe.wr, NULL, INT_MAX & ~4095, SPLICE_FLAGS);
+			n = splice(d->src->fd, NULL, p->pipe.wr, NULL, INT_MAX & ~4095, SPLICE_FLAGS);
 			if (n > 0) {
-				d->in_pipe += (uint32_t)n;
+				p->in_pipe += (uint32_t)n;
 				dir_used(d, &engine_splice);
 				(*budget)--;
 				did = 1;
@@ -167,8 +190,8 @@ static int splice_pump(struct worker *w, struct dir *d, unsigned *budget)
 			} else if (n == 0) {
 				d->eof = 1;
 			} else if (errno == EAGAIN) {
-				if (d->in_pipe)
-					d->pipe_full = 1; /* or empty socket: retried after a drain */
+				if (p->in_pipe)
+					p->pipe_full = 1; /* or empty socket: retried after a drain */
 				else
 					d->src->can_read = 0;
 			} else if ((errno == EINVAL || errno == ENOSYS) && !(d->used & (1u << engine_splice.id))) {
@@ -183,20 +206,22 @@ read_done:
 		if (!did)
 			break;
 	}
-	if (!d->in_pipe && d->pipe.rd >= 0 && (d->eof || !d->src->can_read))
-		pipe_pool_put(&w->pipes, &d->pipe, 0);
+	if (!p->in_pipe && p->pipe.rd >= 0 && (d->eof || !d->src->can_read))
+		pipe_pool_put(&w->pipes, &p->pipe, 0);
 	return ret;
 }
 
 static void splice_release(struct worker *w, struct dir *d)
 {
-	pipe_pool_put(&w->pipes, &d->pipe, d->in_pipe);
-	d->in_pipe = 0;
+	struct splice_dir *p = state(d);
+
+	pipe_pool_put(&w->pipes, &p->pipe, p->in_pipe);
+	p->in_pipe = 0;
 }
 
 static uint64_t splice_pending(const struct dir *d)
 {
-	return d->in_pipe;
+	return state(d)->in_pipe;
 }
 
 static const struct engine_counter splice_counters[] = {
@@ -209,6 +234,7 @@ struct engine engine_splice = {
 	.fallback = &engine_copy,
 	.uses_pipes = 1,
 	.probe = splice_probe,
+	.attach = splice_attach,
 	.pump = splice_pump,
 	.release = splice_release,
 	.pending = splice_pending,

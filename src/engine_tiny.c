@@ -13,21 +13,29 @@
 
 extern struct engine engine_tiny;
 
+struct tiny_dir {
+	char *buf;           /* a pool buffer, of which TINY bytes are used */
+	uint32_t head, tail; /* bytes [head, tail) wait to be sent */
+};
+ENGINE_STATE_FITS(struct tiny_dir, struct dir);
+
 static int tiny_pump(struct worker *w, struct dir *d, unsigned *budget)
 {
+	struct tiny_dir *t = ENGINE_STATE(struct tiny_dir, d);
 	ssize_t n;
+
 
 	for (;;) {
 		int did = 0;
 
-		if (d->tail > d->head && d->dst->can_write) {
-			n = send(d->dst->fd, d->buf + d->head, d->tail - d->head, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (t->tail > t->head && d->dst->can_write) {
+			n = send(d->dst->fd, t->buf + t->head, t->tail - t->head, MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (n > 0) {
-				d->head += (uint32_t)n;
+				t->head += (uint32_t)n;
 				d->bytes += (uint64_t)n;
 				engine_count(w, &engine_tiny, ENGINE_CTR_BYTES, (uint64_t)n);
-				if (d->head == d->tail)
-					d->head = d->tail = 0;
+				if (t->head == t->tail)
+					t->head = t->tail = 0;
 				did = 1;
 			} else if (errno == EAGAIN) {
 				d->dst->can_write = 0;
@@ -35,13 +43,13 @@ static int tiny_pump(struct worker *w, struct dir *d, unsigned *budget)
 				return dir_fail(d, errno, 1);
 			}
 		}
-		if (!d->eof && d->src->can_read && d->tail == 0 && *budget) {
-			if (!d->buf && !(d->buf = buf_pool_get(&w->bufs)))
+		if (!d->eof && d->src->can_read && t->tail == 0 && *budget) {
+			if (!t->buf && !(t->buf = buf_pool_get(&w->bufs)))
 				return dir_fail(d, ENOMEM, 0);
-			n = recv(d->src->fd, d->buf, TINY, MSG_DONTWAIT);
+			n = recv(d->src->fd, t->buf, TINY, MSG_DONTWAIT);
 			if (n > 0) {
 				/* short on purpose: only EAGAIN says the socket is empty */
-				d->tail = (uint32_t)n;
+				t->tail = (uint32_t)n;
 				dir_used(d, &engine_tiny);
 				(*budget)--;
 				did = 1;
@@ -56,24 +64,28 @@ static int tiny_pump(struct worker *w, struct dir *d, unsigned *budget)
 		if (!did)
 			break;
 	}
-	if (d->head == d->tail && d->buf) {
-		buf_pool_put(&w->bufs, d->buf);
-		d->buf = NULL;
+	if (t->head == t->tail && t->buf) {
+		buf_pool_put(&w->bufs, t->buf);
+		t->buf = NULL;
 	}
 	return 0;
 }
 
 static void tiny_release(struct worker *w, struct dir *d)
 {
-	if (d->buf)
-		buf_pool_put(&w->bufs, d->buf);
-	d->buf = NULL;
-	d->head = d->tail = 0;
+	struct tiny_dir *t = ENGINE_STATE(struct tiny_dir, d);
+
+	if (t->buf)
+		buf_pool_put(&w->bufs, t->buf);
+	t->buf = NULL;
+	t->head = t->tail = 0;
 }
 
 static uint64_t tiny_pending(const struct dir *d)
 {
-	return d->tail - d->head;
+	const struct tiny_dir *t = ENGINE_STATE(const struct tiny_dir, d);
+
+	return t->tail - t->head;
 }
 
 static const struct engine_counter tiny_counters[] = {

@@ -69,6 +69,22 @@
 #include "engine.h"
 
 struct engine engine_uring;
+struct uring_dir;
+
+/* A direction's part of struct dir (engine.h: ENGINE_STATE). */
+struct ur_dir_state {
+	struct uring_dir *ur; /* the engine's direction, NULL before the start */
+	uint64_t in_uring;    /* bytes received, not yet sent */
+};
+ENGINE_STATE_FITS(struct ur_dir_state, struct dir);
+
+static struct ur_dir_state *UR(const struct dir *d)
+{
+	return ENGINE_STATE(struct ur_dir_state, (struct dir *)d);
+}
+
+/* the worker's ring (engine_priv), NULL before uring_worker_init */
+#define CTX(w) ((struct uring_ctx *)(w)->engine_priv[engine_uring.id])
 #include "log.h"
 #include "session.h"
 #include "worker.h"
@@ -453,7 +469,7 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 			ud->qhead = bid;
 		ud->qtail = bid;
 		ud->nq++;
-		d->in_uring += (uint64_t)res;
+		UR(d)->in_uring += (uint64_t)res;
 		dir_used(d, &engine_uring);
 		bid = -1;
 		if (send_next(ud))
@@ -490,7 +506,7 @@ static void on_send(struct uring_dir *ud, int res)
 	}
 	if (d->dead) {
 		queue_drop(ud);
-		d->in_uring = 0;
+		UR(d)->in_uring = 0;
 		return;
 	}
 	if (res > 0) {
@@ -513,7 +529,7 @@ static void on_send(struct uring_dir *ud, int res)
 				buf_put(u, b);
 			}
 		}
-		d->in_uring -= (uint64_t)res;
+		UR(d)->in_uring -= (uint64_t)res;
 		d->bytes += (uint64_t)res;
 		s->active_ms = w->now_ms;
 		engine_count(w, &engine_uring, ENGINE_CTR_BYTES, (uint64_t)res);
@@ -552,11 +568,11 @@ static void on_splice(struct uring_dir *ud, int op, int res)
 		d->eof = 1;
 	} else if (op == OP_SPLICE_IN && res > 0) {
 		ud->in_pipe += (uint32_t)res;
-		d->in_uring += (uint64_t)res;
+		UR(d)->in_uring += (uint64_t)res;
 		dir_used(d, &engine_uring);
 	} else if (res > 0) {
 		ud->in_pipe -= (uint32_t)res;
-		d->in_uring -= (uint64_t)res;
+		UR(d)->in_uring -= (uint64_t)res;
 		d->bytes += (uint64_t)res;
 		s->active_ms = s->w->now_ms;
 		engine_count(s->w, &engine_uring, ENGINE_CTR_BYTES, (uint64_t)res);
@@ -574,7 +590,7 @@ static void on_splice(struct uring_dir *ud, int op, int res)
 
 static void uring_reap(struct worker *w)
 {
-	struct uring_ctx *u = w->uring;
+	struct uring_ctx *u = CTX(w);
 	struct io_uring_cqe *cqe;
 	unsigned head, n;
 
@@ -614,7 +630,7 @@ static void uring_reap(struct worker *w)
 
 static void uring_flush(struct worker *w, int *timeout_ms)
 {
-	struct uring_ctx *u = w->uring;
+	struct uring_ctx *u = CTX(w);
 	struct uring_dir *ud, *next, *keep = NULL, *keep_tail = NULL;
 	unsigned budget;
 
@@ -660,7 +676,7 @@ static void uring_flush(struct worker *w, int *timeout_ms)
 
 static int uring_busy(const struct worker *w)
 {
-	return w->uring && w->uring->detached;
+	return CTX(w) && CTX(w)->detached;
 }
 
 static void ctx_free(struct uring_ctx *u)
@@ -805,7 +821,7 @@ static int ctx_create(struct worker *w)
 		r = -errno;
 		goto fail;
 	}
-	w->uring = u;
+	w->engine_priv[engine_uring.id] = u;
 	log_verbose("worker %u: io_uring up (%u SQ, %u CQ entries, %u buffers of %u bytes%s, "
 		    "%u fixed file slots)", w->id, p.sq_entries, p.cq_entries, u->nbufs, u->bufsize,
 		    (p.flags & IORING_SETUP_COOP_TASKRUN) ? ", coop taskrun" : "", u->nslots);
@@ -882,7 +898,7 @@ static void fixed_close(struct uring_ctx *u, int slot, int rst)
  * queued would shut the new session's socket. */
 static int uring_sides_close(struct session *s, int reset_cli, int reset_srv)
 {
-	struct uring_dir *up = s->up.ur;
+	struct uring_dir *up = UR(&s->up)->ur;
 	struct uring_sess *us;
 
 	if (!up)
@@ -900,7 +916,7 @@ static int uring_sides_close(struct session *s, int reset_cli, int reset_srv)
 
 static int uring_worker_init(struct worker *w)
 {
-	return w->uring ? 0 : ctx_create(w);
+	return CTX(w) ? 0 : ctx_create(w);
 }
 
 /* Every failure after the session's part exists leaves it attached: the
@@ -914,7 +930,7 @@ static int uring_session_start(struct session *s)
 	struct uring_sess *us;
 	int r, fixed, slot[2] = { -1, -1 };
 
-	if (!w->uring && (r = ctx_create(w)) < 0) {
+	if (!CTX(w) && (r = ctx_create(w)) < 0) {
 		log_warn("session %llx: io_uring setup: %s", (unsigned long long)s->id, strerror(-r));
 		return r;
 	}
@@ -941,20 +957,20 @@ static int uring_session_start(struct session *s)
 	us->fd[0] = us->fd[1] = -1;
 	for (int i = 0; i < 2; i++) {
 		us->dir[i].pipe[0] = us->dir[i].pipe[1] = -1;
-		if (w->uring->splice && pipe2(us->dir[i].pipe, O_CLOEXEC)) {
+		if (CTX(w)->splice && pipe2(us->dir[i].pipe, O_CLOEXEC)) {
 			r = -errno;
 			sess_free(us);
 			return r;
 		}
 	}
-	fixed = fixed_register(w->uring, s, slot);
+	fixed = fixed_register(CTX(w), s, slot);
 	us->fixed = (uint8_t)fixed;
 	us->slot[0] = slot[0];
 	us->slot[1] = slot[1];
 	for (int i = 0; i < 2; i++) {
 		struct uring_dir *ud = &us->dir[i];
 
-		ud->u = w->uring;
+		ud->u = CTX(w);
 		ud->us = us;
 		ud->s = s;
 		ud->d = dirs[i];
@@ -962,16 +978,16 @@ static int uring_session_start(struct session *s)
 		ud->src = fixed ? slot[i] : dirs[i]->src->fd;
 		ud->dst = fixed ? slot[!i] : dirs[i]->dst->fd;
 		ud->qhead = ud->qtail = -1;
-		dirs[i]->ur = ud;
+		UR(dirs[i])->ur = ud;
 		dirs[i]->eng = &engine_uring; /* its release and pending from now on */
 	}
-	w->uring->nstarts++;
+	CTX(w)->nstarts++;
 	for (int i = 0; i < 2; i++) {
 		struct uring_dir *ud = &us->dir[i];
 
-		if (i && fixed && w->uring->fault_start && w->uring->nstarts % w->uring->fault_start == 0)
+		if (i && fixed && CTX(w)->fault_start && CTX(w)->nstarts % CTX(w)->fault_start == 0)
 			return -EBUSY; /* SPLICER_URING_FAULT=start:n, as if no SQE were left */
-		if (w->uring->splice) {
+		if (CTX(w)->splice) {
 			if (w->cfg->pipe_size)
 				fcntl(ud->pipe[1], F_SETPIPE_SZ, (int)w->cfg->pipe_size);
 			ud->pipe_cap = (uint32_t)fcntl(ud->pipe[1], F_GETPIPE_SZ);
@@ -987,7 +1003,7 @@ static int uring_session_start(struct session *s)
 
 static void uring_dir_dead(struct session *s, struct dir *d)
 {
-	struct uring_dir *ud = d->ur;
+	struct uring_dir *ud = UR(d)->ur;
 
 	if (!ud)
 		return;
@@ -995,25 +1011,25 @@ static void uring_dir_dead(struct session *s, struct dir *d)
 	 * recv gives its buffer back on completion: on_recv, d->dead) */
 	if (!ud->send_busy)
 		queue_drop(ud);
-	d->in_uring = 0;
+	UR(d)->in_uring = 0;
 }
 
 static void uring_dir_ended(struct session *s, struct dir *d)
 {
-	if (d->ur)
-		check_fin(d->ur);
+	if (UR(d)->ur)
+		check_fin(UR(d)->ur);
 }
 
 static void uring_dir_release(struct worker *w, struct dir *d)
 {
-	struct uring_dir *ud = d->ur;
+	struct uring_dir *ud = UR(d)->ur;
 	struct uring_ctx *u;
 
 	if (!ud)
 		return;
 	u = ud->u;
-	d->ur = NULL;
-	d->in_uring = 0;
+	UR(d)->ur = NULL;
+	UR(d)->in_uring = 0;
 	ud->s = NULL;
 	ud->d = NULL;
 	if (ud->us->dir[ud == &ud->us->dir[0]].s)
@@ -1031,14 +1047,14 @@ static void uring_dir_release(struct worker *w, struct dir *d)
 
 static void uring_destroy(struct worker *w)
 {
-	struct uring_ctx *u = w->uring;
+	struct uring_ctx *u = CTX(w);
 
 	if (!u)
 		return;
 	epoll_ctl(w->epfd, EPOLL_CTL_DEL, u->ring.ring_fd, NULL);
 	io_uring_queue_exit(&u->ring);
 	ctx_free(u);
-	w->uring = NULL;
+	w->engine_priv[engine_uring.id] = NULL;
 }
 
 /* A multishot recv of one byte from a socketpair into a provided-buffer ring:
@@ -1106,14 +1122,14 @@ out:
 /* The session is connected: the ring drives it from here on. */
 static int uring_drive(struct session *s)
 {
-	if (!s->up.ur && uring_session_start(s) < 0)
+	if (!UR(&s->up)->ur && uring_session_start(s) < 0)
 		session_close(s, "uring-error");
 	return 1;
 }
 
 static uint64_t uring_pending(const struct dir *d)
 {
-	return d->in_uring;
+	return UR(d)->in_uring;
 }
 
 static int uring_pump(struct worker *w, struct dir *d, unsigned *budget)

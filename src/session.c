@@ -59,7 +59,18 @@ static void dir_init(struct dir *d, struct side *src, struct side *dst, const st
 	d->dst = dst;
 	d->eng = c->start;
 	d->stream = c->stream;
-	d->pipe.rd = d->pipe.wr = -1;
+	if (d->eng->attach)
+		d->eng->attach(d);
+}
+
+/* d moves to engine e; the one it leaves holds nothing (PUMP_SWITCH and
+ * PUMP_FALLBACK say so), so its state starts afresh. */
+static void dir_move(struct dir *d, const struct engine *e)
+{
+	memset(d->priv, 0, sizeof(d->priv));
+	d->eng = e;
+	if (e->attach)
+		e->attach(d);
 }
 
 static const char *dir_name(const struct session *s, const struct dir *d)
@@ -82,7 +93,7 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 		if (r == PUMP_SWITCH && d->stream) {
 			/* auto: a stream, and the engine holds nothing, so the
 			 * next one takes over without reordering. */
-			d->eng = d->stream;
+			dir_move(d, d->stream);
 			d->stream = NULL;
 			CTR_ADD(w, auto_switches, 1);
 			log_verbose("session %llx: %s switched to %s after %llu bytes",
@@ -96,7 +107,7 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 			log_verbose("session %llx: %s falls back to %s (%s cannot go on)",
 				    (unsigned long long)s->id, dir_name(s, d), d->eng->fallback->name,
 				    d->eng->name);
-			d->eng = d->eng->fallback;
+			dir_move(d, d->eng->fallback);
 			d->stream = NULL;
 			continue;
 		}

@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 
 #include "loop_guard.h"
-#include "pipe_pool.h"
 #include "timer.h"
 
 struct worker;
@@ -29,7 +28,11 @@ struct side {
 };
 
 struct engine;
-struct uring_dir;
+
+/* Room for an engine's own state in a direction and in a session; each
+ * engine checks its struct fits (engine.h: ENGINE_STATE_FITS). */
+#define DIR_PRIV_WORDS     10
+#define SESSION_PRIV_WORDS 8
 
 struct dir {
 	struct side *src, *dst;
@@ -44,29 +47,13 @@ struct dir {
 	uint8_t dead;         /* dst failed: nothing more can be delivered; pending was dropped */
 	uint8_t urg_state;    /* urgent.c: 0 none, 1 urgent byte held, 2 sent, mark to skip */
 	char urg_byte;
-	uint8_t pipe_full;    /* splice-in said EAGAIN with bytes in the pipe */
-	uint8_t lowat_set;    /* SO_RCVLOWAT applied to src */
-	uint32_t full_reads;  /* auto: big reads in a row (see AUTO_STREAM_READS) */
-	char *buf;            /* copy: buffer from the worker's pool, NULL when empty */
-	uint32_t head, tail;  /* copy: bytes [head, tail) wait to be sent */
-	struct pipe_pair pipe;/* splice: rd/wr, -1 when none is held */
-	uint32_t in_pipe;     /* splice: bytes in the pipe, not yet sent */
+	uint8_t lowat_set;    /* SO_RCVLOWAT applied to src: a short tail raises no event */
 	uint64_t bytes;       /* written to dst */
 	int err;              /* errno that ended the direction, 0 if none */
 	uint8_t err_at_dst;   /* err came from writing (1) or reading (0) */
-	/* sockmap (engine_sockmap.c): the kernel moves the bytes; these say how many */
-	unsigned sm_slot;     /* counter slot (bpf/sockmap_abi.h) */
-	uint64_t sm_user;     /* bytes user space wrote to dst since insertion */
-	uint64_t sm_seen;     /* the slot's `redirected` already added to bytes */
-	uint64_t sm_base;     /* dst's bytes written (acked + queued) at insertion */
-	uint64_t sm_inflight; /* at close: redirected bytes not yet on dst's send queue */
-	uint64_t sm_acked;    /* dst's bytes acknowledged at the last drain check */
-	struct uring_dir *ur; /* uring: the engine's state, NULL when none */
-	uint64_t in_uring;    /* uring: bytes received, not yet sent */
+	/* the engine's own state (engine.h: ENGINE_STATE), opaque here */
+	uint64_t priv[DIR_PRIV_WORDS];
 };
-
-/* sockmap state of a session */
-enum sm_state { SM_NO, SM_WANTED, SM_ON };
 
 /* S_HEADER: accept_proxy, waiting for the client's PROXY header. */
 enum session_state { S_HEADER, S_CONNECTING, S_OPEN, S_CLOSED };
@@ -86,15 +73,8 @@ struct session {
 	uint8_t counted;       /* counted in route->active[backend] (leastconn) */
 	uint8_t attempted;     /* a connect to some backend was tried */
 	uint8_t opened;        /* connected to s->backend (its bytes count for it) */
-	uint8_t sm;            /* enum sm_state */
-	uint8_t in_smwait;     /* on the worker's sockmap drain-wait list */
-	uint8_t sm_degraded;   /* only one socket could be inserted: user space copies */
 	uint8_t ending;        /* both directions over; waiting for a side's send queue to
 				  empty before its RST (an RST would discard what it holds) */
-	uint16_t sm_backoff;   /* drain-wait: ms until the next check (doubles) */
-	uint64_t sm_due_ms;    /* drain-wait: next check */
-	uint64_t sm_cookie[2]; /* client, backend socket cookies */
-	struct session *sm_next;     /* worker's drain-wait list */
 	const char *fail;      /* the close reason of the first error a direction met */
 	uint32_t outq[2];      /* ending: client, backend send queues at the last look */
 	struct timer timer;    /* the earliest deadline (worker's heap; timer.h) */
@@ -106,6 +86,7 @@ struct session {
 	struct session *prev, *next; /* worker's list of sessions */
 	struct session *rq_next;     /* worker's run queue */
 	struct session *dead_next;   /* worker's list of closed sessions to free */
+	uint64_t priv[SESSION_PRIV_WORDS]; /* the engine's own state (engine.h) */
 };
 
 /* Takes ownership of a client fd accepted on one of route's listeners and

@@ -344,7 +344,7 @@ static void free_dead(struct worker *w)
 
 	while (*pp) {
 		struct session *s = *pp;
-		if (s->in_runq || s->in_smwait) { /* still referenced by a queue */
+		if (s->in_runq) { /* still referenced by the run queue */
 			pp = &s->dead_next;
 			continue;
 		}

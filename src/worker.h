@@ -88,7 +88,6 @@ struct buf_pool {
 };
 
 struct session;
-struct uring_ctx;
 
 struct worker {
 	unsigned id;
@@ -107,10 +106,6 @@ struct worker {
 	struct timer_heap timers;   /* the sessions' deadlines (timer.h) */
 	struct session *runq;       /* sessions that ran out of budget with work left */
 	struct session *dead;       /* closed, freed at the end of the loop turn */
-	struct session *smwait;     /* sockmap sessions waiting for a redirect queue to drain */
-	unsigned *sm_free;          /* sockmap counter slots (pairs) this worker may use */
-	unsigned sm_nfree;
-	int sm_init;
 	uint64_t next_id;           /* session ids: worker id in the top byte */
 	uint64_t now_ms;            /* CLOCK_MONOTONIC_COARSE, refreshed each turn */
 	uint64_t turn_ms;           /* heartbeat: now_ms of the last loop turn (atomic) */
@@ -118,8 +113,8 @@ struct worker {
 	uint64_t spin_until_us;     /* --busy-poll: epoll_wait does not sleep before this */
 	int draining;
 	struct counters ctr;
-	struct uring_ctx *uring;    /* engine uring: made by the first such session */
 	uint8_t engine_on[ENGINE_MAX]; /* engines a route of this worker uses (worker_init done) */
+	void *engine_priv[ENGINE_MAX];  /* each engine's own per-worker state, by id */
 	/* SIGHUP: the main thread fills these, raises reload_gen and wakes the
 	 * worker, which swaps its listener table and config between two loop
 	 * turns and answers with reload_ack = reload_gen. */
