@@ -25,16 +25,33 @@ Q := @
 endif
 
 B        := build
-SRCS     := $(wildcard src/*.c)
-LIB_SRCS := $(filter-out src/main.c,$(SRCS))
-OBJS     := $(SRCS:src/%.c=$(B)/obj/%.o)
-LIB_OBJS := $(LIB_SRCS:src/%.c=$(B)/obj/%.o)
-ASAN_OBJS:= $(SRCS:src/%.c=$(B)/asan/obj/%.o)
-UNIT_SRCS:= $(wildcard tests/unit/*.c)
+
+# The layers (doc/architecture.md): each folder compiles with the include
+# paths of the folders it may use, and no other, so a wrong include fails
+# the build; tools/check-layers.sh says which rule and also keeps the core
+# free of engine names.
+DIRS          := src/lib src/proto src/engine src/core src/ctl src/app tools/bench tools/xfer
+USES_src/lib    := src/lib
+USES_src/proto  := src/lib src/proto
+USES_src/engine := src/lib src/proto src/engine src/core
+USES_src/core   := src/lib src/proto src/core src/engine
+USES_src/ctl    := src/lib src/proto src/core src/engine src/ctl
+USES_src/app    := $(DIRS)
+USES_tools/bench:= src/lib tools/bench src/engine
+USES_tools/xfer := src/lib tools/xfer
+ALL_INC  := $(addprefix -I,$(DIRS))
+uses      = $(addprefix -I,$(USES_$(patsubst %/,%,$(dir $(1)))))
+
+SRCS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
+LIB_SRCS := $(filter-out src/app/main.c,$(SRCS))
+OBJS     := $(SRCS:%.c=$(B)/obj/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
+ASAN_OBJS:= $(SRCS:%.c=$(B)/asan/obj/%.o)
+UNIT_SRCS:= $(wildcard tests/unit/*/*.c)
 INT_SRCS := $(wildcard tests/integration/*.c)
 PEER_SRCS:= $(wildcard tests/peer/*.c)
 TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS) $(PEER_SRCS)
-HDRS     := $(wildcard src/*.h tests/integration/*.h tests/peer/*.h bpf/*.h)
+HDRS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(wildcard tests/integration/*.h tests/peer/*.h bpf/*.h)
 
 # Debian packages the build, the tests and `make run` need.
 DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 \
@@ -47,10 +64,15 @@ CRITERION_ARGS ?= --jobs 1 --timeout 300
 
 .PHONY: all run test deps peer-deps bench-deps bench install clean asan fuzz soak
 
-all: $(B)/splicer
+all: $(B)/layers.ok $(B)/splicer
+
+# The layer rules, checked whenever a source or header changes.
+$(B)/layers.ok: tools/check-layers.sh $(SRCS) $(HDRS)
+	@mkdir -p $(@D)
+	$(Q)sh tools/check-layers.sh && touch $@
 
 # The sockmap engine's BPF program, embedded into the binary by
-# src/bpf_sockmap.c (.incbin of this object).
+# src/engine/bpf_sockmap.c (.incbin of this object).
 BPF_CC   ?= clang
 BPF_OBJ  := $(B)/bpf/sockmap.bpf.o
 $(BPF_OBJ): bpf/sockmap.bpf.c bpf/sockmap_abi.h
@@ -58,18 +80,19 @@ $(BPF_OBJ): bpf/sockmap.bpf.c bpf/sockmap_abi.h
 	@$(if $(Q),echo "  BPF     $<")
 	$(Q)$(BPF_CC) -O2 -g -target bpf -I/usr/include/$(shell $(CC) -dumpmachine) -c -o $@ $<
 
-$(B)/obj/bpf_sockmap.o $(B)/asan/obj/bpf_sockmap.o: $(BPF_OBJ)
-$(B)/obj/bpf_sockmap.o $(B)/asan/obj/bpf_sockmap.o: CFLAGS += -DSM_BPF_OBJ='"$(BPF_OBJ)"'
+SM_OBJS := $(B)/obj/src/engine/bpf_sockmap.o $(B)/asan/obj/src/engine/bpf_sockmap.o
+$(SM_OBJS): $(BPF_OBJ)
+$(SM_OBJS): CFLAGS += -DSM_BPF_OBJ='"$(BPF_OBJ)"'
 
-$(B)/obj/%.o: src/%.c $(HDRS)
+$(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(call uses,$<) -c -o $@ $<
 
-$(B)/asan/obj/%.o: src/%.c $(HDRS)
+$(B)/asan/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC-SAN  $<")
-	$(Q)$(CC) $(CFLAGS) $(SAN) -O1 -c -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(call uses,$<) $(SAN) -O1 -c -o $@ $<
 
 $(B)/splicer: $(OBJS)
 	@$(if $(Q),echo "  LD      $@")
@@ -84,7 +107,7 @@ asan: $(B)/asan/splicer
 # One Criterion binary holds every test so the run ends with one Synthesis line.
 $(B)/tests: $(TEST_SRCS) $(LIB_OBJS) $(HDRS)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -Isrc -Itests/integration -Itests/peer -o $@ $(TEST_SRCS) $(LIB_OBJS) -lcriterion $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(ALL_INC) -Itests/integration -Itests/peer -o $@ $(TEST_SRCS) $(LIB_OBJS) -lcriterion $(LDLIBS)
 
 # Install what is missing, and only that (apt-get needs root and the
 # registry); tools/deps.sh keeps packaged services (HAProxy, nginx) from
@@ -140,7 +163,7 @@ test: deps peer-deps
 SOAK_SECONDS ?= 600
 $(B)/soak: tests/soak/test_soak.c tests/integration/harness.c $(LIB_OBJS) $(HDRS)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -Isrc -Itests/integration -o $@ tests/soak/test_soak.c \
+	$(Q)$(CC) $(CFLAGS) $(ALL_INC) -Itests/integration -o $@ tests/soak/test_soak.c \
 		tests/integration/harness.c $(LIB_OBJS) -lcriterion $(LDLIBS)
 
 soak: deps
@@ -160,15 +183,16 @@ install: all
 # on a copy of its seed corpus in fuzz/corpus/, and fails on any finding.
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
-FUZZ_FLAGS   := -g -O1 -std=gnu11 -Isrc -DSPLICER_VERSION='"$(VERSION)"' \
+FUZZ_FLAGS   := -g -O1 -std=gnu11 $(ALL_INC) -DSPLICER_VERSION='"$(VERSION)"' \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZERS      := proxy_proto addr config http_req
-FUZZ_SRCS_proxy_proto := src/proxy_proto.c
-FUZZ_SRCS_addr        := src/addr.c
-FUZZ_SRCS_http_req    := src/http_req.c
-FUZZ_SRCS_config      := src/engine_names.c src/config.c src/config_file.c src/backend.c src/units.c src/addr.c src/log.c
+FUZZ_SRCS_proxy_proto := src/proto/proxy_proto.c
+FUZZ_SRCS_addr        := src/lib/addr.c
+FUZZ_SRCS_http_req    := src/proto/http_req.c
+FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config.c src/ctl/config_file.c \
+			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c
 
-$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(wildcard src/*.h) $(SRCS)
+$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HDRS) $(SRCS)
 	@mkdir -p $(@D)
 	@echo "  FUZZ-CC $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRCS_$*) -linih -lm

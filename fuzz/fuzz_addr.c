@@ -1,4 +1,4 @@
-/* libFuzzer harness: the address parser (src/addr.c) on any text. A parsed
+/* libFuzzer harness: the address parser (src/lib/addr.c) on any text. A parsed
  * address must format back to text that parses to the same address. */
 #include <stdint.h>
 #include <stdlib.h>

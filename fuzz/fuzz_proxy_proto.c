@@ -1,4 +1,4 @@
-/* libFuzzer harness: the PROXY protocol parser (src/proxy_proto.c) on any
+/* libFuzzer harness: the PROXY protocol parser (src/proto/proxy_proto.c) on any
  * bytes. Checks what the parser promises beyond not crashing: a length it
  * returns lies within the input and the limits, a complete header parses
  * the same with trailing bytes, and every prefix of it asks for more. */

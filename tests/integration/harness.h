@@ -93,7 +93,7 @@ typedef void (*h_case_fn)(const char *bin, const char *engine);
 	{ case_##name(h_binary(1), "auto"); }                                  \
 	H_URING_CASES(name, tmo)
 
-/* A case on the test-only engine (src/engine_tiny.c: copies through a
+/* A case on the test-only engine (src/engine/engine_tiny.c: copies through a
  * 7-byte buffer): an engine added by one file and one registry row runs
  * the core's cases; every read is short, so the core's paths run at every
  * step. Only cases whose streams are small enough for 7-byte steps. */

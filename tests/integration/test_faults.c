@@ -2,7 +2,7 @@
  * splicer must still guarantee.
  *
  * Every case runs on real TCP over veth pairs between three network
- * namespaces the test creates (src/bench_link.c: client 198.18.0.1 --
+ * namespaces the test creates (tools/bench/bench_link.c: client 198.18.0.1 --
  * 198.18.0.2 proxy 198.18.1.2 -- 198.18.1.1 backend) and deletes, because
  * faults are injected with iptables inside a namespace (this kernel has no
  * tc netem): random loss with `-m statistic`, resets with `REJECT

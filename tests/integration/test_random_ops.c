@@ -35,7 +35,7 @@
  *     bytes when it has nothing to send), within RO_END_MS: the proxy must
  *     propagate it, well before the idle timeout would;
  *   - with the per-direction session rules (RO_RULES_NEW: copy, splice, auto;
- *     src/session.c, above dir_kill), a reset by a side whose own bytes were
+ *     src/core/session.c, above dir_kill), a reset by a side whose own bytes were
  *     all acknowledged (SIOCOUTQ 0 at the reset: every byte sits in the
  *     proxy's kernel) is stronger: the far side receives exactly everything
  *     that side wrote, then its end (EOF or ECONNRESET). The new operations

@@ -288,7 +288,7 @@ static void urgent_reader(struct h_server *s, int fd, int index, void *arg)
 		if (ok)
 			memcpy(reply, "OK", 2);
 	} else if (got == 201 && buf[100] == '!') {
-		int ok = 1; /* in line (uring, sockmap: see src/urgent.h) */
+		int ok = 1; /* in line (uring, sockmap: see src/engine/urgent.h) */
 		for (int i = 0; i < 201; i++)
 			ok &= i == 100 || buf[i] == (i < 100 ? 'a' : 'b');
 		if (ok)

@@ -1,4 +1,4 @@
-/* Unit tests for src/stats.c: min/max/mean, median, percentiles (numpy's
+/* Unit tests for tools/bench/stats.c: min/max/mean, median, percentiles (numpy's
  * linear method, values worked out by hand below), the in-place sort, and
  * the NAN cases (no samples, NaN samples, p out of range, failed copy). */
 #define _GNU_SOURCE

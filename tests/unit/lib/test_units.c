@@ -1,4 +1,4 @@
-/* Unit tests for src/units.c: parse_size, parse_duration_ms, parse_uint and
+/* Unit tests for src/lib/units.c: parse_size, parse_duration_ms, parse_uint and
  * the format_* helpers. */
 #include <criterion/criterion.h>
 

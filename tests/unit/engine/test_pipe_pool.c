@@ -1,4 +1,4 @@
-/* Unit tests for src/pipe_pool.c: pipes are non-blocking and sized, the pool
+/* Unit tests for src/engine/pipe_pool.c: pipes are non-blocking and sized, the pool
  * is bounded, only empty pipes are recycled, and destroy closes what it holds. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../bpf/sockmap_abi.h"
+#include "../../bpf/sockmap_abi.h"
 
 /* Bound on counter slots (two per session in the kernel at once): the maps
  * are preallocated, 131072 slots take about 20 MiB of kernel memory. */

@@ -1,4 +1,4 @@
-/* Unit tests for src/tcp_written.c: the sockmap engine's FIN decision (issue
+/* Unit tests for src/engine/tcp_written.c: the sockmap engine's FIN decision (issue
  * 13, defect 5). A FIN may follow a direction's bytes only once every byte
  * meant for the destination since the hand-off is on its send queue; the
  * count comes from tcpi_bytes_acked + SIOCOUTQ, two readings an ACK can

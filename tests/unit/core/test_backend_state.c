@@ -1,4 +1,4 @@
-/* Unit tests for the run-time state registry of src/backend.c: config
+/* Unit tests for the run-time state registry of src/core/backend.c: config
  * generations with the same route and backend share one state object (so
  * a reload keeps health, counters and leastconn counts), keyed by the route
  * name and the backend address as configured; an object outlives the

@@ -1,5 +1,5 @@
-/* Unit tests for logging (src/log.c: escaping, the bounded sink) and the
- * worker pieces issue 12 touched (src/worker.c: the copy buffer pool's trim,
+/* Unit tests for logging (src/lib/log.c: escaping, the bounded sink) and the
+ * worker pieces issue 12 touched (src/core/worker.c: the copy buffer pool's trim,
  * listener arming during an EMFILE pause, the heartbeat). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>

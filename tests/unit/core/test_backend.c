@@ -1,4 +1,4 @@
-/* Unit tests for src/backend.c: weighted round robin, leastconn, and Maglev
+/* Unit tests for src/core/backend.c: weighted round robin, leastconn, and Maglev
  * (same client -> same backend whatever the instance, about 1/N of clients
  * moved when one of N backends goes). */
 #include <arpa/inet.h>

@@ -1,4 +1,4 @@
-/* Unit tests for src/config.c: the settings table through the command-line
+/* Unit tests for src/ctl/config.c: the settings table through the command-line
  * parser (values, units, ranges, "auto", errors) and config_finalize(). */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>

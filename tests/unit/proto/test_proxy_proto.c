@@ -1,4 +1,4 @@
-/* Unit tests for src/proxy_proto.c: v1 and v2 round trips through the
+/* Unit tests for src/proto/proxy_proto.c: v1 and v2 round trips through the
  * builder and the strict parser, byte-at-a-time arrival, and each class of
  * malformed header. */
 #include <arpa/inet.h>

@@ -1,4 +1,4 @@
-/* Unit tests for src/http_req.c: the stats endpoint's request parser. */
+/* Unit tests for src/proto/http_req.c: the stats endpoint's request parser. */
 #include <criterion/criterion.h>
 #include <string.h>
 
