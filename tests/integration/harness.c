@@ -404,7 +404,7 @@ int h_addr_port(const struct h_addr *a)
 /* ---- child processes ----------------------------------------------------- */
 
 /* Runs in the forked child: only async-signal-safe calls. */
-static void h_child_exec(pid_t parent, int in_fd, int out_fd, int err_fd, const char *bin,
+void h_child_exec(pid_t parent, int in_fd, int out_fd, int err_fd, const char *bin,
 			 char *const *argv)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -184,6 +184,12 @@ const char *h_proxy_log_problem(const struct h_proxy *p);
 void h_proxy_up(struct h_proxy *p, const char *bin, const char *engine, const char *listen,
 		const char *const *backends, const char *const *extra);
 
+/* In a forked child: dies with its parent (PDEATHSIG), takes in/out/err as
+ * 0-2, closes every other descriptor, resets signal dispositions and the
+ * mask, and execs bin. Only async-signal-safe calls; never returns. */
+void h_child_exec(pid_t parent, int in_fd, int out_fd, int err_fd, const char *bin,
+		  char *const *argv) __attribute__((noreturn));
+
 /* Stops the proxy and asserts that it exited with status 0 and that its log
  * holds no sanitizer report. */
 void h_proxy_down(struct h_proxy *p);

@@ -216,24 +216,8 @@ static pid_t pr_spawn(const char *log, char *const *argv)
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid == 0) {
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		if (dup2(nullfd, 0) < 0 || dup2(nullfd, 1) < 0 || dup2(logfd, 2) < 0)
-			_exit(127);
-		syscall(SYS_close_range, 3u, ~0u, 0u);
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = SIG_DFL;
-		for (int sig = 1; sig < NSIG; sig++)
-			if (sig != SIGKILL && sig != SIGSTOP)
-				sigaction(sig, &sa, NULL);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execv(argv[0], argv);
-		_exit(127);
+		setpgid(0, 0); /* nginx's workers go with their master, by group */
+		h_child_exec(parent, nullfd, nullfd, logfd, argv[0], argv);
 	}
 	if (pid > 0)
 		setpgid(pid, pid); /* also here: no race with a kill of the group */
