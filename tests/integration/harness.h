@@ -96,7 +96,9 @@ typedef void (*h_case_fn)(const char *bin, const char *engine);
 /* A case on the test-only engine (src/engine/engine_tiny.c: copies through a
  * 7-byte buffer): an engine added by one file and one registry row runs
  * the core's cases; every read is short, so the core's paths run at every
- * step. Only cases whose streams are small enough for 7-byte steps. */
+ * step. Only cases whose streams are small enough for 7-byte steps (a 32
+ * MiB stream takes minutes): reset, retry, all down, PROXY header,
+ * half_close_timeout. */
 #define H_TINY_CASE(name, tmo)                                                 \
 	Test(integ, name##_test_tiny, .init = h_init, .fini = h_fini, .timeout = tmo) \
 	{ case_##name(h_binary(0), "test-tiny"); }

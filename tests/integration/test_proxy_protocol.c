@@ -160,6 +160,7 @@ static void case_proxy_protocol_send(const char *bin, const char *engine)
 }
 
 H_ENGINE_CASES(proxy_protocol_send, 60)
+H_TINY_CASE(proxy_protocol_send, 60)
 
 /* Sends raw bytes as a client and expects the proxy to close the
  * connection (EOF or reset) within limit_ms; returns how long it took. */

@@ -68,6 +68,7 @@ static void case_half_close_timeout(const char *bin, const char *engine)
 	h_server_stop(&be);
 }
 H_ENGINE_CASES(half_close_timeout, 60)
+H_TINY_CASE(half_close_timeout, 60)
 
 /* ---- a local connect error (out of ephemeral ports: EADDRNOTAVAIL) ----- */
 

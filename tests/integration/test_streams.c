@@ -690,11 +690,7 @@ H_ENGINE_CASES(unix_sockets, 120)
 H_ENGINE_CASES(ipv6, 120)
 H_ENGINE_CASES(bulk_tiny_pipe, 150)
 H_ENGINE_CASES(unix_small_pipe_lowat, 150)
-H_TINY_CASE(ping_pong, 120)
-H_TINY_CASE(half_close_client_first, 120)
-H_TINY_CASE(half_close_backend_first, 120)
 H_TINY_CASE(backend_reset, 120)
-H_TINY_CASE(unix_sockets, 120)
 
 /* The experimental sockmap engine on the core cases (harness.h). */
 H_SOCKMAP_CASES(bulk_both_ways, 150)
