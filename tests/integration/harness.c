@@ -1508,3 +1508,85 @@ out:
 	free(out);
 	return rc;
 }
+
+/* ---- tag servers ---------------------------------------------------------- */
+
+static void *h_tag_loop(void *arg)
+{
+	struct h_tag_server *t = arg;
+
+	while (!atomic_load(&t->stop)) {
+		struct pollfd pfd[65] = { { .fd = t->lfd, .events = POLLIN } };
+		for (int i = 0; i < t->nheld; i++)
+			pfd[i + 1] = (struct pollfd){ .fd = t->held[i], .events = POLLIN };
+		if (poll(pfd, (nfds_t)t->nheld + 1, 50) <= 0)
+			continue;
+		/* a held session ends when its client side closes (EOF) */
+		for (int i = t->nheld - 1; i >= 0; i--) {
+			char c;
+			if (pfd[i + 1].revents && read(t->held[i], &c, 1) <= 0) {
+				close(t->held[i]);
+				t->held[i] = t->held[--t->nheld];
+			}
+		}
+		if (!pfd[0].revents)
+			continue;
+		int fd = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		atomic_fetch_add(&t->accepted, 1);
+		if (write(fd, &t->tag, 1) != 1) {
+			/* the client left already; it counts as accepted */
+		}
+		if (t->hold && t->nheld < 64)
+			t->held[t->nheld++] = fd;
+		else
+			close(fd);
+	}
+	for (int i = 0; i < t->nheld; i++)
+		close(t->held[i]);
+	return NULL;
+}
+
+void h_tag_start(struct h_tag_server *t, char tag, int hold, int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				   .sin_port = htons((uint16_t)port) };
+	socklen_t len = sizeof sin;
+	int one = 1;
+
+	memset(t, 0, sizeof *t);
+	t->tag = tag;
+	t->hold = hold;
+	t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(t->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	H_CHECK(t->lfd >= 0 && bind(t->lfd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
+			listen(t->lfd, 1024) == 0 &&
+			getsockname(t->lfd, (struct sockaddr *)&sin, &len) == 0,
+		"tag server %c: %s", tag, strerror(errno));
+	t->port = ntohs(sin.sin_port);
+	H_CHECK(pthread_create(&t->thr, NULL, h_tag_loop, t) == 0, "tag server thread");
+}
+
+void h_tag_stop(struct h_tag_server *t)
+{
+	atomic_store(&t->stop, 1);
+	pthread_join(t->thr, NULL);
+	close(t->lfd);
+}
+
+char h_tag_of(const struct h_addr *a, int *keep)
+{
+	char c = 0;
+	int fd = h_connect(a, 2000);
+
+	if (keep)
+		*keep = fd;
+	if (fd < 0)
+		return 0;
+	if (h_recv_exact(fd, &c, 1, h_now_ms() + 2000))
+		c = 0;
+	if (!keep)
+		close(fd);
+	return c;
+}

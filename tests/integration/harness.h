@@ -372,6 +372,26 @@ void h_server_stop(struct h_server *s);
 /* Waits until `n` handlers have returned; returns 0 or -1 on timeout. */
 int h_server_wait_done(struct h_server *s, int n, int timeout_ms);
 
+/* A backend that says who it is: accepts in a thread, writes its one-byte
+ * tag to each connection and closes it; with hold, keeps each open until
+ * the client closes. port 0: any free one (t->port says which). */
+struct h_tag_server {
+	int lfd;
+	char tag;
+	int hold;
+	int port;
+	_Atomic int stop;
+	_Atomic int accepted;
+	pthread_t thr;
+	int held[64];
+	int nheld;
+};
+void h_tag_start(struct h_tag_server *t, char tag, int hold, int port);
+void h_tag_stop(struct h_tag_server *t);
+/* Connects to a and reads the backend's tag; returns it, or 0. With keep,
+ * the descriptor (-1 when the connect failed) goes to *keep, open. */
+char h_tag_of(const struct h_addr *a, int *keep);
+
 /* Ready-made handler: echoes everything until EOF, then shuts down its write
  * side. arg unused. */
 void h_echo_conn(struct h_server *s, int fd, int index, void *arg);

@@ -261,109 +261,6 @@ Test(integ, config_directory_and_second_file_are_refused, .init = h_init, .fini 
 	}
 }
 
-/* ---- backends that say who they are ---------------------------------------- */
-
-/* Accepts connections in a thread, writes its one-byte tag to each and
- * closes it; or, with hold, keeps each open until the client closes. */
-struct tag_server {
-	int lfd;
-	char tag;
-	int hold;
-	int port;
-	_Atomic int stop;
-	_Atomic int accepted;
-	pthread_t thr;
-	int held[64];
-	int nheld;
-};
-
-static void *tag_loop(void *arg)
-{
-	struct tag_server *t = arg;
-
-	while (!atomic_load(&t->stop)) {
-		struct pollfd pfd[65] = { { .fd = t->lfd, .events = POLLIN } };
-		for (int i = 0; i < t->nheld; i++)
-			pfd[i + 1] = (struct pollfd){ .fd = t->held[i], .events = POLLIN };
-		if (poll(pfd, (nfds_t)t->nheld + 1, 50) <= 0)
-			continue;
-		/* a held session ends when its client side closes (EOF) */
-		for (int i = t->nheld - 1; i >= 0; i--) {
-			char c;
-			if (pfd[i + 1].revents && read(t->held[i], &c, 1) <= 0) {
-				close(t->held[i]);
-				t->held[i] = t->held[--t->nheld];
-			}
-		}
-		if (!pfd[0].revents)
-			continue;
-		int fd = accept(t->lfd, NULL, NULL);
-		if (fd < 0)
-			continue;
-		atomic_fetch_add(&t->accepted, 1);
-		if (write(fd, &t->tag, 1) != 1) {
-			/* the client left already; it counts as accepted */
-		}
-		if (t->hold && t->nheld < 64)
-			t->held[t->nheld++] = fd;
-		else
-			close(fd);
-	}
-	for (int i = 0; i < t->nheld; i++)
-		close(t->held[i]);
-	return NULL;
-}
-
-static void tag_start_on(struct tag_server *t, char tag, int hold, int port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				   .sin_port = htons((uint16_t)port) };
-	socklen_t len = sizeof sin;
-	int one = 1;
-
-	memset(t, 0, sizeof *t);
-	t->tag = tag;
-	t->hold = hold;
-	t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	setsockopt(t->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	H_CHECK(t->lfd >= 0 && bind(t->lfd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
-			listen(t->lfd, 1024) == 0 &&
-			getsockname(t->lfd, (struct sockaddr *)&sin, &len) == 0,
-		"tag server %c: %s", tag, strerror(errno));
-	t->port = ntohs(sin.sin_port);
-	H_CHECK(pthread_create(&t->thr, NULL, tag_loop, t) == 0, "tag server thread");
-}
-
-static void tag_start(struct tag_server *t, char tag, int hold)
-{
-	tag_start_on(t, tag, hold, 0);
-}
-
-static void tag_stop(struct tag_server *t)
-{
-	atomic_store(&t->stop, 1);
-	pthread_join(t->thr, NULL);
-	close(t->lfd);
-}
-
-/* Connects to a, reads the backend's tag; returns it, or 0. With keep, the
- * fd is returned in *keep instead of closed. */
-static char tag_of(const struct h_addr *a, int *keep)
-{
-	char c = 0;
-	int fd = h_connect(a, 2000);
-
-	if (fd < 0)
-		return 0;
-	if (h_recv_exact(fd, &c, 1, h_now_ms() + 2000))
-		c = 0;
-	if (keep)
-		*keep = fd;
-	else
-		close(fd);
-	return c;
-}
-
 /* The n-th address of the proxy's ready line. */
 static void ready_addr(const struct h_proxy *p, int n, struct h_addr *out)
 {
@@ -394,13 +291,13 @@ static void proxy_from_file(struct h_proxy *p, const char *bin, const char *path
 
 static void case_routes(const char *bin, const char *engine)
 {
-	static struct tag_server a, b;
+	static struct h_tag_server a, b;
 	static struct h_proxy p;
 	struct h_addr web, api;
 	char text[600];
 
-	tag_start(&a, 'A', 0);
-	tag_start(&b, 'B', 0);
+	h_tag_start(&a, 'A', 0, 0);
+	h_tag_start(&b, 'B', 0, 0);
 	snprintf(text, sizeof text,
 		 "[global]\nworkers = 2\n\n"
 		 "[route web]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d\nengine = %s\n\n"
@@ -410,13 +307,13 @@ static void case_routes(const char *bin, const char *engine)
 	ready_addr(&p, 0, &web);
 	ready_addr(&p, 1, &api);
 	for (int i = 0; i < 20; i++) {
-		char t1 = tag_of(&web, NULL), t2 = tag_of(&api, NULL);
+		char t1 = h_tag_of(&web, NULL), t2 = h_tag_of(&api, NULL);
 		H_CHECK(t1 == 'A' && t2 == 'B', "round %d: route web reached '%c', api reached '%c' "
 						 "(expected A and B)", i, t1 ? t1 : '-', t2 ? t2 : '-');
 	}
 	h_proxy_down(&p);
-	tag_stop(&a);
-	tag_stop(&b);
+	h_tag_stop(&a);
+	h_tag_stop(&b);
 }
 
 H_ENGINE_CASES(routes, 60)
@@ -424,22 +321,22 @@ H_ENGINE_CASES(routes, 60)
 Test(integ, config_weighted_roundrobin_3000, .init = h_init, .fini = h_fini, .timeout = 120)
 {
 	const char *bin = h_binary(0);
-	static struct tag_server a, b, c;
+	static struct h_tag_server a, b, c;
 	static struct h_proxy p;
 	char text[600];
 	int count[3] = { 0 }, fails = 0;
 	const int total = 3000, weight[3] = { 1, 3, 2 };
 
-	tag_start(&a, 'A', 0);
-	tag_start(&b, 'B', 0);
-	tag_start(&c, 'C', 0);
+	h_tag_start(&a, 'A', 0, 0);
+	h_tag_start(&b, 'B', 0, 0);
+	h_tag_start(&c, 'C', 0, 0);
 	snprintf(text, sizeof text,
 		 "[global]\nworkers = 2\n[route w]\nlisten = 127.0.0.1:0\n"
 		 "backend = 127.0.0.1:%d 127.0.0.1:%d weight=3 127.0.0.1:%d weight=2\n",
 		 a.port, b.port, c.port);
 	proxy_from_file(&p, bin, conf_write("weights.conf", text), NULL);
 	for (int i = 0; i < total; i++) {
-		char t = tag_of(&p.addr, NULL);
+		char t = h_tag_of(&p.addr, NULL);
 		if (t >= 'A' && t <= 'C')
 			count[t - 'A']++;
 		else
@@ -453,31 +350,31 @@ Test(integ, config_weighted_roundrobin_3000, .init = h_init, .fini = h_fini, .ti
 			'A' + i, weight[i], count[i], total, want, count[0], count[1], count[2]);
 	}
 	h_proxy_down(&p);
-	tag_stop(&a);
-	tag_stop(&b);
-	tag_stop(&c);
+	h_tag_stop(&a);
+	h_tag_stop(&b);
+	h_tag_stop(&c);
 }
 
 Test(integ, config_leastconn_prefers_idle_backend, .init = h_init, .fini = h_fini, .timeout = 60)
 {
 	const char *bin = h_binary(0);
-	static struct tag_server a, b;
+	static struct h_tag_server a, b;
 	static struct h_proxy p;
 	char text[600];
 	int held[4], nheld = 0;
 
 	/* Backends hold their sessions open: leastconn must see them as busy. */
-	tag_start(&a, 'A', 1);
-	tag_start(&b, 'B', 1);
+	h_tag_start(&a, 'A', 1, 0);
+	h_tag_start(&b, 'B', 1, 0);
 	snprintf(text, sizeof text,
 		 "[route lc]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d 127.0.0.1:%d\n"
 		 "balance = leastconn\n", a.port, b.port);
 	proxy_from_file(&p, bin, conf_write("leastconn.conf", text), NULL);
 	/* Three sessions held on whichever backend they land: then the next
 	 * ones must all go to the one with fewer, until the counts are equal. */
-	char first = tag_of(&p.addr, &held[nheld++]);
+	char first = h_tag_of(&p.addr, &held[nheld++]);
 	H_CHECK(first == 'A' || first == 'B', "first session got no tag");
-	char second = tag_of(&p.addr, &held[nheld++]);
+	char second = h_tag_of(&p.addr, &held[nheld++]);
 	H_CHECK(second && second != first, "with %c busy (1 session) and the other idle, leastconn "
 					   "sent the second session to %c", first, second ? second : '-');
 	/* Both hold one now; release the first: its backend is idle again. */
@@ -485,7 +382,7 @@ Test(integ, config_leastconn_prefers_idle_backend, .init = h_init, .fini = h_fin
 	h_sleep_ms(300); /* the proxy sees the close and releases the backend */
 	for (int i = 0; i < 3; i++) {
 		int fd;
-		char t = tag_of(&p.addr, &fd);
+		char t = h_tag_of(&p.addr, &fd);
 		H_CHECK(t == first, "after %c's session ended, session %d went to %c, not the idle %c",
 			first, i, t ? t : '-', first);
 		close(fd);
@@ -493,31 +390,31 @@ Test(integ, config_leastconn_prefers_idle_backend, .init = h_init, .fini = h_fin
 	}
 	close(held[1]);
 	h_proxy_down(&p);
-	tag_stop(&a);
-	tag_stop(&b);
+	h_tag_stop(&a);
+	h_tag_stop(&b);
 }
 
 Test(integ, config_command_line_overrides_file, .init = h_init, .fini = h_fini, .timeout = 60)
 {
 	const char *bin = h_binary(0);
-	static struct tag_server a;
+	static struct h_tag_server a;
 	static struct h_proxy p;
 	char text[600];
 
-	tag_start(&a, 'A', 0);
+	h_tag_start(&a, 'A', 0, 0);
 	snprintf(text, sizeof text,
 		 "[global]\nworkers = 1\n[route r]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d\n"
 		 "engine = splice\nidle_timeout = 1m\n", a.port);
 	const char *extra[] = { "--engine", "copy", "--workers", "2", NULL };
 	proxy_from_file(&p, bin, conf_write("override.conf", text), extra);
-	H_CHECK(tag_of(&p.addr, NULL) == 'A', "no session through the proxy");
+	H_CHECK(h_tag_of(&p.addr, NULL) == 'A', "no session through the proxy");
 	int route_ok = h_log_lines(&p, "route r:", "engine copy", "idle 60000 ms", NULL);
 	int workers_ok = h_log_lines(&p, "workers 2;", NULL);
 	H_CHECK(route_ok && workers_ok, "the startup log does not show --engine copy over the file's "
 					"splice (with its idle_timeout kept) and --workers 2 (route %d, "
 					"workers %d)", route_ok, workers_ok);
 	h_proxy_down(&p);
-	tag_stop(&a);
+	h_tag_stop(&a);
 
 	/* -l/-b cannot be mixed with -c. */
 	const char *args[] = { "-c", "/dev/null", "-l", "127.0.0.1:0", NULL };
@@ -552,13 +449,13 @@ Test(integ, config_maglev_same_client_same_backend_across_restarts, .init = h_in
      .fini = h_fini, .timeout = 60)
 {
 	const char *bin = h_binary(0);
-	static struct tag_server srv[3];
+	static struct h_tag_server srv[3];
 	static struct h_proxy p;
 	char text[600], first[41] = "", again[41] = "";
 	enum { CLIENTS = 40 };
 
 	for (int i = 0; i < 3; i++)
-		tag_start(&srv[i], (char)('A' + i), 0);
+		h_tag_start(&srv[i], (char)('A' + i), 0, 0);
 	snprintf(text, sizeof text,
 		 "[route m]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d\n"
 		 "balance = maglev\n", srv[0].port, srv[1].port, srv[2].port);
@@ -583,7 +480,7 @@ Test(integ, config_maglev_same_client_same_backend_across_restarts, .init = h_in
 	H_CHECK(used[0] + used[1] + used[2] == 3, "%d clients used only some backends: %s", CLIENTS,
 		first);
 	for (int i = 0; i < 3; i++)
-		tag_stop(&srv[i]);
+		h_tag_stop(&srv[i]);
 }
 
 /* Waits for the count-th log line with both needles. */
@@ -600,13 +497,13 @@ static int64_t wait_log(const struct h_proxy *p, const char *n1, const char *n2,
 Test(integ, health_checks_mark_down_and_up, .init = h_init, .fini = h_fini, .timeout = 60)
 {
 	const char *bin = h_binary(0);
-	static struct tag_server a, b;
+	static struct h_tag_server a, b;
 	static struct h_proxy p;
 	char text[600], bname[64], aname[64];
 	int seen[2];
 
-	tag_start(&a, 'A', 0);
-	tag_start(&b, 'B', 0);
+	h_tag_start(&a, 'A', 0, 0);
+	h_tag_start(&b, 'B', 0, 0);
 	int bport = b.port;
 	snprintf(aname, sizeof aname, "backend 127.0.0.1:%d", a.port);
 	snprintf(bname, sizeof bname, "backend 127.0.0.1:%d", bport);
@@ -619,7 +516,7 @@ Test(integ, health_checks_mark_down_and_up, .init = h_init, .fini = h_fini, .tim
 
 	/* B dies: marked down within fall x interval (+ a round of slack), and
 	 * no session tries it afterwards. */
-	tag_stop(&b);
+	h_tag_stop(&b);
 	int64_t took = wait_log(&p, bname, "is down", 1, 1500);
 	/* fall x interval = 200 ms, plus up to one interval of phase; the rest
 	 * is slack for a loaded machine */
@@ -628,7 +525,7 @@ Test(integ, health_checks_mark_down_and_up, .init = h_init, .fini = h_fini, .tim
 	int tried_before = h_log_lines(&p, bname, "connect:", NULL);
 	seen[0] = seen[1] = 0;
 	for (int i = 0; i < 20; i++) {
-		char t = tag_of(&p.addr, NULL);
+		char t = h_tag_of(&p.addr, NULL);
 		H_CHECK(t == 'A', "session %d with B down reached %c", i, t ? t : '-');
 	}
 	H_CHECK(h_log_lines(&p, bname, "connect:", NULL) == tried_before,
@@ -636,19 +533,19 @@ Test(integ, health_checks_mark_down_and_up, .init = h_init, .fini = h_fini, .tim
 		h_log_lines(&p, bname, "connect:", NULL), tried_before);
 
 	/* B comes back on its port: up after rise good checks, and used again. */
-	tag_start_on(&b, 'B', 0, bport);
+	h_tag_start(&b, 'B', 0, bport);
 	took = wait_log(&p, bname, "is up", 1, 1500);
 	H_CHECK(took <= 1000, "a revived backend came up after %lld ms (rise 2 x 100 ms)", (long long)took);
 	for (int i = 0; i < 20; i++) {
-		char t = tag_of(&p.addr, NULL);
+		char t = h_tag_of(&p.addr, NULL);
 		H_CHECK(t == 'A' || t == 'B', "session %d got no tag", i);
 		seen[t - 'A']++;
 	}
 	H_CHECK(seen[0] && seen[1], "with both up, 20 sessions went A %d, B %d times", seen[0], seen[1]);
 
 	/* every backend down: clients are closed at once, and counted */
-	tag_stop(&a);
-	tag_stop(&b);
+	h_tag_stop(&a);
+	h_tag_stop(&b);
 	wait_log(&p, aname, "is down", 1, 1500);
 	wait_log(&p, bname, "is down", 2, 1500);
 	for (int i = 0; i < 3; i++) {
@@ -722,15 +619,15 @@ Test(integ, reload_keeps_listeners_adds_and_removes_routes, .init = h_init, .fin
      .timeout = 120)
 {
 	const char *bin = h_binary(0);
-	static struct tag_server a, b;
+	static struct h_tag_server a, b;
 	static struct h_proxy p;
 	static struct client_loop cl;
 	char path[300];
 	int pa = h_free_port(), pb = h_free_port();
 	struct h_addr addr_b;
 
-	tag_start(&a, 'A', 0);
-	tag_start(&b, 'B', 0);
+	h_tag_start(&a, 'A', 0, 0);
+	h_tag_start(&b, 'B', 0, 0);
 	snprintf(path, sizeof path, "%s/reload.conf", h_tmpdir());
 	write_reload_conf(path, pa, pb, 0, a.port, b.port, 0);
 	proxy_from_file(&p, bin, path, NULL);
@@ -747,7 +644,7 @@ Test(integ, reload_keeps_listeners_adds_and_removes_routes, .init = h_init, .fin
 		kill(p.pid, SIGHUP);
 		wait_log(&p, "SIGHUP: reloaded", NULL, i, 3000);
 		if (with_b) {
-			char t = tag_of(&addr_b, NULL);
+			char t = h_tag_of(&addr_b, NULL);
 			H_CHECK(t == 'B', "reload %d added route b on %s, but it answered '%c'", i, tb,
 				t ? t : '-');
 		} else {
@@ -778,10 +675,10 @@ Test(integ, reload_keeps_listeners_adds_and_removes_routes, .init = h_init, .fin
 	H_CHECK(atomic_load(&cl.failed) == 0 && atomic_load(&cl.ok) > 20,
 		"across 20 reloads, a client looping on route a had %d failed and %d good sessions "
 		"(last failure: %s)", atomic_load(&cl.failed), atomic_load(&cl.ok), cl.last_fail);
-	H_CHECK(tag_of(&p.addr, NULL) == 'A', "route a stopped answering");
+	H_CHECK(h_tag_of(&p.addr, NULL) == 'A', "route a stopped answering");
 	h_proxy_down(&p);
-	tag_stop(&a);
-	tag_stop(&b);
+	h_tag_stop(&a);
+	h_tag_stop(&b);
 }
 
 /* The README's example config is what users copy: it must stay valid. */

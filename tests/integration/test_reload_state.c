@@ -158,87 +158,6 @@ static int echo_round(int fd, uint64_t seed, uint64_t off, size_t n)
 	return h_gen_check(seed, off, in, n) == n ? 0 : -1;
 }
 
-/* ---- backends that say who they are and hold the session ----------------- */
-
-struct tag_srv {
-	int lfd, port;
-	char tag;
-	_Atomic int stop;
-	_Atomic int accepted;
-	pthread_t thr;
-	int held[64];
-	int nheld;
-};
-
-static void *tag_loop(void *arg)
-{
-	struct tag_srv *t = arg;
-
-	while (!atomic_load(&t->stop)) {
-		struct pollfd pfd[65] = { { .fd = t->lfd, .events = POLLIN } };
-		for (int i = 0; i < t->nheld; i++)
-			pfd[i + 1] = (struct pollfd){ .fd = t->held[i], .events = POLLIN };
-		if (poll(pfd, (nfds_t)t->nheld + 1, 50) <= 0)
-			continue;
-		for (int i = t->nheld - 1; i >= 0; i--) {
-			char c;
-			if (pfd[i + 1].revents && read(t->held[i], &c, 1) <= 0) {
-				close(t->held[i]);
-				t->held[i] = t->held[--t->nheld];
-			}
-		}
-		if (!pfd[0].revents)
-			continue;
-		int fd = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		atomic_fetch_add(&t->accepted, 1);
-		if (write(fd, &t->tag, 1) != 1) {
-			/* the client left already; it counts as accepted */
-		}
-		if (t->nheld < 64)
-			t->held[t->nheld++] = fd;
-		else
-			close(fd);
-	}
-	for (int i = 0; i < t->nheld; i++)
-		close(t->held[i]);
-	return NULL;
-}
-
-static void tag_start(struct tag_srv *t, char tag)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof sin;
-
-	memset(t, 0, sizeof *t);
-	t->tag = tag;
-	t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	H_CHECK(t->lfd >= 0 && bind(t->lfd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
-			listen(t->lfd, 1024) == 0 && getsockname(t->lfd, (struct sockaddr *)&sin, &len) == 0,
-		"tag server %c: %s", tag, strerror(errno));
-	t->port = ntohs(sin.sin_port);
-	H_CHECK(pthread_create(&t->thr, NULL, tag_loop, t) == 0, "tag server thread");
-}
-
-static void tag_stop(struct tag_srv *t)
-{
-	atomic_store(&t->stop, 1);
-	pthread_join(t->thr, NULL);
-	close(t->lfd);
-}
-
-/* Connects, reads the backend's tag and keeps the session open in *fd. */
-static char tag_hold(const struct h_addr *a, int *fd)
-{
-	char c = 0;
-
-	*fd = h_connect(a, 2000);
-	if (*fd < 0 || h_recv_exact(*fd, &c, 1, h_now_ms() + 2000))
-		return 0;
-	return c;
-}
-
 /* ---- defect 6: each backend's checks on their own schedule --------------- */
 
 /* A listener whose accept queue is full (backlog 0, filled by connections
@@ -449,14 +368,14 @@ Test(integ, reload_keeps_route_counters_of_a_spanning_session, .init = h_init, .
 Test(integ, reload_keeps_a_dead_backend_down, .init = h_init, .fini = h_fini, .timeout = 60)
 {
 	const char *bin = h_binary(0);
-	static struct tag_srv a;
+	static struct h_tag_server a;
 	static struct h_refused dead;
 	static struct h_proxy p;
 	static int fds[8];
 	struct h_addr stats;
 	char text[800], down[96], up_metric[160], err_metric[200];
 
-	tag_start(&a, 'A');
+	h_tag_start(&a, 'A', 1, 0);
 	H_CHECK(h_refused_open(&dead) == 0, "refused port");
 	/* fall 3 x 300 ms: a reload that forgot the verdict would send clients
 	 * to the dead backend for most of a second */
@@ -477,7 +396,7 @@ Test(integ, reload_keeps_a_dead_backend_down, .init = h_init, .fini = h_fini, .t
 	reload(&p, 1);
 	long long up = h_metric(&stats, up_metric);
 	for (int i = 0; i < 8; i++) {
-		char t = tag_hold(&p.addr, &fds[i]);
+		char t = h_tag_of(&p.addr, &fds[i]);
 		H_CHECK(t == 'A', "session %d after the reload got '%c'", i, t ? t : '-');
 	}
 	long long errs = h_metric(&stats, err_metric);
@@ -492,20 +411,20 @@ Test(integ, reload_keeps_a_dead_backend_down, .init = h_init, .fini = h_fini, .t
 		close(fds[i]);
 	h_proxy_down(&p);
 	h_refused_close(&dead);
-	tag_stop(&a);
+	h_tag_stop(&a);
 }
 
 Test(integ, reload_keeps_leastconn_counts, .init = h_init, .fini = h_fini, .timeout = 60)
 {
 	const char *bin = h_binary(0);
-	static struct tag_srv a, b;
+	static struct h_tag_server a, b;
 	static struct h_proxy p;
 	struct h_addr stats;
 	char text[800], ma[160], mb[160];
 	int fd[6], nfd = 0, keep[4], nkeep = 0;
 
-	tag_start(&a, 'A');
-	tag_start(&b, 'B');
+	h_tag_start(&a, 'A', 1, 0);
+	h_tag_start(&b, 'B', 1, 0);
 	snprintf(text, sizeof text,
 		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\n\n"
 		 "[route lc]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d 127.0.0.1:%d\n"
@@ -519,7 +438,7 @@ Test(integ, reload_keeps_leastconn_counts, .init = h_init, .fini = h_fini, .time
 	/* four held sessions, two on each; then the two on B end: A holds 2, B 0 */
 	char tags[4];
 	for (int i = 0; i < 4; i++) {
-		tags[i] = tag_hold(&p.addr, &fd[nfd++]);
+		tags[i] = h_tag_of(&p.addr, &fd[nfd++]);
 		H_CHECK(tags[i] == 'A' || tags[i] == 'B', "session %d got no tag", i);
 	}
 	for (int i = 0; i < 4; i++) {
@@ -536,8 +455,8 @@ Test(integ, reload_keeps_leastconn_counts, .init = h_init, .fini = h_fini, .time
 	long long held_a = h_metric(&stats, ma);
 	/* with A at 2 and B at 0, the next two sessions are B's */
 	int accepted_a = atomic_load(&a.accepted);
-	char t1 = tag_hold(&p.addr, &fd[0]);
-	char t2 = tag_hold(&p.addr, &fd[1]);
+	char t1 = h_tag_of(&p.addr, &fd[0]);
+	char t2 = h_tag_of(&p.addr, &fd[1]);
 	H_CHECK(t1 == 'B' && t2 == 'B' && atomic_load(&a.accepted) == accepted_a,
 		"with 2 sessions from before the reload on A and none on B, leastconn sent the next "
 		"two to %c and %c", t1 ? t1 : '-', t2 ? t2 : '-');
@@ -552,6 +471,6 @@ Test(integ, reload_keeps_leastconn_counts, .init = h_init, .fini = h_fini, .time
 		"sessions_active did not return to 0 (A %lld, B %lld)", h_metric(&stats, ma),
 		h_metric(&stats, mb));
 	h_proxy_down(&p);
-	tag_stop(&a);
-	tag_stop(&b);
+	h_tag_stop(&a);
+	h_tag_stop(&b);
 }
