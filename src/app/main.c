@@ -84,7 +84,7 @@ static void log_totals(struct worker *ws, unsigned n)
 			k += (size_t)snprintf(eng + k, sizeof(eng) - k, " %s %llu,", engines[e]->name,
 					      (unsigned long long)t.engine[e][ENGINE_CTR_BYTES]);
 	for (unsigned e = 0; e < engine_nengines && k < sizeof(eng); e++)
-		for (unsigned c = 1; c < engines[e]->ncounters && k < sizeof(eng); c++) {
+		for (unsigned c = 0; c < engines[e]->ncounters && k < sizeof(eng); c++) {
 			const char *name = engines[e]->counters[c].name;
 			size_t len = strlen(name), cut = len > 6 && !strcmp(name + len - 6, "_total") ? 6 : 0;
 			k += (size_t)snprintf(eng + k, sizeof(eng) - k, " ");
@@ -92,7 +92,7 @@ static void log_totals(struct worker *ws, unsigned n)
 				eng[k++] = name[i] == '_' ? ' ' : name[i];
 			eng[k < sizeof(eng) ? k : sizeof(eng) - 1] = '\0';
 			k += (size_t)snprintf(eng + k, sizeof(eng) - k, " %llu,",
-					      (unsigned long long)t.engine[e][c]);
+					      (unsigned long long)t.engine[e][c + 1]);
 		}
 	if (k && k < sizeof(eng) && eng[k - 1] == ',')
 		eng[k - 1] = '\0';

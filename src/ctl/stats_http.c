@@ -55,9 +55,9 @@ static void family(struct out *o, const char *name, const char *type, const char
 	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* Every engine's counters (engine.h): counter 0 of each is its bytes, one
- * family with an engine label; the others are families of their own. The
- * test-only engines are left out. */
+/* Every engine's counters (engine.h): its bytes in one family with an
+ * engine label; its own counters in families of their own. The test-only
+ * engines are left out. */
 static void engine_metrics(struct out *o, const struct counters *t)
 {
 	char name[96];
@@ -68,10 +68,10 @@ static void engine_metrics(struct out *o, const struct counters *t)
 			put(o, "splicer_engine_bytes_total{engine=\"%s\"} %llu\n", engines[e]->name,
 			    (unsigned long long)t->engine[e][ENGINE_CTR_BYTES]);
 	for (unsigned e = 0; e < engine_nengines; e++)
-		for (unsigned k = 1; k < engines[e]->ncounters && !engine_hidden(engines[e]); k++) {
+		for (unsigned k = 0; k < engines[e]->ncounters && !engine_hidden(engines[e]); k++) {
 			snprintf(name, sizeof name, "splicer_%s", engines[e]->counters[k].name);
 			family(o, name, "counter", engines[e]->counters[k].help);
-			put(o, "%s %llu\n", name, (unsigned long long)t->engine[e][k]);
+			put(o, "%s %llu\n", name, (unsigned long long)t->engine[e][k + 1]);
 		}
 }
 

@@ -44,8 +44,9 @@
 #define AUTO_STREAM_READS 4
 #define AUTO_BIG_READ_DIV 4
 
-/* A counter an engine keeps per worker (ENGINE_CTR_BYTES is every engine's
- * first: bytes it moved). Shown in /metrics as splicer_NAME. */
+/* A counter of an engine's own, kept per worker, shown in /metrics as
+ * splicer_NAME. Every engine also has ENGINE_CTR_BYTES (slot 0: bytes it
+ * moved, splicer_engine_bytes_total{engine=...}); its own start at slot 1. */
 struct engine_counter {
 	const char *name, *help;
 };
@@ -93,8 +94,8 @@ struct engine {
 	void (*release)(struct worker *w, struct dir *d); /* drop what it holds */
 	uint64_t (*pending)(const struct dir *d);      /* bytes read, not yet written */
 
-	const struct engine_counter *counters;         /* [0] is bytes moved */
-	unsigned ncounters;                            /* at most ENGINE_COUNTERS */
+	const struct engine_counter *counters;         /* its own: slots 1..ncounters */
+	unsigned ncounters;                            /* below ENGINE_COUNTERS */
 };
 
 /* A route's choice (`engine = NAME`): a row of engine_list.h. */

@@ -120,16 +120,10 @@ static uint64_t copy_pending(const struct dir *d)
 	return c->tail - c->head;
 }
 
-static const struct engine_counter copy_counters[] = {
-	{ "engine_bytes_total", "Bytes moved, by engine (all routes)." },
-};
-
 struct engine engine_copy = {
 	.name = "copy",
 	.probe = copy_probe,
 	.pump = copy_pump,
 	.release = copy_release,
 	.pending = copy_pending,
-	.counters = copy_counters,
-	.ncounters = 1,
 };

@@ -47,8 +47,8 @@ void engine_registry_init(void)
 		add(engine_choices[i].stream);
 	}
 	for (unsigned i = 0; i < engine_nengines; i++)
-		if (engines[i]->ncounters > ENGINE_COUNTERS || !engines[i]->pump)
-			die("engine %s: no pump, or %u counters (ENGINE_COUNTERS is %d)",
+		if (engines[i]->ncounters >= ENGINE_COUNTERS || !engines[i]->pump)
+			die("engine %s: no pump, or %u counters of its own (ENGINE_COUNTERS is %d)",
 			    engines[i]->name, engines[i]->ncounters, ENGINE_COUNTERS);
 }
 

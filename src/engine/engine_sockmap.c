@@ -578,7 +578,6 @@ static void sm_release(struct worker *w, struct dir *d)
 }
 
 static const struct engine_counter sm_counters[] = {
-	{ "engine_bytes_total", "Bytes moved, by engine (all routes)." },
 	{ "sockmap_sessions_total", "Sessions moved into the sockmap (experimental engine)." },
 	{ "sockmap_fallbacks_total", "Sockmap-route sessions left on copy/splice." },
 };
@@ -601,5 +600,5 @@ struct engine engine_sockmap = {
 	.release = sm_release,
 	.pending = sm_pending,
 	.counters = sm_counters,
-	.ncounters = 3,
+	.ncounters = 2,
 };

@@ -225,7 +225,6 @@ static uint64_t splice_pending(const struct dir *d)
 }
 
 static const struct engine_counter splice_counters[] = {
-	{ "engine_bytes_total", "Bytes moved, by engine (all routes)." },
 	{ "splice_fallbacks_total", "Directions that wanted a pipe and copied instead." },
 };
 
@@ -239,5 +238,5 @@ struct engine engine_splice = {
 	.release = splice_release,
 	.pending = splice_pending,
 	.counters = splice_counters,
-	.ncounters = 2,
+	.ncounters = 1,
 };

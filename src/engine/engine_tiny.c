@@ -88,15 +88,9 @@ static uint64_t tiny_pending(const struct dir *d)
 	return t->tail - t->head;
 }
 
-static const struct engine_counter tiny_counters[] = {
-	{ "engine_bytes_total", "Bytes moved, by engine (all routes)." },
-};
-
 struct engine engine_tiny = {
 	.name = "test-tiny",
 	.pump = tiny_pump,
 	.release = tiny_release,
 	.pending = tiny_pending,
-	.counters = tiny_counters,
-	.ncounters = 1,
 };

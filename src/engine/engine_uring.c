@@ -1137,10 +1137,6 @@ static int uring_pump(struct worker *w, struct dir *d, unsigned *budget)
 	return 0; /* the ring moves the bytes (uring_drive) */
 }
 
-static const struct engine_counter uring_counters[] = {
-	{ "engine_bytes_total", "Bytes moved, by engine (all routes)." },
-};
-
 struct engine engine_uring = {
 	.name = "uring",
 	.blind_send_queue = 1,
@@ -1157,6 +1153,4 @@ struct engine engine_uring = {
 	.pump = uring_pump,
 	.release = uring_dir_release,
 	.pending = uring_pending,
-	.counters = uring_counters,
-	.ncounters = 1,
 };
