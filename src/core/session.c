@@ -717,9 +717,10 @@ static void session_on_event(struct side *sd, uint32_t events)
 }
 
 /* With SO_RCVLOWAT, fewer than --lowat bytes never raise a readiness event:
- * a stream that pauses with a short tail queued would stall. The scan looks
+ * a stream that pauses with a short tail queued would stall. The session's
+ * timer (every RECHECK_MS while a lowat source is open) looks
  * at lowat sources that have been quiet and pulls such a tail out, so the
- * price of --lowat is at most one scan period of latency, never a stall. */
+ * price of --lowat is at most RECHECK_MS of latency, never a stall. */
 static int lowat_tail_waiting(struct dir *d)
 {
 	int queued = 0;
@@ -811,7 +812,7 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 	} else if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
 		connect_timed_out(s);
 	} else if (s->state == S_OPEN && s->eng->sync && s->eng->sync(s)) {
-		s->active_ms = now_ms; /* bytes moved in the kernel since the last scan */
+		s->active_ms = now_ms; /* bytes moved in the kernel since the last look */
 		session_run(s);        /* and a direction may have been passed bytes */
 	} else if (s->state == S_OPEN && s->ending) {
 		/* waiting for a send queue to empty before an RST */

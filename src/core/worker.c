@@ -1,6 +1,7 @@
-/* worker: the event loop. One turn: wait for events (no wait when sessions
- * are queued with work left), dispatch them, run the queued sessions, check
- * timeouts every SCAN_MS, free what closed during the turn. */
+/* worker: the event loop. One turn: wait for events (until the first
+ * session deadline at most; no wait when sessions are queued with work
+ * left), dispatch them, run the queued sessions and the due timers, keep
+ * house every SCAN_MS, free what closed during the turn. */
 #define _GNU_SOURCE
 #include "worker.h"
 
@@ -19,7 +20,7 @@
 #include "session.h"
 
 #define MAX_EVENTS      256
-#define SCAN_MS         100 /* timeout scan and paused-listener check period */
+#define SCAN_MS         100 /* housekeeping: pool trims, paused accepts (no session) */
 #define ACCEPT_BUDGET   64  /* accepts per listener event before other work */
 #define FD_PAUSE_MS     100 /* accept pause after EMFILE/ENFILE */
 #define BUF_POOL_KEEP   256 /* idle copy buffers a worker keeps */

@@ -109,7 +109,7 @@ struct worker {
 	uint64_t next_id;           /* session ids: worker id in the top byte */
 	uint64_t now_ms;            /* CLOCK_MONOTONIC_COARSE, refreshed each turn */
 	uint64_t turn_ms;           /* heartbeat: now_ms of the last loop turn (atomic) */
-	uint64_t next_scan_ms;      /* next timeout scan */
+	uint64_t next_scan_ms;      /* next housekeeping (worker_scan) */
 	uint64_t spin_until_us;     /* --busy-poll: epoll_wait does not sleep before this */
 	int draining;
 	struct counters ctr;
