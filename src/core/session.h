@@ -70,7 +70,7 @@ struct session {
 	unsigned first;        /* first backend tried */
 	unsigned tries;        /* backends tried so far */
 	unsigned backend;      /* index of the current backend */
-	uint8_t counted;       /* counted in route->active[backend] (leastconn) */
+	uint8_t counted;       /* counted in its backend's active sessions (leastconn) */
 	uint8_t attempted;     /* a connect to some backend was tried */
 	uint8_t opened;        /* connected to s->backend (its bytes count for it) */
 	uint8_t ending;        /* both directions over; waiting for a side's send queue to

@@ -27,7 +27,7 @@
  *   side we have shut for writing is ignored (sm_spurious_epipe).
  *
  * - Time and counts. Idle timeout, log and metrics take the program's
- *   counters (shared memory) at each timeout scan; a session's byte counts
+ *   counters (shared memory) each time the session's timer looks (100 ms); a session's byte counts
  *   are what was redirected, less what was still in flight at close.
  *
  * Sessions that cannot use it (not TCP on both sides, no counter slot, the
@@ -325,7 +325,7 @@ static void sm_update_events(struct session *s)
 		 * space (hand-off): registered, every redirected batch would wake
 		 * the worker (sk_data_ready runs after the verdict) for nothing.
 		 * A pass that races with dropping EPOLLIN is found by sm_sync()
-		 * at the next timeout scan (at most 100 ms late). */
+		 * when the session's timer next looks (at most 100 ms late). */
 		if (owes(s, d) && !d->eof)
 			ev |= EPOLLIN;
 		if (SD(o)->copy.head != SD(o)->copy.tail)
