@@ -107,7 +107,7 @@ asan: $(B)/asan/splicer
 # One Criterion binary holds every test so the run ends with one Synthesis line.
 $(B)/tests: $(TEST_SRCS) $(LIB_OBJS) $(HDRS)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(ALL_INC) -Itests/integration -Itests/peer -o $@ $(TEST_SRCS) $(LIB_OBJS) -lcriterion $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(ALL_INC) -Itests/integration -Itests/peer -o $@ $(TEST_SRCS) $(LIB_OBJS) -lcriterion -lssl $(LDLIBS)
 
 # Install what is missing, and only that (apt-get needs root and the
 # registry); tools/deps.sh keeps packaged services (HAProxy, nginx) from

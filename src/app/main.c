@@ -63,9 +63,13 @@ static void log_startup(const struct config *c, unsigned pipe_actual)
 			 balance_names[r->o.balance], engine_names[r->o.engine],
 			 r->o.lowat ? lw : "off", (unsigned long long)r->o.connect_timeout_ms,
 			 (unsigned long long)r->o.idle_timeout_ms, r->o.check ? "tcp" : "none");
-		if (n < sizeof(all))
-			n += (size_t)snprintf(all + n, sizeof(all) - n, "%s%s", i ? ", " : "", listens);
+		if (r->sni[0])
+			log_info("route %s: for TLS clients naming %s%s%s", r->name, r->sni,
+				 r->alpn[0] ? " and offering " : "", r->alpn);
 	}
+	for (unsigned i = 0; i < c->nlst && n < sizeof(all); i++)
+		n += (size_t)snprintf(all + n, sizeof(all) - n, "%s%s", i ? ", " : "",
+				      c->lst[i].addr->text);
 	log_info("ready: listening on %s", all);
 }
 
@@ -136,12 +140,11 @@ static void set_log_level(const struct config *cfg)
 }
 
 /* A start that fails after binding leaves no socket file behind: the
- * first n listeners (in route order) are the ones this process bound. */
+ * first n listen groups are the ones this process bound. */
 static int start_failed(const struct config *c, unsigned n)
 {
-	for (unsigned r = 0, l = 0; r < c->nroutes; r++)
-		for (unsigned k = 0; k < c->route[r]->nlisten && l < n; k++, l++)
-			listener_unlink(&c->route[r]->listen[k]);
+	for (unsigned l = 0; l < n && l < c->nlst; l++)
+		listener_unlink(c->lst[l].addr);
 	return 1;
 }
 
@@ -220,6 +223,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	}
 
 	ws = calloc(cfg->workers, sizeof(*ws));
+	sh.workers = ws; /* waitq.h: a slot freed in one worker wakes the others' waiters */
+	sh.nworkers = (unsigned)cfg->workers;
 	fds = calloc(cfg->workers, sizeof(*fds));
 	joined = calloc(cfg->workers, 1);
 	stalled = calloc(cfg->workers, 1);
@@ -227,18 +232,16 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		fprintf(stderr, "splicer: out of memory\n");
 		return 1;
 	}
-	for (unsigned r = 0, l = 0; r < cfg->nroutes; r++)
-		for (unsigned k = 0; k < cfg->route[r]->nlisten; k++, l++) {
-			int tmp[256];
-			if (listener_open_n(&cfg->route[r]->listen[k], (unsigned)cfg->workers, tmp, 0,
-					    err, sizeof(err))) {
-				log_err("route %s: %s", cfg->route[r]->name, err);
-				return start_failed(cfg, l);
-			}
-			for (unsigned i = 0; i < cfg->workers; i++)
-				fds[i][l] = tmp[i];
-			nlisteners = l + 1;
+	for (unsigned l = 0; l < cfg->nlst; l++) {
+		int tmp[256];
+		if (listener_open_n(cfg->lst[l].addr, (unsigned)cfg->workers, tmp, 0, err, sizeof(err))) {
+			log_err("route %s: %s", cfg->lst[l].route[0]->name, err);
+			return start_failed(cfg, l);
 		}
+		for (unsigned i = 0; i < cfg->workers; i++)
+			fds[i][l] = tmp[i];
+		nlisteners = l + 1;
+	}
 	for (unsigned i = 0; i < cfg->workers; i++) {
 		int r = worker_init(&ws[i], i, &sh, fds[i]);
 		if (r) {
@@ -345,9 +348,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	access_log_close();
 	for (unsigned i = 0; i < cfg->workers; i++)
 		worker_destroy(&ws[i]);
-	for (unsigned r = 0; r < cfg->nroutes; r++)
-		for (unsigned l = 0; l < cfg->route[r]->nlisten; l++)
-			listener_unlink(&cfg->route[r]->listen[l]);
+	for (unsigned l = 0; l < cfg->nlst; l++)
+		listener_unlink(cfg->lst[l].addr);
 	free(ws);
 	free(fds);
 	free(joined);

@@ -339,9 +339,23 @@ unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t pe
 	return best;
 }
 
-void backend_hold(struct route *r, unsigned i)
+int backend_try_hold(struct route *r, unsigned i)
 {
-	__atomic_add_fetch(&r->health[i]->active, 1, __ATOMIC_RELAXED);
+	int64_t *active = &r->health[i]->active, n;
+	unsigned max = r->backend[i].maxconn;
+
+	if (!max) {
+		__atomic_add_fetch(active, 1, __ATOMIC_RELAXED);
+		return 1;
+	}
+	/* a compare-and-swap, so two workers never both take the last slot */
+	n = __atomic_load_n(active, __ATOMIC_RELAXED);
+	do {
+		if (n >= (int64_t)max)
+			return 0;
+	} while (!__atomic_compare_exchange_n(active, &n, n + 1, 1, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return 1;
 }
 
 void backend_release(struct route *r, unsigned i)

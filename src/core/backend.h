@@ -44,8 +44,9 @@ void backend_set_down(struct route *r, unsigned i, int down, const char *why);
  * alone can bring it back). */
 void backend_connect_result(struct route *r, unsigned i, int ok);
 
-/* A session is (no longer) attempting or using backend i. */
-void backend_hold(struct route *r, unsigned i);
+/* A session takes a slot of backend i (it attempts or uses it): 0 when the
+ * backend is at its maxconn; backend_release gives the slot back. */
+int backend_try_hold(struct route *r, unsigned i);
 void backend_release(struct route *r, unsigned i);
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "addr.h"
+#include "cidr.h"
 
 #define MAX_ROUTES    64
 #define MAX_LISTENS   16  /* per route */
@@ -48,6 +49,12 @@ struct route_opts {
 	uint64_t rise;               /* good checks in a row that bring a backend up */
 	uint64_t fall;               /* failed checks (or connects) in a row that take it down */
 	uint64_t half_close_timeout_ms; /* idle limit once one direction has ended */
+	/* admission (route_admit.c) and TLS routing (listeners with sni routes) */
+	uint64_t source_max_conns;   /* concurrent sessions per source (IPv6: per /64); 0 = no limit */
+	uint64_t source_conn_rate;   /* new sessions per second per source; 0 = no limit */
+	uint64_t tls_hello_timeout_ms; /* the whole ClientHello within this */
+	uint64_t tls_hello_max;      /* bytes of TLS records that may hold it */
+	uint64_t queue_timeout_ms;   /* every backend at maxconn: how long a client may wait */
 };
 
 /* A backend's run-time state: health, traffic and its leastconn count.
@@ -70,6 +77,11 @@ struct backend_health {
 struct route_stats {
 	uint64_t sessions, active, bytes_up, bytes_down;
 	uint64_t connect_errors, retries, no_backend, all_down;
+	/* admission: clients closed at once, by reason */
+	uint64_t denied, source_conns_rejected, source_rate_rejected;
+	/* maxconn: clients waiting now, served after waiting, timed out */
+	uint64_t queued, dequeued, queue_timeouts, queue_wait_ms;
+	uint64_t refuse_logged_ms, refused_unlogged; /* refusals' log line (session.c) */
 };
 #define STAT_ADD(field, n) __atomic_add_fetch(&(field), (uint64_t)(n), __ATOMIC_RELAXED)
 #define STAT_GET(field)    __atomic_load_n(&(field), __ATOMIC_RELAXED)
@@ -81,6 +93,7 @@ struct backend_conf {
 	unsigned line;               /* where it was given (file line, 0: command line) */
 	uint8_t this_host;           /* the address is on this host: connections to it are
 					watched for loops (loop_guard.h) */
+	unsigned maxconn;            /* sessions at most (0: no limit); more wait in the queue */
 };
 
 struct route {
@@ -103,11 +116,40 @@ struct route {
 	struct backend_health **health;
 	struct route_stats *st;
 	uint64_t live;                     /* atomic: sessions of this generation's route */
+	/* TLS routing: names from the ClientHello's SNI ('*.' = one or more
+	 * labels) and ALPN protocols of which one must be offered; "" = any */
+	char sni[SETTING_TEXT_MAX * 4];
+	unsigned sni_line;
+	char alpn[SETTING_TEXT_MAX];
+	unsigned alpn_line;
+	/* source ACLs ("CIDR CIDR ..."; parsed into acl by config_finalize) */
+	char allow[SETTING_TEXT_MAX * 4], deny[SETTING_TEXT_MAX * 4];
+	unsigned allow_line, deny_line;
+	struct acl acl;                    /* empty: every source */
+	struct source_table *sources;      /* source_max_conns / source_conn_rate; shared across
+					    * reloads like st (route_admit.c) */
+	uint8_t has_queue;                 /* a backend has maxconn */
+};
+
+/* One listening address and the routes that share it: a route with sni
+ * gets the clients whose ClientHello names it, the route without sni (at
+ * most one: dflt) everyone else. Built by config_finalize from the routes'
+ * listen lists; the listening sockets are per group, not per route. */
+struct listen_group {
+	struct addr *addr;                 /* the first route's entry */
+	unsigned line;
+	struct route *dflt;                /* NULL: clients nobody's sni takes are closed */
+	struct route *route[MAX_ROUTES];   /* every route on it, file order */
+	unsigned nroute;
+	uint8_t hello;                     /* a route has sni: read the ClientHello first */
+	uint64_t hello_timeout_ms, hello_max; /* the largest of its routes' */
 };
 
 struct config {
 	struct route *route[MAX_ROUTES];
 	unsigned nroutes;
+	struct listen_group lst[MAX_LISTENERS]; /* the sockets: config_finalize */
+	unsigned nlst;
 	char file[256];              /* -c FILE, "" when routes come from -l/-b */
 	struct route_opts o;         /* [global] and command-line values for every route */
 	uint32_t cli_set;            /* route_opts given on the command line: they win */
@@ -123,7 +165,8 @@ struct config {
 	char stats[SETTING_TEXT_MAX];      /* ADDRESS of the metrics endpoint, or "off" */
 	struct addr stats_addr;            /* stats, parsed by config_finalize() */
 	char user[SETTING_TEXT_MAX];       /* drop root to this user after binding, or "off" */
-	unsigned set_line[32];             /* [global] settings by table index: the file line
+	uint64_t source_table_size;        /* sources tracked per route for the source limits */
+	unsigned set_line[48];             /* [global] settings by table index: the file line
 					    * that set it; 0: default or command line */
 };
 

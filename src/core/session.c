@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "session.h"
 
+#include <alloca.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -21,6 +22,10 @@
 #include "engine.h"
 #include "log.h"
 #include "proxy_proto.h"
+#include "route_admit.h"
+#include "tls_hello.h"
+#include "tls_route.h"
+#include "waitq.h"
 #include "worker.h"
 
 /* Reads per direction per turn before other sessions get theirs: with 512k
@@ -434,13 +439,51 @@ static void connect_error(struct session *s, int err, int local)
 	backend_connect_result(s->route, s->backend, 0);
 }
 
+/* Gives back the backend slot s holds; a route with clients waiting for a
+ * slot has them look (waitq.h). */
+static void session_unhold(struct session *s)
+{
+	if (!s->counted)
+		return;
+	s->counted = 0;
+	backend_release(s->route, s->backend);
+	if (s->route->backend[s->backend].maxconn &&
+	    __atomic_load_n(&s->route->st->queued, __ATOMIC_RELAXED))
+		waitq_kick(s->w->sh);
+}
+
+/* Every usable backend is at its maxconn: s waits for a slot, in arrival
+ * order; a retry that finds them full again keeps its place and its time. */
+static void session_enqueue(struct session *s)
+{
+	s->state = S_QUEUED;
+	if (s->in_waitq)
+		return;
+	s->in_waitq = 1;
+	s->queued_ms = s->w->now_ms;
+	STAT_ADD(s->route->st->queued, 1);
+	waitq_add(s->w, s);
+}
+
+static void session_leave_queue(struct session *s)
+{
+	if (!s->in_waitq)
+		return;
+	s->in_waitq = 0;
+	waitq_del(s->w, s);
+	__atomic_sub_fetch(&s->route->st->queued, 1, __ATOMIC_RELAXED);
+}
+
 /* Tries backends from the current one on, each at most once. Returns 0 when
- * a connect is under way or done, -1 when the session was closed. */
+ * a connect is under way or done (or s waits in the queue), -1 when the
+ * session was closed. */
 static int session_connect(struct session *s)
 {
 	struct worker *w = s->w;
 	struct route *rt = s->route;
 	unsigned attempts = 0;
+
+	unsigned full = 0;
 
 	while (s->tries < rt->nbackend) {
 		const struct addr *b;
@@ -450,6 +493,11 @@ static int session_connect(struct session *s)
 		b = &rt->backend[s->backend].addr;
 		if (!backend_is_up(rt, s->backend))
 			continue; /* marked down: never waited on */
+		if (!backend_try_hold(rt, s->backend)) {
+			full++; /* at its maxconn */
+			continue;
+		}
+		s->counted = 1;
 		if (attempts++ || s->attempted) {
 			CTR_ADD(w, connect_retries, 1);
 			STAT_ADD(rt->st->retries, 1);
@@ -458,6 +506,7 @@ static int session_connect(struct session *s)
 		fd = socket(b->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0) {
 			connect_error(s, errno, 1); /* warns once, not once per session */
+			session_unhold(s);
 			break; /* out of descriptors: another backend will not help */
 		}
 		set_nodelay(fd, b);
@@ -466,8 +515,6 @@ static int session_connect(struct session *s)
 			if (rt->backend[s->backend].this_host)
 				loop_guard_add(&s->loop, fd, (const struct sockaddr *)&b->ss, b->len);
 			s->srv.fd = fd;
-			backend_hold(rt, s->backend);
-			s->counted = 1;
 			if (side_register(w, &s->srv)) {
 				log_warn("session %llx: epoll_ctl: %s", (unsigned long long)s->id,
 					 strerror(errno));
@@ -479,7 +526,14 @@ static int session_connect(struct session *s)
 			return 0;
 		}
 		connect_error(s, errno, local_error(errno));
+		session_unhold(s);
 		close(fd);
+	}
+	if (full) {
+		/* every backend that is up and not tried is at its maxconn: wait
+		 * for a slot (nothing is read from the client meanwhile) */
+		session_enqueue(s);
+		return 0;
 	}
 	if (!s->attempted) {
 		CTR_ADD(w, all_down, 1);
@@ -499,8 +553,7 @@ static void session_connect_failed(struct session *s, int err, int local)
 {
 	connect_error(s, err, local);
 	loop_guard_del(&s->loop);
-	backend_release(s->route, s->backend);
-	s->counted = 0;
+	session_unhold(s);
 	close(s->srv.fd); /* also leaves the epoll set */
 	s->srv.fd = -1;
 	s->srv.can_read = s->srv.can_write = s->srv.rdhup = 0;
@@ -508,16 +561,133 @@ static void session_connect_failed(struct session *s, int err, int local)
 		session_run(s);
 }
 
-int session_new(struct worker *w, struct route *route, int fd, const struct sockaddr *peer,
-		socklen_t peerlen)
+/* s's route is final: its engine, its counters, its backend choice. */
+static void session_set_route(struct session *s, struct route *r)
+{
+	if (r != s->route) {
+		/* the same config generation: moving the hold keeps it alive */
+		STAT_ADD(r->live, 1);
+		__atomic_sub_fetch(&s->route->live, 1, __ATOMIC_RELEASE);
+		s->route = r;
+		s->eng = engine_choices[r->o.engine].session;
+		memset(s->up.priv, 0, sizeof(s->up.priv));
+		memset(s->down.priv, 0, sizeof(s->down.priv));
+		dir_init(&s->up, &s->cli, &s->srv, r);
+		dir_init(&s->down, &s->srv, &s->cli, r);
+	}
+	s->routed = 1;
+	STAT_ADD(r->st->sessions, 1);
+	STAT_ADD(r->st->active, 1);
+}
+
+/* Refusals are logged at most once per route every REFUSE_LOG_MS, with how
+ * many there were since; each is counted in /metrics by reason. */
+#define REFUSE_LOG_MS 10000
+
+static void log_refusal(struct session *s, const char *why)
+{
+	struct route_stats *st = s->route->st;
+	uint64_t last = __atomic_load_n(&st->refuse_logged_ms, __ATOMIC_RELAXED);
+	uint64_t n = __atomic_add_fetch(&st->refused_unlogged, 1, __ATOMIC_RELAXED);
+	char peer[ADDR_TEXT_MAX];
+
+	if (last && s->w->now_ms - last < REFUSE_LOG_MS)
+		return;
+	if (!__atomic_compare_exchange_n(&st->refuse_logged_ms, &last, s->w->now_ms, 0,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	__atomic_sub_fetch(&st->refused_unlogged, n, __ATOMIC_RELAXED);
+	addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));
+	log_warn("route %s: refused client %s (%s)%s; refusals are logged at most every %d s "
+		 "and counted in splicer_route_refused_total", s->route->name, peer, why,
+		 n > 1 ? " and others since the last line" : "", REFUSE_LOG_MS / 1000);
+}
+
+/* The route is known (and, with accept_proxy, the real client): admission,
+ * then a backend. Returns -1 when the session was closed. */
+static int session_start(struct session *s)
+{
+	struct route *r = s->route;
+	int held = 0;
+	enum admit_result a = route_admit(r, (struct sockaddr *)&s->peer, s->w->now_ms, &held);
+
+	s->src_held = (uint8_t)held;
+	if (a != ADMIT_OK) {
+		STAT_ADD(*(a == ADMIT_DENIED ? &r->st->denied
+			   : a == ADMIT_TOO_FAST ? &r->st->source_rate_rejected
+						 : &r->st->source_conns_rejected), 1);
+		log_refusal(s, admit_reason(a));
+		s->refused = 1;
+		session_close(s, admit_reason(a));
+		return -1;
+	}
+	s->first = backend_pick(r, (struct sockaddr *)&s->peer, s->peerlen);
+	s->state = S_CONNECTING;
+	/* waiters first: a newcomer does not take a slot someone waits for */
+	if (r->has_queue && __atomic_load_n(&r->st->queued, __ATOMIC_RELAXED)) {
+		session_enqueue(s);
+		return 0;
+	}
+	if (session_connect(s))
+		return -1;
+	if (s->state == S_OPEN)
+		session_run(s);
+	return 0;
+}
+
+/* After the PROXY header, if any: a listener with sni routes reads the
+ * ClientHello first. */
+static int session_begin(struct session *s)
+{
+	if (!s->grp->hello) {
+		session_set_route(s, s->route);
+		return session_start(s);
+	}
+	s->hello = malloc(sizeof(*s->hello));
+	if (!s->hello) {
+		session_close(s, "out-of-memory");
+		return -1;
+	}
+	tls_hello_init(s->hello);
+	s->state = S_HELLO;
+	s->connect_deadline_ms = s->w->now_ms + s->grp->hello_timeout_ms;
+	return 0;
+}
+
+int session_dequeue(struct session *s)
+{
+	struct worker *w = s->w;
+
+	if (s->state != S_QUEUED)
+		return 1;
+	s->state = S_CONNECTING;
+	s->tries = 0;
+	s->first = backend_pick(s->route, (struct sockaddr *)&s->peer, s->peerlen);
+	if (session_connect(s))
+		return 1; /* closed (and out of the queue) */
+	if (s->state == S_QUEUED)
+		return 0; /* still full: same place in the queue */
+	STAT_ADD(s->route->st->dequeued, 1);
+	STAT_ADD(s->route->st->queue_wait_ms, w->now_ms - s->queued_ms);
+	session_leave_queue(s);
+	if (s->state == S_OPEN)
+		session_run(s);
+	session_timer_update(s);
+	return 1;
+}
+
+int session_new(struct worker *w, const struct listen_group *g, int fd,
+		const struct sockaddr *peer, socklen_t peerlen)
 {
 	struct session *s = calloc(1, sizeof(*s));
+	struct route *route = g->dflt ? g->dflt : g->route[0];
 
 	if (!s) {
 		close(fd);
 		return -ENOMEM;
 	}
 	s->w = w;
+	s->grp = g;
 	s->route = route;
 	s->eng = engine_choices[route->o.engine].session;
 	s->id = ((uint64_t)w->id << 56) | ++w->next_id;
@@ -531,14 +701,11 @@ int session_new(struct worker *w, struct route *route, int fd, const struct sock
 	s->connect_deadline_ms = w->now_ms + route->o.proxy_timeout_ms;
 	memcpy(&s->peer, peer, peerlen);
 	s->peerlen = peerlen;
-	s->first = backend_pick(route, peer, peerlen);
 	s->next = w->sessions;
 	if (w->sessions)
 		w->sessions->prev = s;
 	w->sessions = s;
 	CTR_ADD(w, accepted, 1);
-	STAT_ADD(route->st->sessions, 1);
-	STAT_ADD(route->st->active, 1);
 	STAT_ADD(route->live, 1);
 	CTR_ADD(w, active, 1);
 	if (peer->sa_family != AF_UNIX) {
@@ -558,11 +725,13 @@ int session_new(struct worker *w, struct route *route, int fd, const struct sock
 		session_close(s, "loop");
 		return 0;
 	}
-	if (s->state == S_CONNECTING && session_connect(s) == 0 && s->state == S_OPEN)
-		session_run(s);
+	if (s->state == S_CONNECTING && session_begin(s))
+		return 0;
 	session_timer_update(s);
 	return 0;
 }
+
+static void session_read_hello(struct session *s);
 
 static void header_failed(struct session *s, const char *reason, const char *why)
 {
@@ -614,10 +783,82 @@ static void session_read_header(struct session *s)
 		memcpy(&s->peer, &src, srclen);
 		s->peerlen = srclen;
 	}
-	s->first = backend_pick(s->route, (struct sockaddr *)&s->peer, s->peerlen);
 	s->state = S_CONNECTING;
-	if (session_connect(s) == 0 && s->state == S_OPEN)
-		session_run(s);
+	if (session_begin(s) == 0 && s->state == S_HELLO && s->cli.can_read)
+		session_read_hello(s); /* the hello may have come with the header */
+}
+
+static void hello_failed(struct session *s, const char *reason, const char *why)
+{
+	if (!strcmp(reason, "tls-hello-timeout"))
+		CTR_ADD(s->w, tls_hello_timeouts, 1);
+	else if (!strcmp(reason, "tls-no-route"))
+		CTR_ADD(s->w, tls_no_route, 1);
+	else
+		CTR_ADD(s->w, tls_hello_errors, 1);
+	log_verbose("session %llx: ClientHello: %s", (unsigned long long)s->id, why);
+	session_close(s, reason);
+}
+
+/* A listener with sni routes: peeks at the client's bytes until the whole
+ * ClientHello is there (any number of segments and TLS records, up to
+ * tls_hello_max), then chooses the route. Nothing is consumed: the engine
+ * forwards every byte, the hello first. */
+static void session_read_hello(struct session *s)
+{
+	size_t max = s->grp->hello_max;
+	uint8_t *buf = alloca(max + 1);
+	ssize_t n = recv(s->cli.fd, buf, max + 1, MSG_PEEK | MSG_DONTWAIT);
+	struct route *r;
+	enum tls_hello_status st;
+
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			s->cli.can_read = 0;
+		else
+			hello_failed(s, "client-error", strerror(errno));
+		return;
+	}
+	st = n ? tls_hello_parse(s->hello, buf, (size_t)n, max) : TLS_HELLO_NEED_MORE;
+	switch (st) {
+	case TLS_HELLO_NEED_MORE:
+		/* the next segment raises a new edge; a FIN will not */
+		if (s->cli.rdhup || n == 0) {
+			hello_failed(s, "tls-hello-truncated", "connection closed inside the ClientHello");
+			return;
+		}
+		if ((size_t)n > max) {
+			hello_failed(s, "tls-hello-too-big", "over tls_hello_max");
+			return;
+		}
+		s->cli.can_read = 0;
+		return;
+	case TLS_HELLO_DONE:
+		r = tls_route_choose(s->grp, s->hello);
+		break;
+	case TLS_HELLO_NOT_TLS:
+		r = s->grp->dflt;
+		break;
+	case TLS_HELLO_TOO_BIG:
+		hello_failed(s, "tls-hello-too-big", s->hello->why ? s->hello->why : "over tls_hello_max");
+		return;
+	default:
+		hello_failed(s, "bad-tls-hello", s->hello->why ? s->hello->why : "malformed");
+		return;
+	}
+	if (!r) {
+		hello_failed(s, "tls-no-route", st == TLS_HELLO_DONE && s->hello->has_sni
+			     ? "no route for this name and no route without sni on the listener"
+			     : "not TLS or no SNI, and no route without sni on the listener");
+		return;
+	}
+	log_debug("session %llx: ClientHello for '%s': route %s", (unsigned long long)s->id,
+		  st == TLS_HELLO_DONE && s->hello->has_sni ? s->hello->sni : "", r->name);
+	free(s->hello);
+	s->hello = NULL;
+	s->state = S_CONNECTING;
+	session_set_route(s, r);
+	session_start(s);
 }
 
 static int sock_error(int fd)
@@ -658,6 +899,18 @@ static void session_on_event(struct side *sd, uint32_t events)
 	if (s->state == S_HEADER) {
 		if (sd == &s->cli && sd->can_read)
 			session_read_header(s);
+		return;
+	}
+	if (s->state == S_HELLO) {
+		if (sd == &s->cli && sd->can_read)
+			session_read_hello(s);
+		return;
+	}
+	if (s->state == S_QUEUED) {
+		/* nothing is read while waiting; a client that is gone frees
+		 * its place now rather than at queue_timeout */
+		if (sd == &s->cli && (events & (EPOLLERR | EPOLLHUP)))
+			session_close(s, "client-gone-while-queued");
 		return;
 	}
 	if (s->state == S_CONNECTING) {
@@ -776,8 +1029,11 @@ static uint64_t session_deadline(const struct session *s)
 
 	switch (s->state) {
 	case S_HEADER:
+	case S_HELLO:
 	case S_CONNECTING:
 		return s->connect_deadline_ms;
+	case S_QUEUED:
+		return s->queued_ms + o->queue_timeout_ms;
 	case S_OPEN:
 		break;
 	default:
@@ -809,6 +1065,15 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 
 	if (s->state == S_HEADER && now_ms >= s->connect_deadline_ms) {
 		header_failed(s, "proxy-header-timeout", "no complete header within proxy_timeout");
+	} else if (s->state == S_HELLO && now_ms >= s->connect_deadline_ms) {
+		hello_failed(s, "tls-hello-timeout", "no whole ClientHello within tls_hello_timeout");
+	} else if (s->state == S_QUEUED) {
+		if (now_ms >= s->queued_ms + o->queue_timeout_ms) {
+			STAT_ADD(s->route->st->queue_timeouts, 1);
+			log_verbose("session %llx: no backend slot within queue_timeout",
+				    (unsigned long long)s->id);
+			session_close(s, "queue-timeout");
+		}
 	} else if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
 		connect_timed_out(s);
 	} else if (s->state == S_OPEN && s->eng->sync && s->eng->sync(s)) {
@@ -872,6 +1137,9 @@ void session_close(struct session *s, const char *reason)
 	if (s->state == S_CLOSED)
 		return;
 	timer_del(&w->timers, &s->timer);
+	session_leave_queue(s);
+	free(s->hello);
+	s->hello = NULL;
 	if (s->eng->end)
 		s->eng->end(s); /* bytes still in its hands count as pending below */
 	loop_guard_del(&s->loop);
@@ -887,15 +1155,17 @@ void session_close(struct session *s, const char *reason)
 		rst_cli = wants_rst(s, &s->cli);
 		rst_srv = wants_rst(s, &s->srv);
 	}
+	rst_cli |= s->refused; /* admission says no at once, as HAProxy's reject does */
 	/* first the engine: it takes the descriptors it owns (engine.h, close),
 	 * and closes them once nothing it queued names them any more */
 	resets = s->eng->close ? s->eng->close(s, rst_cli, rst_srv) : 0;
 	resets += side_close(&s->cli, rst_cli) + side_close(&s->srv, rst_srv);
 	if (resets)
 		CTR_ADD(w, resets_sent, (uint64_t)resets);
-	if (s->counted)
-		backend_release(s->route, s->backend);
-	s->counted = 0;
+	session_unhold(s);
+	if (s->src_held)
+		route_admit_release(s->route, (struct sockaddr *)&s->peer);
+	s->src_held = 0;
 	/* (a direction changes engines only with nothing held) */
 	if (s->up.eng->release)
 		s->up.eng->release(w, &s->up);
@@ -905,7 +1175,7 @@ void session_close(struct session *s, const char *reason)
 	if (log_level >= LOG_VERBOSE || access_log_enabled())
 		addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));
 	if (access_log_enabled())
-		access_log_session(s->route->name, peer,
+		access_log_session(s->routed ? s->route->name : "-", peer,
 				   s->tries ? s->route->backend[s->backend].addr.text : "-",
 				   s->up.bytes, s->down.bytes, w->now_ms - s->start_ms, reason);
 	if (log_level >= LOG_VERBOSE) {
@@ -929,13 +1199,15 @@ void session_close(struct session *s, const char *reason)
 	s->dead_next = w->dead;
 	w->dead = s;
 	CTR_ADD(w, closed, 1);
-	STAT_ADD(s->route->st->bytes_up, s->up.bytes);
-	STAT_ADD(s->route->st->bytes_down, s->down.bytes);
+	if (s->routed) {
+		STAT_ADD(s->route->st->bytes_up, s->up.bytes);
+		STAT_ADD(s->route->st->bytes_down, s->down.bytes);
+		__atomic_sub_fetch(&s->route->st->active, 1, __ATOMIC_RELAXED);
+	}
 	if (s->opened) {
 		STAT_ADD(s->route->health[s->backend]->bytes_up, s->up.bytes);
 		STAT_ADD(s->route->health[s->backend]->bytes_down, s->down.bytes);
 	}
-	__atomic_sub_fetch(&s->route->st->active, 1, __ATOMIC_RELAXED);
 	/* Last touch of the route: after a reload, its config is freed once
 	 * this reaches 0 (reload_reap). */
 	__atomic_sub_fetch(&s->route->live, 1, __ATOMIC_RELEASE);

@@ -55,12 +55,21 @@ struct dir {
 	uint64_t priv[DIR_PRIV_WORDS];
 };
 
-/* S_HEADER: accept_proxy, waiting for the client's PROXY header. */
-enum session_state { S_HEADER, S_CONNECTING, S_OPEN, S_CLOSED };
+/* S_HEADER: accept_proxy, waiting for the client's PROXY header.
+ * S_HELLO: a listener with sni routes, waiting for the whole ClientHello.
+ * S_QUEUED: every usable backend is at its maxconn: waiting for a slot,
+ * nothing read from the client (waitq.h). */
+enum session_state { S_HEADER, S_HELLO, S_QUEUED, S_CONNECTING, S_OPEN, S_CLOSED };
+
+struct tls_hello;
+struct listen_group;
 
 struct session {
 	struct worker *w;
-	struct route *route;   /* the route it was accepted on: backends, engine, timeouts */
+	struct route *route;   /* its route: backends, engine, timeouts (S_HEADER and S_HELLO:
+				  the listener's default, or first, until one is chosen) */
+	const struct listen_group *grp; /* the listener it was accepted on */
+	struct tls_hello *hello; /* S_HELLO: the reader's state (tls_hello.h) */
 	const struct engine *eng; /* the route's engine: its session hooks (engine.h) */
 	uint64_t id;
 	struct side cli, srv;
@@ -75,6 +84,10 @@ struct session {
 	uint8_t opened;        /* connected to s->backend (its bytes count for it) */
 	uint8_t ending;        /* both directions over; waiting for a side's send queue to
 				  empty before its RST (an RST would discard what it holds) */
+	uint8_t routed;        /* counted in its route's sessions (its route is final) */
+	uint8_t src_held;      /* counted against its source's limits (route_admit.h) */
+	uint8_t refused;       /* closed by admission: the client gets an RST */
+	uint8_t in_waitq;      /* in the worker's wait queue (S_QUEUED, or retrying) */
 	const char *fail;      /* the close reason of the first error a direction met */
 	uint32_t outq[2];      /* ending: client, backend send queues at the last look */
 	struct timer timer;    /* the earliest deadline (worker's heap; timer.h) */
@@ -86,13 +99,21 @@ struct session {
 	struct session *prev, *next; /* worker's list of sessions */
 	struct session *rq_next;     /* worker's run queue */
 	struct session *dead_next;   /* worker's list of closed sessions to free */
+	struct session *wq_prev, *wq_next; /* S_QUEUED: worker's wait queue (waitq.h) */
+	uint64_t queued_ms;          /* S_QUEUED: since when */
 	uint64_t priv[SESSION_PRIV_WORDS]; /* the engine's own state (engine.h) */
 };
 
-/* Takes ownership of a client fd accepted on one of route's listeners and
- * starts connecting to a backend. Returns 0, or -errno after closing fd. */
-int session_new(struct worker *w, struct route *route, int fd, const struct sockaddr *peer,
-		socklen_t peerlen);
+/* Takes ownership of a client fd accepted on listener g and starts
+ * (reading a header or hello, or connecting to a backend). Returns 0, or
+ * -errno after closing fd. */
+int session_new(struct worker *w, const struct listen_group *g, int fd,
+		const struct sockaddr *peer, socklen_t peerlen);
+
+/* S_QUEUED: tries for a backend slot again (waitq.c, when one may have
+ * freed). Returns 1 when s left the queue (connecting, or closed), 0 when
+ * it still waits. */
+int session_dequeue(struct session *s);
 
 /* Handles an epoll event on one side of a session. */
 void session_event(struct side *sd, uint32_t events);

@@ -18,6 +18,7 @@
 #include "engine.h"
 #include "log.h"
 #include "session.h"
+#include "waitq.h"
 
 #define MAX_EVENTS      256
 #define SCAN_MS         100 /* housekeeping: pool trims, paused accepts (no session) */
@@ -190,15 +191,10 @@ void worker_counters_total(const struct worker *ws, unsigned n, struct counters 
 
 void worker_set_listeners(struct worker *w, const struct config *cfg, const int *fds)
 {
-	w->nlst = 0;
-	for (unsigned r = 0; r < cfg->nroutes; r++)
-		for (unsigned i = 0; i < cfg->route[r]->nlisten; i++) {
-			w->lst[w->nlst] = (struct listener){ .kind = EV_LISTENER,
-							     .fd = fds[w->nlst],
-							     .addr = &cfg->route[r]->listen[i],
-							     .route = cfg->route[r] };
-			w->nlst++;
-		}
+	w->nlst = cfg->nlst;
+	for (unsigned i = 0; i < cfg->nlst; i++)
+		w->lst[i] = (struct listener){ .kind = EV_LISTENER, .fd = fds[i],
+					       .addr = cfg->lst[i].addr, .grp = &cfg->lst[i] };
 	w->cfg = cfg;
 }
 
@@ -300,7 +296,7 @@ static void listener_accept(struct worker *w, struct listener *l)
 			plen = sizeof(sa_family_t);
 		}
 		__atomic_add_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
-		if (session_new(w, l->route, fd, (struct sockaddr *)&peer, plen) == -ENOMEM) {
+		if (session_new(w, l->grp, fd, (struct sockaddr *)&peer, plen) == -ENOMEM) {
 			__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
 			log_warn("accept: out of memory for a session");
 		}
@@ -435,6 +431,7 @@ void *worker_main(void *arg)
 			}
 		}
 		run_queue(w);
+		waitq_run(w);
 		run_timers(w);
 		FOR_ENGINES(w, e)
 			if (e->each_turn)

@@ -46,6 +46,9 @@ struct counters {
 	uint64_t proxy_header_errors; /* accept_proxy: malformed, truncated or late headers */
 	uint64_t connect_local_errors; /* backend connects failed by this host (ports, fds, memory) */
 	uint64_t loops;             /* clients closed as this proxy's own backend connections */
+	uint64_t tls_hello_timeouts; /* sni listeners: no whole ClientHello within tls_hello_timeout */
+	uint64_t tls_hello_errors;  /* sni listeners: a malformed or oversized ClientHello */
+	uint64_t tls_no_route;      /* sni listeners: no route for the name and no default route */
 	/* each engine's own (engine.h: engine_count), by engine id */
 	uint64_t engine[ENGINE_MAX][ENGINE_COUNTERS];
 };
@@ -59,6 +62,8 @@ struct shared {
 	int stopping;               /* set once by the signal handler thread (atomic) */
 	uint64_t drain_deadline_ms; /* monotonic ms after which sessions are cut */
 	int fd_warned;              /* EMFILE logged once (atomic) */
+	struct worker *workers;     /* all of them, for wake-ups across workers (waitq.h) */
+	unsigned nworkers;
 };
 
 struct listener {
@@ -66,7 +71,7 @@ struct listener {
 	int fd;                  /* this worker's socket (TCP: own SO_REUSEPORT socket; Unix: a dup) */
 	int armed;               /* registered in epoll */
 	const struct addr *addr; /* as configured */
-	struct route *route;     /* whose clients it accepts */
+	const struct listen_group *grp; /* the routes whose clients it accepts */
 };
 
 /* Copy buffers, trimmed like the pipe pool (pipe_pool.h): a high-water mark
@@ -112,6 +117,9 @@ struct worker {
 	uint64_t next_scan_ms;      /* next housekeeping (worker_scan) */
 	uint64_t spin_until_us;     /* --busy-poll: epoll_wait does not sleep before this */
 	int draining;
+	struct session *wq_head, *wq_tail; /* waiting for a backend slot (waitq.h) */
+	unsigned wq_len;                   /* atomic: other workers read it */
+	int wq_kicked;                     /* atomic: a slot may have freed */
 	struct counters ctr;
 	uint8_t engine_on[ENGINE_MAX]; /* engines a route of this worker uses (worker_init done) */
 	void *engine_priv[ENGINE_MAX];  /* each engine's own per-worker state, by id */
@@ -124,7 +132,7 @@ struct worker {
 };
 
 /* Prepares w (epoll, pools, listeners from fds already bound by the caller,
- * one per listen address of every route, in route order). Returns 0 or -errno. */
+ * one per listen group of the config, cfg->lst order). Returns 0 or -errno. */
 int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *listen_fds);
 
 /* Thread body: runs the loop until stop was requested and every session is
@@ -159,7 +167,7 @@ uint64_t worker_stalled_ms(const struct worker *w, uint64_t now_ms);
 /* The sum of n workers' counters (any thread; each field read atomically). */
 void worker_counters_total(const struct worker *ws, unsigned n, struct counters *t);
 
-/* Listener table of cfg (route order) over fds: the worker's listeners.
+/* Listener table of cfg (its listen groups) over fds: the worker's listeners.
  * Used at start and on reload. */
 void worker_set_listeners(struct worker *w, const struct config *cfg, const int *fds);
 

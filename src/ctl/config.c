@@ -5,6 +5,8 @@
 #include "config.h"
 #include "config_table.h"
 #include "backend.h"
+#include "config_listen.h"
+#include "route_admit.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -87,6 +89,18 @@ const struct setting settings[] = {
 	  "1: log each session at close, 2: debug (-v, -vv; --verbose without a number is -v)" },
 	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, SCOPE_GLOBAL, G(drain_timeout_ms),
 	  "on SIGTERM/SIGINT, how long running sessions may finish" },
+	{ "source-max-conns", 0, SET_UINT, 0, 10000000, "0", 0, NULL, SCOPE_ROUTE, R(source_max_conns),
+	  "concurrent sessions per client address (IPv6: per /64); more are reset at once (0: no limit)" },
+	{ "source-conn-rate", 0, SET_UINT, 0, 10000000, "0", 0, NULL, SCOPE_ROUTE, R(source_conn_rate),
+	  "new sessions per second per client address (IPv6: per /64); more are reset at once (0: no limit)" },
+	{ "source-table-size", 0, SET_UINT, 16, 10000000, "65536", 0, NULL, SCOPE_GLOBAL, G(source_table_size),
+	  "client addresses each route tracks for the source limits; the least recently seen idle one makes room" },
+	{ "tls-hello-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, SCOPE_ROUTE, R(tls_hello_timeout_ms),
+	  "listeners with sni routes: a client that has not sent its whole ClientHello by then is closed" },
+	{ "tls-hello-max", 0, SET_SIZE, 512, 64 * KiB, "16k", 0, NULL, SCOPE_ROUTE, R(tls_hello_max),
+	  "listeners with sni routes: the most bytes of TLS records a ClientHello may take" },
+	{ "queue-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, SCOPE_ROUTE, R(queue_timeout_ms),
+	  "every backend at its maxconn: how long a client waits for a slot before it is closed" },
 };
 const unsigned nsettings = sizeof(settings) / sizeof(settings[0]);
 
@@ -201,6 +215,7 @@ void config_free(struct config *c)
 {
 	for (unsigned i = 0; i < c->nroutes; i++) {
 		backend_tables_free(c->route[i]);
+		route_admit_free(c->route[i]);
 		free(c->route[i]);
 		c->route[i] = NULL;
 	}
@@ -506,6 +521,11 @@ static int check_routes(struct config *c)
 				for (unsigned m = 0; m < (j == i ? l : q->nlisten); m++) {
 					if (!listen_clash(&r->listen[l], &q->listen[m]))
 						continue;
+					/* the same address in two routes: one shared
+					 * socket (config_listen.c says when that works) */
+					if (j != i && r->listen[l].len == q->listen[m].len &&
+					    !memcmp(&r->listen[l].ss, &q->listen[m].ss, r->listen[l].len))
+						continue;
 					where(c, r->listen_line[l], at, sizeof(at));
 					if (q->listen_line[m])
 						fprintf(stderr, "%slisten %s clashes with %s of route '%s' "
@@ -532,7 +552,6 @@ int config_finalize(struct config *c)
 	if (check_routes(c))
 		return -1;
 	for (unsigned i = 0; i < c->nroutes; i++) {
-		nlisteners += c->route[i]->nlisten;
 		resolve_route_opts(c, c->route[i]);
 		for (unsigned b = 0; b < c->route[i]->nbackend; b++)
 			c->route[i]->backend[b].this_host = (uint8_t)addr_is_this_host(&c->route[i]->backend[b].addr);
@@ -541,11 +560,9 @@ int config_finalize(struct config *c)
 			return -1;
 		}
 	}
-	if (nlisteners > MAX_LISTENERS) {
-		fprintf(stderr, "%s%s%u listen addresses in all; at most %u are supported\n", c->file,
-			c->file[0] ? ": " : "splicer: ", nlisteners, MAX_LISTENERS);
+	if (config_listen_groups(c) || route_admit_build(c))
 		return -1;
-	}
+	nlisteners = c->nlst;
 	if (strcmp(c->stats, "off")) {
 		char why[256], at[300], line[32] = "";
 		/* the file's line when the file set it, else the option's */

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "config_table.h"
+#include "route_keys.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -230,6 +231,17 @@ static void add_backends(struct file_ctx *x, struct route *r, char *val)
 			weighted = last_ok ? tok : NULL;
 			continue;
 		}
+		if (!strncmp(tok, "maxconn=", 8)) {
+			uint64_t m;
+			if (!last_ok)
+				problem(x, "backend: '%s' follows no backend address", tok);
+			else if (parse_uint(tok + 8, &m) || m < 1 || m > 10000000)
+				problem(x, "backend %s: invalid maxconn '%s' (expects an integer "
+					   "1..10000000)", r->backend[r->nbackend - 1].addr.text, tok + 8);
+			else
+				r->backend[r->nbackend - 1].maxconn = (unsigned)m;
+			continue;
+		}
 		last_ok = 0;
 		weighted = NULL;
 		if (r->nbackend >= MAX_BACKENDS) {
@@ -237,7 +249,8 @@ static void add_backends(struct file_ctx *x, struct route *r, char *val)
 			return;
 		}
 		if (strchr(tok, '=')) {
-			problem(x, "backend: unknown backend option '%s' (expects weight=N)", tok);
+			problem(x, "backend: unknown backend option '%s' (expects weight=N or "
+				   "maxconn=N)", tok);
 			continue;
 		}
 		if (addr_parse(tok, ADDR_CONNECT, &r->backend[r->nbackend].addr, why, sizeof(why))) {
@@ -274,7 +287,8 @@ static char *strip_comment(const char *value)
  * settings, from the table, as a file spells them. */
 static void route_keys(char *buf, size_t len)
 {
-	size_t n = (size_t)snprintf(buf, len, " in a route (expects listen, backend");
+	size_t n = (size_t)snprintf(buf, len, " in a route (expects listen, backend, sni, alpn, "
+				    "allow, deny");
 
 	for (unsigned k = 0; k < nsettings && n < len; k++) {
 		if (settings[k].scope != SCOPE_ROUTE)
@@ -317,6 +331,11 @@ static int handler_value(struct file_ctx *x, const char *name, const char *value
 	}
 	if (!*value) {
 		problem(x, "'%s' has no value", name);
+		return 1;
+	}
+	if (x->sec == SEC_ROUTE && route_text_key(name)) {
+		if (route_text_set(x->route, name, value, x->line, why, sizeof(why)))
+			problem(x, "%s", why);
 		return 1;
 	}
 	if (!strcmp(name, "listen") || !strcmp(name, "backend")) {

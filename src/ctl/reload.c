@@ -53,17 +53,14 @@ static int same_addr(const struct addr *a, const struct addr *b)
 	return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
 }
 
-/* Index in the old listener table (route order) of an equal address, or -1.
- * An ephemeral port (":0") never matches: binding wrote the kernel's port
- * into the old address, so the file asks for a new one. */
+/* Index in the old listener table (its listen groups) of an equal address,
+ * or -1. An ephemeral port (":0") never matches: binding wrote the kernel's
+ * port into the old address, so the file asks for a new one. */
 static int old_index(const struct config *old, const struct addr *a)
 {
-	int k = 0;
-
-	for (unsigned i = 0; i < old->nroutes; i++)
-		for (unsigned l = 0; l < old->route[i]->nlisten; l++, k++)
-			if (same_addr(&old->route[i]->listen[l], a))
-				return k;
+	for (unsigned k = 0; k < old->nlst; k++)
+		if (same_addr(old->lst[k].addr, a))
+			return (int)k;
 	return -1;
 }
 
@@ -72,20 +69,19 @@ static int old_index(const struct config *old, const struct addr *a)
  * would take for another process (127.0.0.1:80 becoming 0.0.0.0:80). */
 static int old_holds_port(const struct config *old, const struct addr *a)
 {
-	for (unsigned i = 0; i < old->nroutes; i++)
-		for (unsigned l = 0; l < old->route[i]->nlisten; l++) {
-			const struct addr *o = &old->route[i]->listen[l];
-			if (o->ss.ss_family != a->ss.ss_family)
-				continue;
-			if (a->ss.ss_family == AF_INET &&
-			    ((const struct sockaddr_in *)&o->ss)->sin_port ==
-				    ((const struct sockaddr_in *)&a->ss)->sin_port)
-				return 1;
-			if (a->ss.ss_family == AF_INET6 &&
-			    ((const struct sockaddr_in6 *)&o->ss)->sin6_port ==
-				    ((const struct sockaddr_in6 *)&a->ss)->sin6_port)
-				return 1;
-		}
+	for (unsigned k = 0; k < old->nlst; k++) {
+		const struct addr *o = old->lst[k].addr;
+		if (o->ss.ss_family != a->ss.ss_family)
+			continue;
+		if (a->ss.ss_family == AF_INET &&
+		    ((const struct sockaddr_in *)&o->ss)->sin_port ==
+			    ((const struct sockaddr_in *)&a->ss)->sin_port)
+			return 1;
+		if (a->ss.ss_family == AF_INET6 &&
+		    ((const struct sockaddr_in6 *)&o->ss)->sin6_port ==
+			    ((const struct sockaddr_in6 *)&a->ss)->sin6_port)
+			return 1;
+	}
 	return 0;
 }
 
@@ -144,40 +140,38 @@ int reload_run(struct reload_ctx *r)
 	 * start (a route moved to an engine its seccomp profile blocks) */
 	engine_routes_check(nw);
 	/* listeners: keep, or bind */
-	k = 0;
-	for (unsigned i = 0; i < nw->nroutes; i++)
-		for (unsigned l = 0; l < nw->route[i]->nlisten; l++, k++) {
-			struct addr *a = &nw->route[i]->listen[l];
-			int o = old_index(old, a);
-			naddr[k] = a;
-			if (o >= 0 && !used[o]) {
-				used[o] = 1;
-				for (unsigned w = 0; w < r->nw; w++)
-					nfds[w][k] = r->fds[w][o];
-				kept++;
-				continue;
-			}
-			int tmp[256];
-			if (listener_open_n(a, r->nw, tmp, old_holds_port(old, a), err, sizeof(err))) {
-				log_warn("SIGHUP: route %s: %s; keeping the running config", nw->route[i]->name,
-					 err);
-				/* close what this reload opened */
-				for (unsigned j = 0; j < k; j++) {
-					int reused = 0;
-					for (unsigned m = 0; m < MAX_LISTENERS; m++)
-						reused |= used[m] && r->fds[0][m] == nfds[0][j];
-					if (reused)
-						continue;
-					for (unsigned w = 0; w < r->nw; w++)
-						close(nfds[w][j]);
-					listener_unlink(naddr[j]);
-				}
-				goto fail_cfg;
-			}
+	for (k = 0; k < nw->nlst; k++) {
+		struct addr *a = nw->lst[k].addr;
+		int o = old_index(old, a);
+		naddr[k] = a;
+		if (o >= 0 && !used[o]) {
+			used[o] = 1;
 			for (unsigned w = 0; w < r->nw; w++)
-				nfds[w][k] = tmp[w];
-			opened++;
+				nfds[w][k] = r->fds[w][o];
+			kept++;
+			continue;
 		}
+		int tmp[256];
+		if (listener_open_n(a, r->nw, tmp, old_holds_port(old, a), err, sizeof(err))) {
+			log_warn("SIGHUP: route %s: %s; keeping the running config",
+				 nw->lst[k].route[0]->name, err);
+			/* close what this reload opened */
+			for (unsigned j = 0; j < k; j++) {
+				int reused = 0;
+				for (unsigned m = 0; m < MAX_LISTENERS; m++)
+					reused |= used[m] && r->fds[0][m] == nfds[0][j];
+				if (reused)
+					continue;
+				for (unsigned w = 0; w < r->nw; w++)
+					close(nfds[w][j]);
+				listener_unlink(naddr[j]);
+			}
+			goto fail_cfg;
+		}
+		for (unsigned w = 0; w < r->nw; w++)
+			nfds[w][k] = tmp[w];
+		opened++;
+	}
 	/* hand the table to every worker, and wait for each to take it */
 	r->gen++;
 	for (unsigned w = 0; w < r->nw; w++) {
@@ -190,23 +184,21 @@ int reload_run(struct reload_ctx *r)
 		while (__atomic_load_n(&r->ws[w].reload_ack, __ATOMIC_ACQUIRE) != r->gen)
 			usleep(1000); /* a loop turn: microseconds, at most SCAN_MS */
 	/* the old listeners nobody took over */
-	k = 0;
-	for (unsigned i = 0; i < old->nroutes; i++)
-		for (unsigned l = 0; l < old->route[i]->nlisten; l++, k++) {
-			if (used[k])
-				continue;
-			int dup_seen = 0;
-			for (unsigned w = 0; w < r->nw; w++) {
-				/* Unix listeners are one socket and dups: close each fd once */
-				dup_seen = 0;
-				for (unsigned v = 0; v < w; v++)
-					dup_seen |= r->fds[v][k] == r->fds[w][k];
-				if (!dup_seen)
-					close(r->fds[w][k]);
-			}
-			listener_unlink(&old->route[i]->listen[l]);
-			closed++;
+	for (k = 0; k < old->nlst; k++) {
+		if (used[k])
+			continue;
+		int dup_seen = 0;
+		for (unsigned w = 0; w < r->nw; w++) {
+			/* Unix listeners are one socket and dups: close each fd once */
+			dup_seen = 0;
+			for (unsigned v = 0; v < w; v++)
+				dup_seen |= r->fds[v][k] == r->fds[w][k];
+			if (!dup_seen)
+				close(r->fds[w][k]);
 		}
+		listener_unlink(old->lst[k].addr);
+		closed++;
+	}
 	for (unsigned w = 0; w < r->nw; w++)
 		memcpy(r->fds[w], nfds[w], sizeof(nfds[w]));
 	free(nfds);

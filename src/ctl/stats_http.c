@@ -174,6 +174,32 @@ size_t stats_http_metrics(char *buf, size_t len)
 	ROUTE_FAMILY("all_backends_down_total", "counter",
 		     "Clients closed at once because every backend was marked down.",
 		     STAT_GET(r->st->all_down));
+	family(&o, "splicer_route_refused_total", "counter",
+	       "Clients reset at once by admission: denied by allow/deny, over source_max_conns "
+	       "(or the source table full), over source_conn_rate.");
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		struct route *r = c->route[i];
+		esc(r->name, rn, sizeof(rn));
+		put(&o, "splicer_route_refused_total{route=\"%s\",reason=\"denied\"} %llu\n", rn,
+		    (unsigned long long)STAT_GET(r->st->denied));
+		put(&o, "splicer_route_refused_total{route=\"%s\",reason=\"source_max_conns\"} %llu\n",
+		    rn, (unsigned long long)STAT_GET(r->st->source_conns_rejected));
+		put(&o, "splicer_route_refused_total{route=\"%s\",reason=\"source_conn_rate\"} %llu\n",
+		    rn, (unsigned long long)STAT_GET(r->st->source_rate_rejected));
+	}
+	ROUTE_FAMILY("queue_length", "gauge", "Clients waiting now for a backend slot (maxconn).",
+		     STAT_GET(r->st->queued));
+	ROUTE_FAMILY("queue_served_total", "counter", "Clients that waited for a backend slot and got one.",
+		     STAT_GET(r->st->dequeued));
+	family(&o, "splicer_route_queue_wait_seconds_total", "counter",
+	       "Time the served clients waited for a slot, summed (divide by queue_served_total).");
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		struct route *r = c->route[i];
+		put(&o, "splicer_route_queue_wait_seconds_total{route=\"%s\"} %.3f\n",
+		    esc(r->name, rn, sizeof(rn)), (double)STAT_GET(r->st->queue_wait_ms) / 1000.0);
+	}
+	ROUTE_FAMILY("queue_timeouts_total", "counter", "Clients closed after queue_timeout without a slot.",
+		     STAT_GET(r->st->queue_timeouts));
 	BACKEND_FAMILY("up", "gauge", "1 when the backend takes sessions, 0 when marked down.",
 		       backend_is_up(r, b));
 	BACKEND_FAMILY("sessions_total", "counter", "Sessions connected to the backend.",
@@ -199,6 +225,15 @@ size_t stats_http_metrics(char *buf, size_t len)
 		       loops);
 	WORKER_COUNTER("proxy_header_errors_total", "Clients closed for a bad or late PROXY header.",
 		       proxy_header_errors);
+	WORKER_COUNTER("tls_hello_timeouts_total",
+		       "Clients of sni listeners closed without a whole ClientHello within tls_hello_timeout.",
+		       tls_hello_timeouts);
+	WORKER_COUNTER("tls_hello_errors_total",
+		       "Clients of sni listeners closed for a malformed, truncated or oversized ClientHello.",
+		       tls_hello_errors);
+	WORKER_COUNTER("tls_no_route_total",
+		       "Clients of sni listeners closed: no route for their name and no route without sni.",
+		       tls_no_route);
 	family(&o, "splicer_accept_pauses_total", "counter", "Times accepting paused, by cause.");
 	put(&o, "splicer_accept_pauses_total{cause=\"fd_limit\"} %llu\n",
 	    (unsigned long long)t.accept_fd_pauses);

@@ -66,11 +66,11 @@ Test(unit_backend, leastconn_picks_fewest_per_weight)
 	struct config *c = weighted(w, 3, "leastconn");
 	struct route *r = c->route[0];
 
-	backend_hold(r, 0);
-	backend_hold(r, 1);
+	(void)backend_try_hold(r, 0);
+	(void)backend_try_hold(r, 1);
 	cr_assert_eq(backend_pick(r, (struct sockaddr *)&unix_peer, sizeof(sa_family_t)), 2, "the idle backend wins");
-	backend_hold(r, 2);
-	backend_hold(r, 2); /* 2 sessions at weight 2 = 1 per weight, like the others */
+	(void)backend_try_hold(r, 2);
+	(void)backend_try_hold(r, 2); /* 2 sessions at weight 2 = 1 per weight, like the others */
 	backend_release(r, 1);
 	for (int i = 0; i < 5; i++)
 		cr_assert_eq(backend_pick(r, (struct sockaddr *)&unix_peer, sizeof(sa_family_t)), 1, "backend 1 has none left");

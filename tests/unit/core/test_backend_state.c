@@ -56,8 +56,8 @@ Test(unit_backend_state, a_new_generation_adopts_the_running_state)
 	struct route *o = old->route[0];
 
 	STAT_ADD(o->st->bytes_up, 1001000);
-	backend_hold(o, 0);
-	backend_hold(o, 0);
+	(void)backend_try_hold(o, 0);
+	(void)backend_try_hold(o, 0);
 	backend_set_down(o, 1, 1, "test");
 	struct config *nw = gen("web", "leastconn", two);
 	struct route *n = nw->route[0];

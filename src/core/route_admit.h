@@ -1,0 +1,36 @@
+/* route_admit: who may open a session on a route. The route's allow/deny
+ * lists (deny wins; an empty allow list admits every source), then its
+ * per-source limits: concurrent sessions (source_max_conns) and new
+ * sessions per second (source_conn_rate), kept in a bounded table per route
+ * name that outlives reloads (source_table.h), so a reload neither forgets
+ * a source's sessions nor lets it open as many again. */
+#ifndef SPLICER_ROUTE_ADMIT_H
+#define SPLICER_ROUTE_ADMIT_H
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "config.h"
+
+/* TABLE_FULL: every tracked source has live sessions and a new one cannot
+ * be tracked, so its limits could not be kept: refused (source_table.h). */
+enum admit_result { ADMIT_OK, ADMIT_DENIED, ADMIT_TOO_MANY, ADMIT_TOO_FAST, ADMIT_TABLE_FULL };
+
+/* Parses every route's allow/deny text (already validated by the file
+ * reader) and takes its source table. Returns 0, or -1 after printing why
+ * (out of memory). */
+int route_admit_build(struct config *c);
+
+/* Gives back what route_admit_build took for r. */
+void route_admit_free(struct route *r);
+
+/* Whether a client at peer may start a session on r now. ADMIT_OK with
+ * source limits on counts the session against its source: *held is set
+ * and route_admit_release must follow when it ends. */
+enum admit_result route_admit(struct route *r, const struct sockaddr *peer, uint64_t now_ms,
+			      int *held);
+void route_admit_release(struct route *r, const struct sockaddr *peer);
+
+/* The close reason and metric label of a refusal. */
+const char *admit_reason(enum admit_result a);
+
+#endif

@@ -1,0 +1,14 @@
+/* config_listen: builds a config's listen groups (struct listen_group in
+ * config.h): one per distinct address, with the routes that share it. */
+#ifndef SPLICER_CONFIG_LISTEN_H
+#define SPLICER_CONFIG_LISTEN_H
+#include "config.h"
+
+/* Fills c->lst from the routes' listen lists (after their settings are
+ * resolved). Prints every problem (FILE:LINE: two routes without sni on one
+ * address, the same sni name in two routes of one address, accept_proxy
+ * that differs) and the notes on names the precedence rule decides.
+ * Returns 0 or -1. */
+int config_listen_groups(struct config *c);
+
+#endif

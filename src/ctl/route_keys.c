@@ -1,0 +1,104 @@
+/* route_keys: sni, alpn, allow and deny in a [route] (route_keys.h). */
+#define _GNU_SOURCE
+#include "route_keys.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cidr.h"
+#include "tls_hello.h"
+
+int route_text_key(const char *name)
+{
+	return !strcmp(name, "sni") || !strcmp(name, "alpn") || !strcmp(name, "allow") ||
+	       !strcmp(name, "deny");
+}
+
+/* "a.example.com" or "*.example.com" (one or more labels before it). */
+static int sni_check(const char *w, char *why, size_t len)
+{
+	const char *name = w[0] == '*' && w[1] == '.' ? w + 2 : w;
+
+	if (strchr(name, '*')) {
+		snprintf(why, len, "sni '%s': a wildcard is '*.' before a name (*.example.com)", w);
+		return -1;
+	}
+	if (!tls_host_name_valid(name, strlen(name))) {
+		snprintf(why, len, "sni '%s' is not a host name (labels of letters, digits, '-' or "
+			 "'_', 1..63 bytes each, 253 in all, no trailing dot)", w);
+		return -1;
+	}
+	return 0;
+}
+
+static int alpn_check(const char *w, char *why, size_t len)
+{
+	if (strlen(w) > 255) {
+		snprintf(why, len, "alpn '%.40s...': a protocol name is at most 255 bytes", w);
+		return -1;
+	}
+	return 0;
+}
+
+/* Appends word to list (space-separated), unless it is there already. */
+static int append(char *list, size_t cap, const char *word, const char *key, int nocase,
+		  char *why, size_t len)
+{
+	char copy[SETTING_TEXT_MAX * 4], *save, *t;
+	size_t n = strlen(list);
+
+	snprintf(copy, sizeof(copy), "%s", list);
+	for (t = strtok_r(copy, " ", &save); t; t = strtok_r(NULL, " ", &save))
+		if (nocase ? !strcasecmp(t, word) : !strcmp(t, word)) {
+			snprintf(why, len, "%s: '%s' given twice", key, word);
+			return -1;
+		}
+	if (n + !!n + strlen(word) + 1 > cap) {
+		snprintf(why, len, "%s: the list is longer than %zu bytes", key, cap - 1);
+		return -1;
+	}
+	snprintf(list + n, cap - n, "%s%s", n ? " " : "", word);
+	return 0;
+}
+
+int route_text_set(struct route *r, const char *name, const char *value, unsigned line,
+		   char *why, size_t len)
+{
+	char words[SETTING_TEXT_MAX * 4], *save, *w;
+	int sni = !strcmp(name, "sni"), alpn = !strcmp(name, "alpn");
+	char *list = sni ? r->sni : alpn ? r->alpn : name[0] == 'a' ? r->allow : r->deny;
+	size_t cap = sni ? sizeof(r->sni) : alpn ? sizeof(r->alpn) : sizeof(r->allow);
+	unsigned *at = sni ? &r->sni_line : alpn ? &r->alpn_line
+			  : name[0] == 'a' ? &r->allow_line : &r->deny_line;
+
+	if (strlen(value) >= sizeof(words)) {
+		snprintf(why, len, "%s: the value is longer than %zu bytes", name, sizeof(words) - 1);
+		return -1;
+	}
+	snprintf(words, sizeof(words), "%s", value);
+	for (w = strtok_r(words, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+		if (sni) {
+			for (char *p = w; *p; p++)
+				*p = (char)tolower((unsigned char)*p);
+			if (sni_check(w, why, len))
+				return -1;
+		} else if (alpn) {
+			if (alpn_check(w, why, len))
+				return -1;
+		} else {
+			struct cidr c;
+			char err[160];
+			if (cidr_parse(w, &c, err, sizeof(err), NULL, 0)) {
+				snprintf(why, len, "%s: %s", name, err);
+				return -1;
+			}
+		}
+		if (append(list, cap, w, name, sni, why, len))
+			return -1;
+	}
+	if (!*at)
+		*at = line;
+	return 0;
+}

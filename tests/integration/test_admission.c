@@ -1,0 +1,217 @@
+/* Admission control on real sockets: allow/deny ranges, source_max_conns
+ * and source_conn_rate tried from several 127.0.0.x sources, and a backend
+ * maxconn whose queue serves a waiting client when a slot frees and closes
+ * it after queue_timeout. A refused client gets an RST at once; every
+ * refusal is counted in /metrics by route and reason. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *conf_write(const char *name, const char *text)
+{
+	static char path[300];
+	snprintf(path, sizeof path, "%s/%s", h_tmpdir(), name);
+	FILE *f = fopen(path, "we");
+	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
+	return path;
+}
+
+static int connect_from(int port, const char *src)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
+
+	inet_pton(AF_INET, src, &sin.sin_addr);
+	inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+	dst.sin_port = htons((uint16_t)port);
+	H_CHECK(bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0, "bind %s: %s", src, strerror(errno));
+	h_set_timeouts(fd, 3000);
+	H_CHECK(connect(fd, (struct sockaddr *)&dst, sizeof dst) == 0, "connect from %s: %s", src,
+		strerror(errno));
+	return fd;
+}
+
+/* The backend's tag, or 0 when the proxy closed the client; *reset says
+ * whether that close was an RST. */
+static char tag_from(int fd, int *reset)
+{
+	char c = 0;
+	ssize_t n = recv(fd, &c, 1, 0);
+
+	if (reset)
+		*reset = n < 0 && errno == ECONNRESET;
+	return n == 1 ? c : 0;
+}
+
+static void proxy_up(struct h_proxy *p, struct h_addr *stats, const char *name, const char *text)
+{
+	const char *args[] = { "-c", conf_write(name, text), NULL };
+	char err[256];
+
+	H_CHECK(h_proxy_start(p, h_binary(1), args, err, sizeof err) == 0, "proxy: %s", err);
+	H_CHECK(h_stats_addr(p, stats) == 0, "stats address");
+}
+
+static long long refused(const struct h_addr *stats, const char *route, const char *reason)
+{
+	char name[200];
+	snprintf(name, sizeof name, "splicer_route_refused_total{route=\"%s\",reason=\"%s\"}", route,
+		 reason);
+	return h_metric(stats, name);
+}
+
+Test(integ, admission_allow_and_deny_by_source, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	struct h_tag_server t;
+	struct h_proxy p;
+	struct h_addr stats;
+	char text[1024];
+	int port = h_free_port(), reset;
+
+	h_tag_start(&t, 't', 0, 0);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\n"
+		 "[route acl]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n"
+		 "allow = 127.0.0.0/29 127.0.1.0/24\ndeny = 127.0.0.3 127.0.1.128/25\n",
+		 port, t.port);
+	proxy_up(&p, &stats, "acl.conf", text);
+	static const struct {
+		const char *src;
+		char want;
+	} cases[] = {
+		{ "127.0.0.1", 't' }, { "127.0.0.2", 't' }, { "127.0.0.3", 0 }, /* denied: deny wins */
+		{ "127.0.0.7", 't' }, { "127.0.0.9", 0 },                       /* outside allow */
+		{ "127.0.1.5", 't' }, { "127.0.1.200", 0 },
+	};
+	int denied = 0;
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		int fd = connect_from(port, cases[i].src);
+		char got = tag_from(fd, &reset);
+		close(fd);
+		H_CHECK(got == cases[i].want, "source %s: got '%c', expected '%c'", cases[i].src,
+			got ? got : '-', cases[i].want ? cases[i].want : '-');
+		if (!cases[i].want) {
+			H_CHECK(reset, "source %s: refused without an RST", cases[i].src);
+			denied++;
+		}
+	}
+	H_CHECK(refused(&stats, "acl", "denied") == denied, "denied counted %lld, expected %d",
+		refused(&stats, "acl", "denied"), denied);
+	H_CHECK(h_log_lines(&p, "route acl: refused client", "denied", NULL) == 1,
+		"refusals are logged once per interval");
+	h_proxy_down(&p);
+	h_tag_stop(&t);
+}
+
+Test(integ, admission_source_max_conns_and_rate, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	struct h_tag_server t;
+	struct h_proxy p;
+	struct h_addr stats;
+	char text[1024];
+	int pc = h_free_port(), pr = h_free_port(), reset;
+
+	h_tag_start(&t, 't', 1, 0); /* holds each connection open */
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\n"
+		 "[route conns]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\nsource_max_conns = 2\n"
+		 "[route rate]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\nsource_conn_rate = 3\n",
+		 pc, t.port, pr, t.port);
+	proxy_up(&p, &stats, "limits.conf", text);
+
+	/* two sessions from 127.0.0.2 live: a third is reset, another source is not */
+	int a = connect_from(pc, "127.0.0.2"), b = connect_from(pc, "127.0.0.2");
+	H_CHECK(tag_from(a, NULL) == 't' && tag_from(b, NULL) == 't', "the first two are served");
+	int c = connect_from(pc, "127.0.0.2");
+	H_CHECK(tag_from(c, &reset) == 0 && reset, "a third session from one source was not reset");
+	close(c);
+	int d = connect_from(pc, "127.0.0.4");
+	H_CHECK(tag_from(d, NULL) == 't', "another source is limited on its own");
+	/* one ends: the source may open one again */
+	close(a);
+	int64_t until = h_now_ms() + 3000;
+	char got = 0;
+	while (!got && h_now_ms() < until) {
+		h_sleep_ms(50);
+		int e = connect_from(pc, "127.0.0.2");
+		got = tag_from(e, NULL);
+		if (got)
+			a = e;
+		else
+			close(e);
+	}
+	H_CHECK(got == 't', "a slot of the source did not come back after a session ended");
+	close(a), close(b), close(d);
+	H_CHECK(refused(&stats, "conns", "source_max_conns") >= 1, "source_max_conns not counted");
+
+	/* rate: 3 per second from one source; burst of 6 at once */
+	int ok = 0, rst = 0;
+	for (int i = 0; i < 6; i++) {
+		int fd = connect_from(pr, "127.0.0.5");
+		char g = tag_from(fd, &reset);
+		ok += g == 't';
+		rst += !g && reset;
+		close(fd);
+	}
+	H_CHECK(ok == 3 && rst == 3, "rate 3/s: %d served, %d reset of a burst of 6", ok, rst);
+	int fd = connect_from(pr, "127.0.0.6");
+	H_CHECK(tag_from(fd, NULL) == 't', "another source is not rate-limited by the first");
+	close(fd);
+	H_CHECK(refused(&stats, "rate", "source_conn_rate") == 3, "rate refusals counted %lld",
+		refused(&stats, "rate", "source_conn_rate"));
+	h_proxy_down(&p);
+	h_tag_stop(&t);
+}
+
+Test(integ, maxconn_queues_then_serves_or_times_out, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	struct h_tag_server t;
+	struct h_proxy p;
+	struct h_addr stats;
+	char text[1024];
+	int port = h_free_port(), reset;
+
+	h_tag_start(&t, 't', 1, 0);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\n"
+		 "[route q]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d maxconn=1\n"
+		 "queue_timeout = 1500ms\n",
+		 port, t.port);
+	proxy_up(&p, &stats, "queue.conf", text);
+	int first = connect_from(port, "127.0.0.1");
+	H_CHECK(tag_from(first, NULL) == 't', "the first client is served");
+	/* the second waits: no tag while the first holds the slot */
+	int second = connect_from(port, "127.0.0.1");
+	h_set_timeouts(second, 300);
+	char c;
+	H_CHECK(recv(second, &c, 1, 0) < 0 && errno == EAGAIN, "the second was not held back");
+	H_CHECK(h_metric(&stats, "splicer_route_queue_length{route=\"q\"}") == 1, "queue length %lld",
+		h_metric(&stats, "splicer_route_queue_length{route=\"q\"}"));
+	H_CHECK(t.accepted == 1, "the backend saw %d connections while at maxconn 1", t.accepted);
+	close(first); /* its slot goes to the waiting client */
+	h_set_timeouts(second, 3000);
+	H_CHECK(tag_from(second, NULL) == 't', "the waiting client was not served when the slot freed");
+	/* a third waits behind the second and is closed after queue_timeout */
+	int third = connect_from(port, "127.0.0.1");
+	int64_t t0 = h_now_ms();
+	h_set_timeouts(third, 5000);
+	H_CHECK(tag_from(third, &reset) == 0, "the third got a slot that was not free");
+	int64_t waited = h_now_ms() - t0;
+	H_CHECK(waited >= 1300, "closed after %lld ms, before queue_timeout", (long long)waited);
+	close(third);
+	close(second);
+	H_CHECK(h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}") == 1, "served %lld",
+		h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}"));
+	H_CHECK(h_metric(&stats, "splicer_route_queue_timeouts_total{route=\"q\"}") == 1,
+		"timeouts %lld", h_metric(&stats, "splicer_route_queue_timeouts_total{route=\"q\"}"));
+	H_CHECK(h_metric(&stats, "splicer_route_queue_length{route=\"q\"}") == 0, "queue not empty");
+	h_proxy_down(&p);
+	h_tag_stop(&t);
+}

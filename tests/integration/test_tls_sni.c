@@ -1,0 +1,416 @@
+/* TLS passthrough routed by SNI, on real sockets: ClientHellos made by
+ * OpenSSL (with the names, ALPN and sizes each case needs), sent whole, one
+ * byte per segment, in three pieces, or re-framed into two TLS records;
+ * plain TCP, garbage and silence; and a 64 MiB TLS stream between an
+ * OpenSSL client and an OpenSSL server through an sni route, checked end
+ * to end. Backends are tag servers (each writes its letter), so the byte a
+ * client reads says which route took it. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *conf_write(const char *name, const char *text)
+{
+	static char path[300];
+	snprintf(path, sizeof path, "%s/%s", h_tmpdir(), name);
+	FILE *f = fopen(path, "we");
+	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
+	return path;
+}
+
+/* A ClientHello as OpenSSL writes it: sni (NULL: none), ALPN protocols
+ * (comma-separated, NULL: none), and nprotos extra 100-byte protocols to
+ * make it big. Returns its length in out (the TLS records, as sent). */
+static size_t make_hello(const char *sni, const char *alpn, int nprotos, uint8_t *out, size_t cap)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL *ssl;
+	BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
+	uint8_t wire[4096];
+	size_t wn = 0;
+	int n;
+
+	H_CHECK(ctx && rb && wb, "OpenSSL context");
+	if (alpn)
+		for (const char *p = alpn; *p;) {
+			size_t l = strcspn(p, ",");
+			wire[wn++] = (uint8_t)l;
+			memcpy(wire + wn, p, l);
+			wn += l;
+			p += l + (p[l] == ',');
+		}
+	for (int i = 0; i < nprotos; i++) {
+		wire[wn++] = 100;
+		memset(wire + wn, 'a' + i % 26, 100);
+		wn += 100;
+	}
+	if (wn)
+		H_CHECK(SSL_CTX_set_alpn_protos(ctx, wire, (unsigned)wn) == 0, "alpn");
+	ssl = SSL_new(ctx);
+	SSL_set_bio(ssl, rb, wb);
+	if (sni)
+		SSL_set_tlsext_host_name(ssl, sni);
+	SSL_set_connect_state(ssl);
+	SSL_do_handshake(ssl); /* wants to read: the hello is in wb */
+	n = BIO_read(wb, out, (int)cap);
+	H_CHECK(n > 0, "no ClientHello from OpenSSL");
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	return (size_t)n;
+}
+
+/* The same handshake message in two TLS records, cut at `at` bytes of it. */
+static size_t two_records(const uint8_t *in, size_t n, size_t at, uint8_t *out)
+{
+	size_t body = n - 5;
+
+	H_CHECK(in[0] == 22 && body == ((size_t)in[3] << 8 | in[4]) && at < body, "one record");
+	memcpy(out, in, 3);
+	out[3] = (uint8_t)(at >> 8), out[4] = (uint8_t)at;
+	memcpy(out + 5, in + 5, at);
+	memcpy(out + 5 + at, in, 3);
+	out[8 + at] = (uint8_t)((body - at) >> 8), out[9 + at] = (uint8_t)(body - at);
+	memcpy(out + 10 + at, in + 5 + at, body - at);
+	return n + 5;
+}
+
+/* Connects to a from source address src ("127.0.0.2"; NULL: any). */
+static int connect_from(const struct h_addr *a, const char *src)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+
+	if (src) {
+		inet_pton(AF_INET, src, &sin.sin_addr);
+		H_CHECK(bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0, "bind %s: %s", src,
+			strerror(errno));
+	}
+	h_set_timeouts(fd, 3000);
+	if (connect(fd, (const struct sockaddr *)&a->ss, a->len)) {
+		close(fd);
+		return -1;
+	}
+	h_set_nodelay(fd);
+	return fd;
+}
+
+/* Sends buf in pieces of `piece` bytes (0: at once), a pause between, and
+ * returns the tag the backend answers with (0: none, closed or reset). */
+static char route_of(const struct h_addr *a, const uint8_t *buf, size_t n, size_t piece)
+{
+	int fd = connect_from(a, NULL);
+	char tag = 0;
+
+	H_CHECK(fd >= 0, "connect to the proxy: %s", strerror(errno));
+	for (size_t off = 0; off < n;) {
+		size_t k = piece && n - off > piece ? piece : n - off;
+		H_CHECK(send(fd, buf + off, k, MSG_NOSIGNAL) == (ssize_t)k, "send: %s", strerror(errno));
+		off += k;
+		if (piece && off < n)
+			h_sleep_ms(piece == 1 ? 2 : 30);
+	}
+	if (recv(fd, &tag, 1, 0) != 1)
+		tag = 0;
+	close(fd);
+	return tag;
+}
+
+struct sni_env {
+	struct h_tag_server a, b, d;
+	struct h_proxy p;
+	struct h_addr addr;
+};
+
+static void sni_env_up(struct sni_env *e, const char *bin, const char *extra_default)
+{
+	char text[2048], port[16];
+	const char *path;
+	int lport = h_free_port();
+
+	h_tag_start(&e->a, 'a', 0, 0);
+	h_tag_start(&e->b, 'b', 0, 0);
+	h_tag_start(&e->d, 'd', 0, 0);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 2\n"
+		 "[route a]\nlisten = 127.0.0.1:%d\nsni = a.example.com *.a.example.com\n"
+		 "backend = 127.0.0.1:%d\ntls_hello_timeout = 1s\n"
+		 "[route b]\nlisten = 127.0.0.1:%d\nsni = b.example.com\nalpn = h2\n"
+		 "backend = 127.0.0.1:%d\n"
+		 "[route other]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n%s",
+		 lport, e->a.port, lport, e->b.port, lport, e->d.port, extra_default ? extra_default : "");
+	path = conf_write("sni.conf", text);
+	const char *args[] = { "-c", path, NULL };
+	char err[256];
+	H_CHECK(h_proxy_start(&e->p, bin, args, err, sizeof err) == 0, "proxy: %s", err);
+	snprintf(port, sizeof port, "%d", lport);
+	H_CHECK(h_addr_parse("127.0.0.1:0", &e->addr) == 0, "addr");
+	((struct sockaddr_in *)&e->addr.ss)->sin_port = htons((uint16_t)lport);
+}
+
+static void sni_env_down(struct sni_env *e)
+{
+	h_proxy_down(&e->p);
+	h_tag_stop(&e->a);
+	h_tag_stop(&e->b);
+	h_tag_stop(&e->d);
+}
+
+/* Names, wildcards, case, ALPN, no SNI, plain TCP, and every way of cutting
+ * a hello: each case reaches the route it names. */
+Test(integ, sni_routes_by_name_wildcard_case_and_alpn, .init = h_init, .fini = h_fini, .timeout = 90)
+{
+	struct sni_env e;
+	uint8_t h[8192], h2[8192];
+	size_t n;
+
+	sni_env_up(&e, h_binary(1), NULL);
+	static const struct {
+		const char *sni, *alpn;
+		char want;
+	} cases[] = {
+		{ "a.example.com", NULL, 'a' },
+		{ "A.Example.COM", NULL, 'a' },      /* names are case-insensitive */
+		{ "x.a.example.com", NULL, 'a' },    /* one label under the wildcard */
+		{ "x.y.a.example.com", NULL, 'a' },  /* or more */
+		{ "b.example.com", "h2,http/1.1", 'b' },
+		{ "b.example.com", "http/1.1", 'd' }, /* alpn not met: the default */
+		{ "b.example.com", NULL, 'd' },
+		{ "c.example.com", "h2", 'd' },      /* no route for the name */
+		{ "example.com", NULL, 'd' },        /* the wildcard needs a label */
+		{ NULL, "h2", 'd' },                  /* no SNI */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		n = make_hello(cases[i].sni, cases[i].alpn, 0, h, sizeof h);
+		char got = route_of(&e.addr, h, n, 0);
+		H_CHECK(got == cases[i].want, "sni %s alpn %s: route %c, expected %c",
+			cases[i].sni ? cases[i].sni : "(none)", cases[i].alpn ? cases[i].alpn : "(none)",
+			got ? got : '-', cases[i].want);
+	}
+	/* plain TCP: the default route */
+	H_CHECK(route_of(&e.addr, (const uint8_t *)"PING\r\n", 6, 0) == 'd', "plain TCP");
+	/* one byte per segment */
+	n = make_hello("a.example.com", NULL, 0, h, sizeof h);
+	H_CHECK(route_of(&e.addr, h, n, 1) == 'a', "a hello sent one byte per segment");
+	/* over 2,000 bytes (a post-quantum hello's size) in three pieces */
+	n = make_hello("x.a.example.com", NULL, 20, h, sizeof h);
+	H_CHECK(n > 2000, "big hello is %zu bytes", n);
+	H_CHECK(route_of(&e.addr, h, n, n / 3 + 1) == 'a', "a %zu-byte hello in three pieces", n);
+	/* split across two TLS records, the cut inside the handshake header */
+	n = make_hello("b.example.com", "h2", 0, h, sizeof h);
+	size_t n2 = two_records(h, n, 2, h2);
+	H_CHECK(route_of(&e.addr, h2, n2, 0) == 'b', "a hello in two records (cut at 2)");
+	n2 = two_records(h, n, n / 2, h2);
+	H_CHECK(route_of(&e.addr, h2, n2, 7) == 'b', "a hello in two records, in 7-byte pieces");
+	sni_env_down(&e);
+}
+
+/* What reaches the backend is every byte the client sent, the hello first:
+ * 16 KiB of garbage goes to the default route byte for byte, a silent
+ * client is closed after tls_hello_timeout, a listener without a default
+ * closes what no name takes, and each is counted. */
+static void echo_check(const struct h_addr *a, const uint8_t *buf, size_t n)
+{
+	uint8_t *back = malloc(n);
+	int fd = connect_from(a, NULL);
+
+	H_CHECK(fd >= 0 && back, "connect");
+	H_CHECK(h_send_all(fd, buf, n, h_now_ms() + 5000) == 0, "send");
+	H_CHECK(h_recv_exact(fd, back, n, h_now_ms() + 5000) == 0, "echo of %zu bytes", n);
+	H_CHECK(!memcmp(back, buf, n), "the echo differs from what was sent");
+	close(fd);
+	free(back);
+}
+
+Test(integ, sni_forwards_every_byte_and_closes_the_silent, .init = h_init, .fini = h_fini,
+     .timeout = 90)
+{
+	struct h_server echo;
+	struct h_tag_server a;
+	struct h_proxy p;
+	struct h_addr dflt, only, stats;
+	char text[2048], err[256];
+	uint8_t junk[16384], h[4096];
+	int pd = h_free_port(), po = h_free_port();
+
+	H_CHECK(h_server_start(&echo, "127.0.0.1:0", 64, h_echo_conn, NULL) == 0, "echo");
+	h_tag_start(&a, 'a', 0, 0);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 1\nstats = 127.0.0.1:0\n"
+		 "[route a]\nlisten = 127.0.0.1:%d 127.0.0.1:%d\nsni = a.example.com\n"
+		 "backend = 127.0.0.1:%d\ntls_hello_timeout = 1s\n"
+		 "[route echo]\nlisten = 127.0.0.1:%d\nbackend = %s\n",
+		 pd, po, a.port, pd, echo.addr.text);
+	const char *args[] = { "-c", conf_write("fwd.conf", text), NULL };
+	H_CHECK(h_proxy_start(&p, h_binary(1), args, err, sizeof err) == 0, "proxy: %s", err);
+	H_CHECK(h_stats_addr(&p, &stats) == 0, "stats address");
+	h_addr_parse("127.0.0.1:0", &dflt);
+	only = dflt;
+	((struct sockaddr_in *)&dflt.ss)->sin_port = htons((uint16_t)pd);
+	((struct sockaddr_in *)&only.ss)->sin_port = htons((uint16_t)po);
+
+	h_gen(7, 0, junk, sizeof junk);
+	junk[0] = 'G'; /* not a TLS record */
+	echo_check(&dflt, junk, sizeof junk);
+	/* a TLS hello for a name no route has: to the default, untouched */
+	size_t n = make_hello("nobody.example.com", "h2", 0, h, sizeof h);
+	echo_check(&dflt, h, n);
+
+	/* silent: closed after tls_hello_timeout (1 s), nothing forwarded */
+	int fd = connect_from(&dflt, NULL);
+	int64_t t0 = h_now_ms();
+	char c;
+	h_set_timeouts(fd, 5000);
+	H_CHECK(recv(fd, &c, 1, 0) <= 0, "a silent client got a byte");
+	H_CHECK(h_now_ms() - t0 >= 900, "closed after %lld ms, before tls_hello_timeout",
+		(long long)(h_now_ms() - t0));
+	close(fd);
+	/* no default on this address: a name nobody has is closed */
+	n = make_hello("nobody.example.com", NULL, 0, h, sizeof h);
+	H_CHECK(route_of(&only, h, n, 0) == 0, "no route, no default: a byte came back");
+	H_CHECK(route_of(&only, (const uint8_t *)"PING\r\n", 6, 0) == 0, "plain TCP, no default");
+	n = make_hello("a.example.com", NULL, 0, h, sizeof h);
+	H_CHECK(route_of(&only, h, n, 0) == 'a', "the named route on the second address");
+	h_sleep_ms(200);
+	H_CHECK(h_metric(&stats, "splicer_tls_hello_timeouts_total") == 1, "hello timeouts: %lld",
+		h_metric(&stats, "splicer_tls_hello_timeouts_total"));
+	H_CHECK(h_metric(&stats, "splicer_tls_no_route_total") == 2, "no route: %lld",
+		h_metric(&stats, "splicer_tls_no_route_total"));
+	h_proxy_down(&p);
+	h_tag_stop(&a);
+	h_server_stop(&echo);
+}
+
+/* ---- 64 MiB of real TLS through an sni route ---------------------------- */
+
+struct tls_srv {
+	int lfd, port;
+	SSL_CTX *ctx;
+	pthread_t thr;
+	uint64_t len;
+	unsigned char got[32];
+	int ok;
+};
+
+static void *tls_srv_main(void *arg)
+{
+	struct tls_srv *t = arg;
+	int fd = accept(t->lfd, NULL, NULL);
+	SSL *ssl = SSL_new(t->ctx);
+	struct h_sha sha;
+	static unsigned char buf[65536];
+	uint64_t left = t->len;
+
+	SSL_set_fd(ssl, fd);
+	if (SSL_accept(ssl) != 1)
+		goto out;
+	h_sha_init(&sha);
+	while (left) {
+		int n = SSL_read(ssl, buf, (int)(left < sizeof buf ? left : sizeof buf));
+		if (n <= 0)
+			goto out;
+		h_sha_update(&sha, buf, (size_t)n);
+		left -= (uint64_t)n;
+	}
+	h_sha_final(&sha, t->got);
+	t->ok = SSL_write(ssl, t->got, 32) == 32;
+	SSL_shutdown(ssl);
+out:
+	SSL_free(ssl);
+	close(fd);
+	return NULL;
+}
+
+/* A self-signed certificate for the test server, made here. */
+static SSL_CTX *server_ctx(void)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+	X509 *x = X509_new();
+
+	H_CHECK(ctx && key && x, "OpenSSL server objects");
+	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+	X509_gmtime_adj(X509_getm_notBefore(x), 0);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_set_pubkey(x, key);
+	X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
+				   (const unsigned char *)"a.example.com", -1, -1, 0);
+	X509_set_issuer_name(x, X509_get_subject_name(x));
+	H_CHECK(X509_sign(x, key, EVP_sha256()) > 0, "sign");
+	H_CHECK(SSL_CTX_use_certificate(ctx, x) == 1 && SSL_CTX_use_PrivateKey(ctx, key) == 1, "cert");
+	X509_free(x);
+	EVP_PKEY_free(key);
+	return ctx;
+}
+
+Test(integ, sni_route_carries_64mib_of_tls_end_to_end, .init = h_init, .fini = h_fini,
+     .timeout = 120)
+{
+	struct tls_srv srv = { .len = 64 * H_MIB };
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof sin;
+	struct h_tag_server d;
+	struct h_proxy p;
+	struct h_addr pa;
+	char text[1024], err[256];
+	int lport = h_free_port();
+
+	srv.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	H_CHECK(bind(srv.lfd, (struct sockaddr *)&sin, sizeof sin) == 0 && listen(srv.lfd, 4) == 0 &&
+			getsockname(srv.lfd, (struct sockaddr *)&sin, &sl) == 0, "tls server socket");
+	srv.port = ntohs(sin.sin_port);
+	srv.ctx = server_ctx();
+	H_CHECK(pthread_create(&srv.thr, NULL, tls_srv_main, &srv) == 0, "tls server thread");
+	h_tag_start(&d, 'd', 0, 0);
+	snprintf(text, sizeof text,
+		 "[route a]\nlisten = 127.0.0.1:%d\nsni = a.example.com\nbackend = 127.0.0.1:%d\n"
+		 "[route other]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n",
+		 lport, srv.port, lport, d.port);
+	const char *args[] = { "-c", conf_write("tls64.conf", text), "--engine", "splice", NULL };
+	H_CHECK(h_proxy_start(&p, h_binary(0), args, err, sizeof err) == 0, "proxy: %s", err);
+	h_addr_parse("127.0.0.1:0", &pa);
+	((struct sockaddr_in *)&pa.ss)->sin_port = htons((uint16_t)lport);
+
+	SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+	SSL *ssl = SSL_new(cctx);
+	int fd = connect_from(&pa, NULL);
+	struct h_sha sha;
+	unsigned char want[32], back[32];
+	static unsigned char buf[65536];
+
+	h_set_timeouts(fd, 20000);
+	SSL_set_fd(ssl, fd);
+	SSL_set_tlsext_host_name(ssl, "a.example.com");
+	H_CHECK(SSL_connect(ssl) == 1, "TLS handshake through the proxy failed");
+	h_sha_init(&sha);
+	for (uint64_t off = 0; off < srv.len; off += sizeof buf) {
+		h_gen(64, off, buf, sizeof buf);
+		h_sha_update(&sha, buf, sizeof buf);
+		H_CHECK(SSL_write(ssl, buf, sizeof buf) == (int)sizeof buf, "SSL_write at %llu",
+			(unsigned long long)off);
+	}
+	h_sha_final(&sha, want);
+	H_CHECK(SSL_read(ssl, back, 32) == 32, "no digest back from the TLS server");
+	H_CHECK(!memcmp(back, want, 32), "the server's digest of 64 MiB differs");
+	SSL_free(ssl);
+	SSL_CTX_free(cctx);
+	close(fd);
+	pthread_join(srv.thr, NULL);
+	H_CHECK(srv.ok, "server side failed");
+	SSL_CTX_free(srv.ctx);
+	close(srv.lfd);
+	h_proxy_down(&p);
+	h_tag_stop(&d);
+}
