@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *conf_write(const char *name, const char *text)
@@ -413,4 +414,58 @@ Test(integ, sni_route_carries_64mib_of_tls_end_to_end, .init = h_init, .fini = h
 	close(srv.lfd);
 	h_proxy_down(&p);
 	h_tag_stop(&d);
+}
+
+/* `check` on shared listeners: what cannot work is an error at its line,
+ * what the precedence rule decides is a note, and bad names, protocols and
+ * ranges are errors of the key's line. */
+static void check_says(const char *name, const char *text, int want_status, const char *want)
+{
+	const char *path = conf_write(name, text);
+	const char *args[] = { "check", "-c", path, NULL };
+	char *out = NULL, *err = NULL;
+	int st = h_run_capture(h_binary(0), args, 5000, &out, &err);
+
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == want_status,
+		"%s: check exit %d, expected %d; stderr: %s", name, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+		want_status, err ? err : "");
+	H_CHECK(err && strstr(err, want), "%s: check said\n%s\nexpected it to contain\n%s", name,
+		err ? err : "(nothing)", want);
+	free(out);
+	free(err);
+}
+
+Test(integ, sni_check_reports_conflicts_and_precedence, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	check_says("two-defaults.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nbackend = 127.0.0.1:1\n"
+		   "[route b]\nlisten = 127.0.0.1:9443\nbackend = 127.0.0.1:2\n", 1,
+		   ":5: listen 127.0.0.1:9443: routes 'a' (line 2) and 'b' share this address and neither "
+		   "has sni");
+	check_says("same-name.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nsni = x.example.com\nbackend = 127.0.0.1:1\n"
+		   "[route b]\nlisten = 127.0.0.1:9443\nsni = X.example.com\nbackend = 127.0.0.1:2\n", 1,
+		   ":7: sni x.example.com of route 'b' is also in route 'a' (line 3)");
+	check_says("overlap.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nsni = *.example.com\nbackend = 127.0.0.1:1\n"
+		   "[route b]\nlisten = 127.0.0.1:9443\nsni = api.example.com\nbackend = 127.0.0.1:2\n", 0,
+		   "note: sni api.example.com of route 'b' is within *.example.com of route 'a' on listen "
+		   "127.0.0.1:9443: api.example.com wins");
+	check_says("bad-name.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nsni = a..example.com\nbackend = 127.0.0.1:1\n", 1,
+		   ":3: sni 'a..example.com' is not a host name");
+	check_says("bad-wildcard.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nsni = a.*.com\nbackend = 127.0.0.1:1\n", 1,
+		   ":3: sni 'a.*.com': a wildcard is '*.' before a name");
+	check_says("bad-cidr.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nallow = 10.0.0.0/33\nbackend = 127.0.0.1:1\n", 1,
+		   ":3: allow: '10.0.0.0/33': bad prefix length 33 for IPv4");
+	check_says("proxy-mix.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nsni = a.example.com\naccept_proxy = yes\n"
+		   "backend = 127.0.0.1:1\n"
+		   "[route b]\nlisten = 127.0.0.1:9443\nbackend = 127.0.0.1:2\n", 1,
+		   "route 'b' has accept_proxy off but route 'a'");
+	check_says("maxconn.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nbackend = 127.0.0.1:1 maxconn=0\n", 1,
+		   ":3: backend 127.0.0.1:1: invalid maxconn '0'");
 }
