@@ -129,6 +129,14 @@ bench: deps bench-deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(B)/splicer bench --json $(B)/bench.json --chart $(B)/bench.png $(ARGS)
 
+# make doc: the generated parts of doc/configuration.md and doc/splicer.conf.5
+# (between their BEGIN/END GENERATED lines) from the binary's settings table;
+# tests/integration/test_docs.c fails when they differ.
+.PHONY: doc
+doc: all
+	$(Q)sh tools/doc-region.sh doc/configuration.md $(B)/splicer config-reference
+	$(Q)sh tools/doc-region.sh doc/splicer.conf.5 $(B)/splicer config-reference --man
+
 # The fault matrix's delay helper (tests/tools/nfq_delay.c, NFQUEUE).
 $(B)/nfq_delay: tests/tools/nfq_delay.c
 	@mkdir -p $(@D)
