@@ -177,7 +177,8 @@ install: all
 	install -D -m 644 bench/haproxy.cfg $(DESTDIR)$(PREFIX)/share/splicer/bench/haproxy.cfg
 	install -D -m 644 bench/nginx.conf $(DESTDIR)$(PREFIX)/share/splicer/bench/nginx.conf
 	install -D -m 644 contrib/splicer.service $(DESTDIR)$(PREFIX)/share/splicer/contrib/splicer.service
-	install -D -m 644 doc/splicer.1 $(DESTDIR)$(PREFIX)/share/man/man1/splicer.1
+	install -D -m 644 doc/splicer.8 $(DESTDIR)$(PREFIX)/share/man/man8/splicer.8
+	install -D -m 644 doc/splicer.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/splicer.conf.5
 
 # libFuzzer harnesses (clang): `make fuzz FUZZ_SECONDS=N` runs each for N s
 # on a copy of its seed corpus in fuzz/corpus/, and fails on any finding.
