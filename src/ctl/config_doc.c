@@ -146,38 +146,42 @@ static int cap(char c)
 	return c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c;
 }
 
-/* The keys config_file.c reads itself. Their limits come from config.h. */
-static void listen_doc(struct key_doc *d)
-{
-	memset(d, 0, sizeof(*d));
-	snprintf(d->key, sizeof(d->key), "listen");
-	d->meta = "ADDRESS ...";
-	d->scope = K_ROUTE_ONLY;
-	d->type = "addresses";
-	snprintf(d->accepts, sizeof(d->accepts),
-		 "one or more addresses, separated by spaces or commas; the line may be repeated; "
-		 "at most %d per route and %d in all routes", MAX_LISTENS, MAX_LISTENERS);
-	snprintf(d->cli, sizeof(d->cli), "-l, --listen (one route only)");
-	snprintf(d->example, sizeof(d->example), "listen = :8080 [::]:8080");
-	d->help = "where the route accepts clients; required";
-}
+/* The keys config_file.c reads itself, only in a route. Their limits come
+ * from config.h (accepts takes two of them). */
+static const struct {
+	const char *key, *meta, *accepts, *cli, *example, *help;
+	int n1, n2;
+} route_only[] = {
+	{ "listen", "ADDRESS ...",
+	  "one or more addresses, separated by spaces or commas; the line may be repeated; at most "
+	  "%d per route and %d in all routes",
+	  "-l, --listen (one route only)", "listen = :8080 [::]:8080",
+	  "where the route accepts clients; required", MAX_LISTENS, MAX_LISTENERS },
+	{ "backend", "ADDRESS [weight=N] ...",
+	  "one or more addresses, separated by spaces or commas, each optionally followed by "
+	  "weight=N (1 to %d, default 1); the line may be repeated; at most %d per route",
+	  "-b, --backend (one route only; weight 1)", "backend = 10.0.0.1:80 weight=3 10.0.0.2:80",
+	  "the route's backend pool; required. A weight is the backend's share of new sessions "
+	  "under roundrobin, leastconn and maglev alike. A backend may not be its route's own "
+	  "listen address: its sessions would connect back to the proxy", MAX_WEIGHT, MAX_BACKENDS },
+};
+#define NROUTE_ONLY (sizeof(route_only) / sizeof(route_only[0]))
 
-static void backend_doc(struct key_doc *d)
+static void route_only_doc(unsigned i, struct key_doc *d)
 {
 	memset(d, 0, sizeof(*d));
-	snprintf(d->key, sizeof(d->key), "backend");
-	d->meta = "ADDRESS [weight=N] ...";
+	snprintf(d->key, sizeof(d->key), "%s", route_only[i].key);
+	d->meta = route_only[i].meta;
 	d->scope = K_ROUTE_ONLY;
 	d->type = "addresses";
-	snprintf(d->accepts, sizeof(d->accepts),
-		 "one or more addresses, separated by spaces or commas, each optionally followed by "
-		 "weight=N (1 to %d, default 1); the line may be repeated; at most %d per route",
-		 MAX_WEIGHT, MAX_BACKENDS);
-	snprintf(d->cli, sizeof(d->cli), "-b, --backend (one route only; weight 1)");
-	snprintf(d->example, sizeof(d->example), "backend = 10.0.0.1:80 weight=3 10.0.0.2:80");
-	d->help = "the route's backend pool; required. A weight is the backend's share of new sessions "
-		  "under roundrobin, leastconn and maglev alike. A backend may not be its route's own "
-		  "listen address: its sessions would connect back to the proxy";
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	snprintf(d->accepts, sizeof(d->accepts), route_only[i].accepts, route_only[i].n1,
+		 route_only[i].n2);
+#pragma GCC diagnostic pop
+	snprintf(d->cli, sizeof(d->cli), "%s", route_only[i].cli);
+	snprintf(d->example, sizeof(d->example), "%s", route_only[i].example);
+	d->help = route_only[i].help;
 }
 
 /* ---- markdown ----------------------------------------------------------- */
@@ -229,10 +233,10 @@ int config_doc_markdown(FILE *f)
 		   "digits, `-`, `_`, `.`; at most %d characters; at most %d routes |\n\n",
 		ROUTE_NAME_MAX - 1, MAX_ROUTES);
 	fprintf(f, "## Keys at a glance\n\n| key | scope | type | default |\n|---|---|---|---|\n");
-	listen_doc(&d);
-	md_row(f, &d);
-	backend_doc(&d);
-	md_row(f, &d);
+	for (unsigned i = 0; i < NROUTE_ONLY; i++) {
+		route_only_doc(i, &d);
+		md_row(f, &d);
+	}
 	for (int pass = 1; pass >= 0; pass--)
 		for (unsigned i = 0; i < nsettings; i++)
 			if ((settings[i].scope == SCOPE_ROUTE) == pass) {
@@ -240,10 +244,10 @@ int config_doc_markdown(FILE *f)
 				md_row(f, &d);
 			}
 	fprintf(f, "\n## Route keys\n\n");
-	listen_doc(&d);
-	md_key(f, &d, NULL);
-	backend_doc(&d);
-	md_key(f, &d, NULL);
+	for (unsigned i = 0; i < NROUTE_ONLY; i++) {
+		route_only_doc(i, &d);
+		md_key(f, &d, NULL);
+	}
 	for (unsigned i = 0; i < nsettings; i++)
 		if (settings[i].scope == SCOPE_ROUTE && !setting_doc(&settings[i], &d))
 			md_key(f, &d, &settings[i]);
@@ -325,10 +329,10 @@ int config_doc_man(FILE *f)
 		   "Route keys set in\n.B [global]\napply to every route that does not set them.\n"
 		   "A route name is letters, digits, \\-, _ and ., at most %d characters;\n"
 		   "at most %d routes.\n", ROUTE_NAME_MAX - 1, MAX_ROUTES);
-	listen_doc(&d);
-	man_key(f, &d, NULL);
-	backend_doc(&d);
-	man_key(f, &d, NULL);
+	for (unsigned i = 0; i < NROUTE_ONLY; i++) {
+		route_only_doc(i, &d);
+		man_key(f, &d, NULL);
+	}
 	for (unsigned i = 0; i < nsettings; i++)
 		if (settings[i].scope == SCOPE_ROUTE) {
 			bad |= setting_doc(&settings[i], &d);
