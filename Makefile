@@ -54,7 +54,7 @@ TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS) $(PEER_SRCS)
 HDRS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(wildcard tests/integration/*.h tests/peer/*.h bpf/*.h)
 
 # Debian packages the build, the tests and `make run` need.
-DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 \
+DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 mandoc \
 	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev
 # The peers the differential suite (tests/peer) and `splicer bench` compare
 # against; socat and gnuplot for the bench and its chart.
