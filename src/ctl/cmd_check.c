@@ -4,6 +4,8 @@
  * up `user`, opens the log for append as that user (config_finalize(), so
  * the proxy refuses to start on the same things), and binds each listen and
  * the stats address once and releases it (here only):
+ * --syntax-only leaves this host alone (no user lookup, no log opened,
+ * nothing bound; names are still resolved): a file meant for another host.
  *   exit 0  "FILE: ok: 2 routes, 3 listen addresses, 5 backends"
  *   exit 1  one "FILE:LINE: message" per problem
  *   exit 2  a bad command line
@@ -63,15 +65,24 @@ int cmd_check(int argc, char **argv)
 {
 	struct config cfg;
 	unsigned listens = 0, backends = 0;
-	int r, has_file = 0, bad;
+	int r, has_file = 0, syntax_only = 0, bad;
 
-	for (int i = 2; i < argc; i++)
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--syntax-only")) { /* ours: the options parser never sees it */
+			syntax_only = 1;
+			memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof(*argv));
+			argc--;
+			i--;
+			continue;
+		}
 		has_file |= !strcmp(argv[i], "-c") || !strcmp(argv[i], "--config") ||
 			    !strncmp(argv[i], "--config=", 9);
+	}
 	if (!has_file) {
-		fprintf(stderr, "usage: %s check -c FILE [options]\n", argv[0]);
+		fprintf(stderr, "usage: %s check [--syntax-only] -c FILE [options]\n", argv[0]);
 		return 2;
 	}
+	config_host_checks = !syntax_only;
 	config_defaults(&cfg);
 	r = config_parse_args(&cfg, argc, argv, 2);
 	if (r > 0) {
@@ -81,7 +92,7 @@ int cmd_check(int argc, char **argv)
 	bad = r < 0 || config_finalize(&cfg);
 	/* a file read with problems is probed too, for every problem in one
 	 * go; a command line or a file that could not be read is not */
-	if (r == 0 || cfg.file_problems)
+	if (!syntax_only && (r == 0 || cfg.file_problems))
 		bad |= probe_addresses(&cfg) > 0;
 	if (bad) {
 		config_free(&cfg);
