@@ -177,7 +177,12 @@ int addr_parse_all(const char *s, enum addr_use use, struct addr *out, unsigned 
 		addr_format((struct sockaddr *)&out->ss, out->len, out->text, sizeof(out->text));
 		return 1;
 	}
-	if (!strcmp(host, "*") && s[0] != '[') {
+	/* glibc's getaddrinfo() reads "*" as no host at all, the loopback:
+	 * "*:8080" once listened on [::1] only */
+	if (!strcmp(host, "*") && s[0] == '[')
+		return fail(err, errlen, "address '%s': '*' is not an IPv6 address; *:PORT is every "
+			    "address of both families%s", s, "");
+	if (!strcmp(host, "*")) {
 		if (use != ADDR_LISTEN)
 			return fail(err, errlen, "address '%s': '*' (every address of this host) is for "
 				    "listening; a backend needs a host%s", s, "");
