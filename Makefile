@@ -191,7 +191,7 @@ FUZZ_SRCS_proxy_proto := src/proto/proxy_proto.c
 FUZZ_SRCS_addr        := src/lib/addr.c
 FUZZ_SRCS_http_req    := src/proto/http_req.c
 FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config.c src/ctl/config_file.c \
-			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c
+			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c src/ctl/privs.c
 
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HDRS) $(SRCS)
 	@mkdir -p $(@D)

@@ -91,6 +91,8 @@ struct route {
 	unsigned nlisten;
 	struct backend_conf backend[MAX_BACKENDS];
 	unsigned nbackend;
+	uint8_t given;                     /* ROUTE_GAVE_*: keys present, even if every
+					      address on them was refused (reported once) */
 	struct route_opts o;
 	uint32_t set;                      /* route_opts given in the route's own section */
 	/* Run time, shared by the workers. */
@@ -104,6 +106,9 @@ struct route {
 	struct route_stats *st;
 	uint64_t live;                     /* atomic: sessions of this generation's route */
 };
+
+#define ROUTE_GAVE_LISTEN  1
+#define ROUTE_GAVE_BACKEND 2
 
 struct config {
 	struct route *route[MAX_ROUTES];
@@ -125,7 +130,12 @@ struct config {
 	char user[SETTING_TEXT_MAX];       /* drop root to this user after binding, or "off" */
 	unsigned set_line[32];             /* [global] settings by table index: the file line
 					    * that set it; 0: default or command line */
+	uint8_t file_problems;             /* -c FILE was read, with problems (reported) */
 };
+
+/* 0: config_finalize() leaves the host alone (no user lookup, no log file
+ * opened); the fuzzers set it, as they set addr_resolve_names. */
+extern int config_host_checks;
 
 /* Fills *c with every default and no route. */
 void config_defaults(struct config *c);
@@ -150,9 +160,13 @@ int config_load_file(struct config *c, const char *path);
 /* Resolves the derived values (workers, max_conns, max_pipes, each route's
  * settings and balancing tables) against the CPU count and RLIMIT_NOFILE,
  * and checks what the options cannot check one by one (a route without
- * listener or backend, a listen address used twice). Returns 0 or -1 after
- * printing why. */
+ * listener or backend, a listen address used twice, the stats address) and
+ * what start would trip on: `user` exists and can be become, the log file
+ * can be opened for append as that user. Start, reload and `check` all come
+ * here, so they refuse the same things. Returns 0 or -1 after printing
+ * every problem (FILE:LINE: for what the file set). */
 int config_finalize(struct config *c);
+
 
 /* Adds a route named `name` (from the file at `line`, or 0). Returns it, or
  * NULL when MAX_ROUTES are taken. */
