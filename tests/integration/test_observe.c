@@ -167,6 +167,21 @@ static int local_port(int fd)
 	return ntohs(me.sin_port);
 }
 
+/* A client of a: connected, its local port in *port, and, with echo, one
+ * round trip of 5 bytes done (the session is open end to end). */
+static int ob_client(const struct h_addr *a, int *port, int echo)
+{
+	char buf[8];
+	int fd = h_connect(a, 2000);
+
+	H_CHECK(fd >= 0, "connect to %s: %s", a->text, strerror(errno));
+	*port = local_port(fd);
+	H_CHECK(!echo || (h_send_all(fd, "hello", 5, h_now_ms() + 2000) == 0 &&
+			  h_recv_exact(fd, buf, 5, h_now_ms() + 2000) == 0),
+		"echo through %s", a->text);
+	return fd;
+}
+
 static void ob_addr(struct h_addr *a, int port)
 {
 	char t[64];
@@ -211,8 +226,8 @@ Test(integ, access_log_names_listener_connect_time_error_and_ender, .init = h_in
 	struct h_refused dead;
 	struct h_addr a_echo, a_greet, a_dead, a_reset, a_hold;
 	struct ob_entry e;
-	char conf[2048], log[300], buf[64];
-	int ports[5], fd;
+	char conf[2048], log[300];
+	int ports[5], fd, port;
 
 	snprintf(log, sizeof log, "%s/access.log", h_tmpdir());
 	H_CHECK(h_server_start(&echo, "127.0.0.1:0", 64, h_echo_conn, NULL) == 0, "echo backend");
@@ -239,11 +254,7 @@ Test(integ, access_log_names_listener_connect_time_error_and_ender, .init = h_in
 	ob_addr(&a_hold, ports[4]);
 
 	/* the client ends it: an echo, then its FIN */
-	fd = h_connect(&a_echo, 2000);
-	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
-	int port = local_port(fd);
-	H_CHECK(h_send_all(fd, "hello", 5, h_now_ms() + 2000) == 0 &&
-			h_recv_exact(fd, buf, 5, h_now_ms() + 2000) == 0, "echo through the proxy");
+	fd = ob_client(&a_echo, &port, 1);
 	shutdown(fd, SHUT_WR);
 	H_CHECK(h_expect_eof(fd, h_now_ms() + 3000) == 0, "no end after the client's FIN");
 	close(fd);
@@ -255,11 +266,7 @@ Test(integ, access_log_names_listener_connect_time_error_and_ender, .init = h_in
 		e.backend, e.up, e.down);
 
 	/* the client resets */
-	fd = h_connect(&a_echo, 2000);
-	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
-	port = local_port(fd);
-	H_CHECK(h_send_all(fd, "hello", 5, h_now_ms() + 2000) == 0 &&
-			h_recv_exact(fd, buf, 5, h_now_ms() + 2000) == 0, "echo through the proxy");
+	fd = ob_client(&a_echo, &port, 1);
 	struct linger lg = { 1, 0 };
 	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
 	close(fd);
@@ -267,11 +274,7 @@ Test(integ, access_log_names_listener_connect_time_error_and_ender, .init = h_in
 	ob_expect(&e, "client RST", "client-reset", "ECONNRESET", "client", 1, a_echo.text);
 
 	/* idle: the timeout ends it */
-	fd = h_connect(&a_echo, 2000);
-	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
-	port = local_port(fd);
-	H_CHECK(h_send_all(fd, "hello", 5, h_now_ms() + 2000) == 0 &&
-			h_recv_exact(fd, buf, 5, h_now_ms() + 2000) == 0, "echo through the proxy");
+	fd = ob_client(&a_echo, &port, 1);
 	H_CHECK(h_expect_eof(fd, h_now_ms() + 5000) == 0, "idle_timeout = 1s did not end the session");
 	close(fd);
 	ob_entry_of(log, port, &e);
@@ -287,9 +290,7 @@ Test(integ, access_log_names_listener_connect_time_error_and_ender, .init = h_in
 	ob_expect(&e, "backend FIN", "done", "-", "backend", 1, a_greet.text);
 
 	/* the backend resets */
-	fd = h_connect(&a_reset, 2000);
-	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
-	port = local_port(fd);
+	fd = ob_client(&a_reset, &port, 0);
 	h_send_all(fd, "x", 1, h_now_ms() + 2000);
 	H_CHECK(h_expect_eof(fd, h_now_ms() + 3000) != -ETIMEDOUT, "no end after the backend's RST");
 	close(fd);
@@ -297,20 +298,14 @@ Test(integ, access_log_names_listener_connect_time_error_and_ender, .init = h_in
 	ob_expect(&e, "backend RST", "backend-reset", "ECONNRESET", "backend", 1, a_reset.text);
 
 	/* the backend refuses: no connection came up */
-	fd = h_connect(&a_dead, 2000);
-	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
-	port = local_port(fd);
+	fd = ob_client(&a_dead, &port, 0);
 	H_CHECK(h_expect_eof(fd, h_now_ms() + 3000) != -ETIMEDOUT, "no end for a refused backend");
 	close(fd);
 	ob_entry_of(log, port, &e);
 	ob_expect(&e, "refused", "no-backend", "ECONNREFUSED", "backend", 0, a_dead.text);
 
 	/* the proxy ends it: the drain deadline of a SIGTERM */
-	fd = h_connect(&a_hold, 2000);
-	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
-	port = local_port(fd);
-	H_CHECK(h_send_all(fd, "hello", 5, h_now_ms() + 2000) == 0 &&
-			h_recv_exact(fd, buf, 5, h_now_ms() + 2000) == 0, "echo through the proxy");
+	fd = ob_client(&a_hold, &port, 1);
 	int st = h_proxy_stop(&p, 10000);
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "proxy exit status %d", st);
 	close(fd);
