@@ -60,12 +60,19 @@ struct backend_health {
 	uint32_t fails;              /* atomic: connect failures in a row (passive) */
 	uint8_t passive_down;        /* atomic: marked down by sessions since the last check */
 	uint64_t checks_ok, checks_failed; /* atomic totals */
-	/* traffic through this backend, atomic, added once per session */
+	/* traffic through this backend, atomic; bytes as struct route_stats's */
 	uint64_t sessions, bytes_up, bytes_down, connect_errors;
 	int64_t active;              /* atomic: sessions on (or connecting to) it, for leastconn */
+	/* connect errors not yet in the log (backend.c: a line per backend per
+	 * BACKEND_ERR_REPORT_MS with their count), atomic */
+	uint64_t err_pending;        /* since the last line */
+	uint64_t err_since_ms;       /* the first of them (monotonic ms) */
+	uint64_t err_report_ms;      /* the last line; 0: none yet */
+	int err_last;                /* errno of the latest */
 };
 
-/* A route's traffic, atomic, added once per session (never per byte).
+/* A route's traffic, atomic, never per byte: bytes of live sessions about
+ * once a second (session_flush_bytes), the rest once per session.
  * One per route name, shared across reloads like struct backend_health. */
 struct route_stats {
 	uint64_t sessions, active, bytes_up, bytes_down;
