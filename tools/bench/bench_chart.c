@@ -162,7 +162,7 @@ int bench_chart(const char *path, const struct case_run *runs, int n, struct ben
 		   "set datafile missing '?'\nset style data histograms\n"
 		   "set style histogram errorbars gap 1 lw 1\n"
 		   "set style fill solid 0.7 border -1\nset boxwidth 0.9\nset grid ytics\n"
-		   "set xtics rotate by -35 scale 0\nset key top right\nset yrange [0:*]\n",
+		   "set xtics rotate by -35 scale 0\nset key outside top center horizontal\nset yrange [0:*]\n",
 		veth ? 4 : 3);
 	if (sep >= 0)
 		fprintf(g, "set arrow 1 from %d, graph 0 to %d, graph 1 nohead dt 2 lc rgb 'gray40'\n"

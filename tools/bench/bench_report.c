@@ -440,7 +440,8 @@ static const struct case_run *best_haproxy(const struct case_run *runs, int n,
 
 static void goal_row(FILE *f, const char *goal, const char *measured, int met)
 {
-	fprintf(f, "| %s | %s | %s |\n", goal, measured, met < 0 ? "not measured" : met ? "met" : "not met");
+	fprintf(f, "| %s | %s | %s |\n", goal, met < 0 && strstr(measured, "nan") ? "-" : measured,
+		met < 0 ? "not measured" : met ? "met" : "not met");
 }
 
 void bench_goals(FILE *f, const struct case_run *runs, int n, const struct bench_link *links,
@@ -474,19 +475,17 @@ void bench_goals(FILE *f, const struct case_run *runs, int n, const struct bench
 			snprintf(m, sizeof(m), "%.2fx / %.2fx (best: %s)", xg, xc, b ? b->label : "-");
 			goal_row(f, goal, m, isnan(xg) || isnan(xc) ? -1 : xg >= 1.25 && xc <= 0.5);
 		}
-		if (s->bulk_only || !h)
+		if (s->bulk_only)
 			continue;
 		for (int k = 0; k < RR_VARIANTS; k++) {
 			int b = F_RRV + RRV_NFIG * k;
-			double xr = stats_ratio(s->med[b + RRV_RATE], h->med[b + RRV_RATE]);
-			double xm = stats_ratio(s->med[b + RRV_MCPU], h->med[b + RRV_MCPU]);
+			double xr = ratio(s, h, b + RRV_RATE), xm = ratio(s, h, b + RRV_MCPU);
 			snprintf(goal, sizeof(goal), "rr %u conns, %u B, depth %u: >= 1.15x requests/s at "
 				 "<= 0.85x the machine's CPU per request", o->conns, rr_size[k], rr_depth[k]);
 			snprintf(m, sizeof(m), "%.2fx / %.2fx", xr, xm);
 			goal_row(f, goal, m, isnan(xr) || isnan(xm) ? -1 : xr >= 1.15 && xm <= 0.85);
 		}
-		double xc = stats_ratio(s->med[F_CONN_RATE], h->med[F_CONN_RATE]);
-		double xp = stats_ratio(s->med[F_CONN_CPU_US], h->med[F_CONN_CPU_US]);
+		double xc = ratio(s, h, F_CONN_RATE), xp = ratio(s, h, F_CONN_CPU_US);
 		snprintf(goal, sizeof(goal), "short connections (%u at a time): >= 1.25x connections/s at "
 			 "<= 0.7x the proxy CPU per connection", o->conns);
 		snprintf(m, sizeof(m), "%.2fx / %.2fx", xc, xp);
