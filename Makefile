@@ -55,14 +55,16 @@ HDRS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(wildcard tests/integrati
 
 # Debian packages the build, the tests and `make run` need.
 DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 mandoc \
-	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev
+	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev prometheus
 # The peers the differential suite (tests/peer) and `splicer bench` compare
-# against; socat and gnuplot for the bench and its chart.
+# against; socat and gnuplot for the bench and its chart; redis and
+# PostgreSQL for `splicer bench --real` (it runs its own servers in a temp
+# dir: the packages' services must not start, see tools/deps.sh).
 PEER_PKGS  := haproxy nginx libnginx-mod-stream
-BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2
+BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis-tools postgresql
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps peer-deps bench-deps bench install clean asan fuzz soak
+.PHONY: all run test deps peer-deps bench-deps bench perf-doc install clean asan fuzz soak
 
 all: $(B)/layers.ok $(B)/splicer
 
@@ -136,6 +138,13 @@ bench: deps bench-deps
 doc: all
 	$(Q)sh tools/doc-region.sh doc/configuration.md $(B)/splicer config-reference
 	$(Q)sh tools/doc-region.sh doc/splicer.conf.5 $(B)/splicer config-reference --man
+
+# doc/perf-results.md and its chart, regenerated whole from one full run
+# (make perf-doc ARGS='--reps 5' to change it).
+perf-doc: deps bench-deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(B)/splicer bench --real --workers 1,2 --json $(B)/perf.json --chart doc/perf-results.svg \
+		--doc doc/perf-results.md $(ARGS)
 
 # The fault matrix's delay helper (tests/tools/nfq_delay.c, NFQUEUE).
 $(B)/nfq_delay: tests/tools/nfq_delay.c
