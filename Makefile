@@ -54,15 +54,17 @@ TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS) $(PEER_SRCS)
 HDRS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(wildcard tests/integration/*.h tests/peer/*.h bpf/*.h)
 
 # Debian packages the build, the tests and `make run` need.
-DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 \
-	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev
+DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 mandoc \
+	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev prometheus
 # The peers the differential suite (tests/peer) and `splicer bench` compare
-# against; socat and gnuplot for the bench and its chart.
+# against; socat and gnuplot for the bench and its chart; redis and
+# PostgreSQL for `splicer bench --real` (it runs its own servers in a temp
+# dir: the packages' services must not start, see tools/deps.sh).
 PEER_PKGS  := haproxy nginx libnginx-mod-stream
-BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2
+BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis-tools postgresql
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps peer-deps bench-deps bench install clean asan fuzz soak
+.PHONY: all run test deps peer-deps bench-deps bench perf-doc install clean asan fuzz soak
 
 all: $(B)/layers.ok $(B)/splicer
 
@@ -129,6 +131,21 @@ bench: deps bench-deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(B)/splicer bench --json $(B)/bench.json --chart $(B)/bench.png $(ARGS)
 
+# make doc: the generated parts of doc/configuration.md and doc/splicer.conf.5
+# (between their BEGIN/END GENERATED lines) from the binary's settings table;
+# tests/integration/test_docs.c fails when they differ.
+.PHONY: doc
+doc: all
+	$(Q)sh tools/doc-region.sh doc/configuration.md $(B)/splicer config-reference
+	$(Q)sh tools/doc-region.sh doc/splicer.conf.5 $(B)/splicer config-reference --man
+
+# doc/perf-results.md and its chart, regenerated whole from one full run
+# (make perf-doc ARGS='--reps 5' to change it).
+perf-doc: deps bench-deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(B)/splicer bench --real --workers 1,2 --json $(B)/perf.json --chart doc/perf-results.svg \
+		--doc doc/perf-results.md $(ARGS)
+
 # The fault matrix's delay helper (tests/tools/nfq_delay.c, NFQUEUE).
 $(B)/nfq_delay: tests/tools/nfq_delay.c
 	@mkdir -p $(@D)
@@ -169,7 +186,8 @@ install: all
 	install -D -m 644 bench/haproxy.cfg $(DESTDIR)$(PREFIX)/share/splicer/bench/haproxy.cfg
 	install -D -m 644 bench/nginx.conf $(DESTDIR)$(PREFIX)/share/splicer/bench/nginx.conf
 	install -D -m 644 contrib/splicer.service $(DESTDIR)$(PREFIX)/share/splicer/contrib/splicer.service
-	install -D -m 644 doc/splicer.1 $(DESTDIR)$(PREFIX)/share/man/man1/splicer.1
+	install -D -m 644 doc/splicer.8 $(DESTDIR)$(PREFIX)/share/man/man8/splicer.8
+	install -D -m 644 doc/splicer.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/splicer.conf.5
 
 # libFuzzer harnesses (clang): `make fuzz FUZZ_SECONDS=N` runs each for N s
 # on a copy of its seed corpus in fuzz/corpus/, and fails on any finding.
@@ -182,7 +200,7 @@ FUZZ_SRCS_proxy_proto := src/proto/proxy_proto.c
 FUZZ_SRCS_addr        := src/lib/addr.c
 FUZZ_SRCS_http_req    := src/proto/http_req.c
 FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config.c src/ctl/config_file.c \
-			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c
+			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c src/ctl/privs.c
 
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HDRS) $(SRCS)
 	@mkdir -p $(@D)

@@ -16,6 +16,7 @@
 #include "access_log.h"
 #include "cmd.h"
 #include "config.h"
+#include "config_doc.h"
 #include "engine.h"
 #include "listener.h"
 #include "health.h"
@@ -392,6 +393,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "check"))
 		return cmd_check(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "config-reference"))
+		return cmd_config_reference(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "recv"))
 		return cmd_recv(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "send"))

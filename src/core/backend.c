@@ -104,6 +104,8 @@ struct state_obj {
 	unsigned nth;
 	char route[ROUTE_NAME_MAX];
 	char backend[ADDR_TEXT_MAX];
+	char addr[ADDR_TEXT_MAX]; /* a backend's address as resolved by the latest
+				     generation: what its log lines name */
 	union {
 		struct route_stats st;
 		struct backend_health h;
@@ -125,7 +127,8 @@ static unsigned state_bucket(const char *route, const char *backend, unsigned nt
 
 /* The object for the key, with one more reference; created (zeroed: up,
  * no traffic) when no generation has it. NULL when out of memory. */
-static struct state_obj *state_get(const char *route, const char *backend, unsigned nth)
+static struct state_obj *state_get(const char *route, const char *backend, unsigned nth,
+				   const char *addr)
 {
 	unsigned k = state_bucket(route, backend, nth);
 	struct state_obj *o;
@@ -141,8 +144,10 @@ static struct state_obj *state_get(const char *route, const char *backend, unsig
 		o->next = state_table[k];
 		state_table[k] = o;
 	}
-	if (o)
+	if (o) {
 		o->refs++;
+		snprintf(o->addr, sizeof(o->addr), "%s", addr);
+	}
 	pthread_mutex_unlock(&state_lock);
 	return o;
 }
@@ -176,14 +181,14 @@ static int adopt_state(struct route *r)
 {
 	struct state_obj *o;
 
-	if (!(r->health = calloc(r->nbackend, sizeof(*r->health))) || !(o = state_get(r->name, "", 0)))
+	if (!(r->health = calloc(r->nbackend, sizeof(*r->health))) || !(o = state_get(r->name, "", 0, "")))
 		return -1;
 	r->st = &o->u.st;
 	for (unsigned i = 0; i < r->nbackend; i++) {
 		unsigned nth = 0;
 		for (unsigned j = 0; j < i; j++)
 			nth += !strcmp(backend_key(r, j), backend_key(r, i));
-		if (!(o = state_get(r->name, backend_key(r, i), nth)))
+		if (!(o = state_get(r->name, backend_key(r, i), nth, r->backend[i].addr.text)))
 			return -1;
 		r->health[i] = &o->u.h;
 	}
@@ -361,4 +366,69 @@ int backend_try_hold(struct route *r, unsigned i)
 void backend_release(struct route *r, unsigned i)
 {
 	__atomic_sub_fetch(&r->health[i]->active, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- connect errors in the log ------------------------------------------- */
+
+/* Backends with errors not yet in the log (approximate: it may be off by
+ * one for a moment while two workers race; it only decides whether
+ * backend_errors_report looks at the registry at all). */
+static int64_t errs_waiting;
+
+/* Writes h's line when its interval is over and errors wait; of the
+ * threads that try at once, the one that moves err_report_ms writes it. */
+static void errors_line(struct backend_health *h, const char *route, const char *addr,
+			uint64_t now_ms, int force)
+{
+	uint64_t last = __atomic_load_n(&h->err_report_ms, __ATOMIC_RELAXED), n, since;
+
+	if (!__atomic_load_n(&h->err_pending, __ATOMIC_RELAXED))
+		return;
+	if (last && now_ms < last + BACKEND_ERR_REPORT_MS && !force)
+		return;
+	if (!__atomic_compare_exchange_n(&h->err_report_ms, &last, now_ms ? now_ms : 1, 0,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	since = __atomic_load_n(&h->err_since_ms, __ATOMIC_RELAXED);
+	if (!(n = __atomic_exchange_n(&h->err_pending, 0, __ATOMIC_RELAXED)))
+		return;
+	__atomic_sub_fetch(&errs_waiting, 1, __ATOMIC_RELAXED);
+	if (n == 1)
+		log_warn("backend %s of route %s: 1 connect error (%s)%s", addr, route,
+			 log_errno_name(__atomic_load_n(&h->err_last, __ATOMIC_RELAXED)),
+			 __atomic_load_n(&h->down, __ATOMIC_RELAXED) ? "; marked down" : "");
+	else
+		log_warn("backend %s of route %s: %llu connect errors in %llus (%s)%s", addr, route,
+			 (unsigned long long)n,
+			 (unsigned long long)((now_ms > since ? now_ms - since : 0) + 999) / 1000,
+			 log_errno_name(__atomic_load_n(&h->err_last, __ATOMIC_RELAXED)),
+			 __atomic_load_n(&h->down, __ATOMIC_RELAXED) ? "; marked down" : "");
+}
+
+void backend_connect_failed(struct route *r, unsigned i, int err, uint64_t now_ms)
+{
+	struct backend_health *h = r->health[i];
+
+	__atomic_store_n(&h->err_last, err, __ATOMIC_RELAXED);
+	if (__atomic_fetch_add(&h->err_pending, 1, __ATOMIC_RELAXED) == 0) {
+		__atomic_store_n(&h->err_since_ms, now_ms, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&errs_waiting, 1, __ATOMIC_RELAXED);
+	}
+	errors_line(h, r->name, r->backend[i].addr.text, now_ms, 0);
+}
+
+void backend_errors_report(uint64_t now_ms, int force)
+{
+	if (__atomic_load_n(&errs_waiting, __ATOMIC_RELAXED) <= 0)
+		return;
+	/* the registry, not a config: a retired generation's backend too */
+	if (force)
+		pthread_mutex_lock(&state_lock);
+	else if (pthread_mutex_trylock(&state_lock))
+		return; /* the main thread is adopting state: the next scan */
+	for (unsigned k = 0; k < STATE_BUCKETS; k++)
+		for (struct state_obj *o = state_table[k]; o; o = o->next)
+			if (o->backend[0])
+				errors_line(&o->u.h, o->route, o->addr, now_ms, force);
+	pthread_mutex_unlock(&state_lock);
 }

@@ -44,6 +44,21 @@ void backend_set_down(struct route *r, unsigned i, int down, const char *why);
  * alone can bring it back). */
 void backend_connect_result(struct route *r, unsigned i, int ok);
 
+/* A session's connect to backend i failed with err (not an error of this
+ * host). Logged at the default level, at most one line per backend per
+ * BACKEND_ERR_REPORT_MS: the first error at once, the ones after it in one
+ * line with their count once the interval is over, e.g.
+ *   backend 127.0.0.1:9 of route web: 37 connect errors in 10s (ECONNREFUSED); marked down
+ * Never waits: a worker calls it. */
+#define BACKEND_ERR_REPORT_MS 10000
+void backend_connect_failed(struct route *r, unsigned i, int err, uint64_t now_ms);
+/* Writes the lines of backends whose errors wait for their interval to end
+ * (every worker calls it often; it returns at once when none waits, and it
+ * skips a turn rather than wait for a lock). With force, every waiting
+ * line now, whatever the interval (a worker that stops). */
+void backend_errors_report(uint64_t now_ms, int force);
+
+
 /* A session takes a slot of backend i (it attempts or uses it): 0 when the
  * backend is at its maxconn; backend_release gives the slot back. */
 int backend_try_hold(struct route *r, unsigned i);

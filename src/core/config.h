@@ -67,12 +67,19 @@ struct backend_health {
 	uint32_t fails;              /* atomic: connect failures in a row (passive) */
 	uint8_t passive_down;        /* atomic: marked down by sessions since the last check */
 	uint64_t checks_ok, checks_failed; /* atomic totals */
-	/* traffic through this backend, atomic, added once per session */
+	/* traffic through this backend, atomic; bytes as struct route_stats's */
 	uint64_t sessions, bytes_up, bytes_down, connect_errors;
 	int64_t active;              /* atomic: sessions on (or connecting to) it, for leastconn */
+	/* connect errors not yet in the log (backend.c: a line per backend per
+	 * BACKEND_ERR_REPORT_MS with their count), atomic */
+	uint64_t err_pending;        /* since the last line */
+	uint64_t err_since_ms;       /* the first of them (monotonic ms) */
+	uint64_t err_report_ms;      /* the last line; 0: none yet */
+	int err_last;                /* errno of the latest */
 };
 
-/* A route's traffic, atomic, added once per session (never per byte).
+/* A route's traffic, atomic, never per byte: bytes of live sessions about
+ * once a second (session_flush_bytes), the rest once per session.
  * One per route name, shared across reloads like struct backend_health. */
 struct route_stats {
 	uint64_t sessions, active, bytes_up, bytes_down;
@@ -104,6 +111,8 @@ struct route {
 	unsigned nlisten;
 	struct backend_conf backend[MAX_BACKENDS];
 	unsigned nbackend;
+	uint8_t given;                     /* ROUTE_GAVE_*: keys present, even if every
+					      address on them was refused (reported once) */
 	struct route_opts o;
 	uint32_t set;                      /* route_opts given in the route's own section */
 	/* Run time, shared by the workers. */
@@ -145,6 +154,9 @@ struct listen_group {
 	uint64_t hello_timeout_ms, hello_max; /* the largest of its routes' */
 };
 
+#define ROUTE_GAVE_LISTEN  1
+#define ROUTE_GAVE_BACKEND 2
+
 struct config {
 	struct route *route[MAX_ROUTES];
 	unsigned nroutes;
@@ -168,7 +180,12 @@ struct config {
 	uint64_t source_table_size;        /* sources tracked per route for the source limits */
 	unsigned set_line[48];             /* [global] settings by table index: the file line
 					    * that set it; 0: default or command line */
+	uint8_t file_problems;             /* -c FILE was read, with problems (reported) */
 };
+
+/* 0: config_finalize() leaves the host alone (no user lookup, no log file
+ * opened); the fuzzers set it, as they set addr_resolve_names. */
+extern int config_host_checks;
 
 /* Fills *c with every default and no route. */
 void config_defaults(struct config *c);
@@ -193,9 +210,13 @@ int config_load_file(struct config *c, const char *path);
 /* Resolves the derived values (workers, max_conns, max_pipes, each route's
  * settings and balancing tables) against the CPU count and RLIMIT_NOFILE,
  * and checks what the options cannot check one by one (a route without
- * listener or backend, a listen address used twice). Returns 0 or -1 after
- * printing why. */
+ * listener or backend, a listen address used twice, the stats address) and
+ * what start would trip on: `user` exists and can be become, the log file
+ * can be opened for append as that user. Start, reload and `check` all come
+ * here, so they refuse the same things. Returns 0 or -1 after printing
+ * every problem (FILE:LINE: for what the file set). */
 int config_finalize(struct config *c);
+
 
 /* Adds a route named `name` (from the file at `line`, or 0). Returns it, or
  * NULL when MAX_ROUTES are taken. */

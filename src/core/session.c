@@ -34,6 +34,94 @@
 
 static void session_timer_update(struct session *s);
 
+/* Which side ended a session first, for the access log (access_log.h:
+ * ended_by): the first FIN, reset or error seen, the first deadline that
+ * passed, or this process's own decision. */
+enum end_by { END_NONE, END_CLIENT, END_BACKEND, END_TIMEOUT, END_PROXY };
+static const char *const end_names[] = { "-", "client", "backend", "timeout", "proxy" };
+
+static void ended(struct session *s, enum end_by by)
+{
+	if (!s->ended_by)
+		s->ended_by = (uint8_t)by;
+}
+
+static enum end_by end_of(const struct session *s, const struct side *sd)
+{
+	return sd == &s->cli ? END_CLIENT : END_BACKEND;
+}
+
+/* ---- live bytes ------------------------------------------------------------
+ * The route's and backend's byte counters take a session's bytes about once
+ * a second while it runs, not only when it ends (a pooled connection would
+ * look idle for hours): a session that moved bytes goes on the worker's
+ * dirty list once (a flag test per pump, nothing per byte), and
+ * session_flush_bytes adds the deltas of the listed ones only. */
+static void bytes_dirty(struct session *s)
+{
+	struct worker *w = s->w;
+
+	if (s->in_dirty)
+		return;
+	s->in_dirty = 1;
+	s->dirty_prev = NULL;
+	s->dirty_next = w->dirty;
+	if (w->dirty)
+		w->dirty->dirty_prev = s;
+	w->dirty = s;
+}
+
+static void bytes_undirty(struct session *s)
+{
+	if (!s->in_dirty)
+		return;
+	if (s->dirty_prev)
+		s->dirty_prev->dirty_next = s->dirty_next;
+	else
+		s->w->dirty = s->dirty_next;
+	if (s->dirty_next)
+		s->dirty_next->dirty_prev = s->dirty_prev;
+	s->dirty_prev = s->dirty_next = NULL;
+	s->in_dirty = 0;
+}
+
+/* What moved since the last report goes to the counters. */
+static void bytes_report(struct session *s)
+{
+	uint64_t up = s->up.bytes - s->reported[0], down = s->down.bytes - s->reported[1];
+
+	if (!up && !down)
+		return;
+	s->reported[0] = s->up.bytes;
+	s->reported[1] = s->down.bytes;
+	STAT_ADD(s->route->st->bytes_up, up);
+	STAT_ADD(s->route->st->bytes_down, down);
+	if (s->opened) {
+		STAT_ADD(s->route->health[s->backend]->bytes_up, up);
+		STAT_ADD(s->route->health[s->backend]->bytes_down, down);
+	}
+}
+
+/* For engines that count bytes outside dir_pump (a completion, a sync). */
+static void bytes_check(struct session *s)
+{
+	if (s->up.bytes != s->reported[0] || s->down.bytes != s->reported[1])
+		bytes_dirty(s);
+}
+
+void session_flush_bytes(struct worker *w)
+{
+	struct session *s = w->dirty, *next;
+
+	w->dirty = NULL;
+	for (; s; s = next) {
+		next = s->dirty_next;
+		s->dirty_prev = s->dirty_next = NULL;
+		s->in_dirty = 0;
+		bytes_report(s);
+	}
+}
+
 static int local_warned; /* a local connect error was logged (atomic) */
 static int loop_warned;  /* a connection loop was logged (atomic) */
 
@@ -122,6 +210,7 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 	}
 	if (d->bytes != before) {
 		s->active_ms = w->now_ms;
+		bytes_dirty(s);
 		if (d == &s->up)
 			CTR_ADD(w, bytes_up, d->bytes - before);
 		else
@@ -135,6 +224,8 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 	 * read() said (the error may have been taken by a write). */
 	if (d->eof && d->src->broken)
 		d->rst = 1;
+	if (d->eof)
+		ended(s, end_of(s, d->src));
 	/* FIN forwarding: only once every byte before it has been written,
 	 * and once the engine agrees (bytes it moves in the kernel). */
 	if (d->eof && !d->rst && !d->shut && !dir_pending(d) &&
@@ -204,8 +295,11 @@ static void side_broken(struct session *s, struct side *sd)
 
 static void dir_error(struct session *s, struct dir *d)
 {
-	if (!s->fail)
+	ended(s, end_of(s, d->err_at_dst ? d->dst : d->src));
+	if (!s->fail) {
 		s->fail = failure_reason(s, d);
+		s->fail_err = d->err;
+	}
 	if (d->err_at_dst) {
 		side_broken(s, d->dst);
 	} else {
@@ -236,6 +330,8 @@ static int dir_step(struct session *s, struct dir *d, int *more)
 	if (dir_pump(s, d, more) >= 0)
 		return 0;
 	if (d->err == ENOMEM) {
+		ended(s, END_PROXY);
+		s->fail_err = ENOMEM;
 		session_close(s, failure_reason(s, d));
 		return -1;
 	}
@@ -323,13 +419,19 @@ void session_io_result(struct session *s)
 
 	if (s->state != S_OPEN)
 		return;
+	bytes_check(s);
 	for (int i = 0; i < 2; i++) {
 		struct dir *d = dirs[i], *other = dirs[!i];
 
+		if (d->eof && !d->err)
+			ended(s, end_of(s, d->src));
 		if (!d->err || d->dead || d->rst)
 			continue;
-		if (!s->fail)
+		ended(s, d->err == ENOMEM ? END_PROXY : end_of(s, d->err_at_dst ? d->dst : d->src));
+		if (!s->fail) {
 			s->fail = failure_reason(s, d);
+			s->fail_err = d->err;
+		}
 		if (d->err == ENOMEM) {
 			session_close(s, s->fail);
 			return;
@@ -378,6 +480,7 @@ static int mark_open(struct session *s)
 
 	s->state = S_OPEN;
 	s->opened = 1;
+	s->open_ms = s->w->now_ms;
 	STAT_ADD(s->route->health[s->backend]->sessions, 1);
 	backend_connect_result(s->route, s->backend, 1);
 	if (!s->route->o.proxy_protocol)
@@ -389,6 +492,8 @@ static int mark_open(struct session *s)
 	if (send(s->srv.fd, hdr, n, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n) {
 		log_verbose("session %llx: PROXY header to %s: %s", (unsigned long long)s->id,
 			    s->route->backend[s->backend].addr.text, strerror(errno));
+		s->fail_err = errno;
+		ended(s, END_BACKEND);
 		session_close(s, "proxy-header-send");
 		return -1;
 	}
@@ -421,6 +526,7 @@ static void connect_error(struct session *s, int err, int local)
 {
 	const char *backend = s->route->backend[s->backend].addr.text;
 
+	s->conn_err = err;
 	if (local) {
 		CTR_ADD(s->w, connect_local_errors, 1);
 		if (!__atomic_exchange_n(&local_warned, 1, __ATOMIC_RELAXED))
@@ -437,6 +543,8 @@ static void connect_error(struct session *s, int err, int local)
 	log_verbose("session %llx: backend %s: connect: %s", (unsigned long long)s->id, backend,
 		    strerror(err));
 	backend_connect_result(s->route, s->backend, 0);
+	/* at the default level too, one line per backend per interval */
+	backend_connect_failed(s->route, s->backend, err, s->w->now_ms);
 }
 
 /* Gives back the backend slot s holds; a route with clients waiting for a
@@ -501,6 +609,8 @@ static int session_connect(struct session *s)
 		if (attempts++ || s->attempted) {
 			CTR_ADD(w, connect_retries, 1);
 			STAT_ADD(rt->st->retries, 1);
+		} else {
+			s->connect_start_ms = w->now_ms;
 		}
 		s->attempted = 1;
 		fd = socket(b->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -538,11 +648,13 @@ static int session_connect(struct session *s)
 	if (!s->attempted) {
 		CTR_ADD(w, all_down, 1);
 		STAT_ADD(rt->st->all_down, 1);
+		ended(s, END_PROXY);
 		session_close(s, "all-backends-down");
 		return -1;
 	}
 	CTR_ADD(w, no_backend, 1);
 	STAT_ADD(rt->st->no_backend, 1);
+	ended(s, s->conn_err == ETIMEDOUT ? END_TIMEOUT : END_BACKEND);
 	session_close(s, "no-backend");
 	return -1;
 }
@@ -618,6 +730,7 @@ static int session_start(struct session *s)
 						 : &r->st->source_conns_rejected), 1);
 		log_refusal(s, admit_reason(a));
 		s->refused = 1;
+		ended(s, END_PROXY);
 		session_close(s, admit_reason(a));
 		return -1;
 	}
@@ -689,6 +802,7 @@ int session_new(struct worker *w, const struct listen_group *g, int fd,
 	s->w = w;
 	s->grp = g;
 	s->route = route;
+	s->listen = g->addr;
 	s->eng = engine_choices[route->o.engine].session;
 	s->id = ((uint64_t)w->id << 56) | ++w->next_id;
 	s->cli = (struct side){ .kind = EV_CLIENT, .fd = fd, .s = s };
@@ -713,6 +827,7 @@ int session_new(struct worker *w, const struct listen_group *g, int fd,
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
 	if (side_register(w, &s->cli)) {
+		ended(s, END_PROXY);
 		session_close(s, "epoll-error");
 		return -1;
 	}
@@ -722,6 +837,7 @@ int session_new(struct worker *w, const struct listen_group *g, int fd,
 			log_warn("route %s: a client is this proxy's own backend connection: a "
 				 "connection loop (a backend leads back to a listener of this process); "
 				 "closed, logged once, counted in splicer_loops_total", route->name);
+		ended(s, END_PROXY);
 		session_close(s, "loop");
 		return 0;
 	}
@@ -736,6 +852,7 @@ static void session_read_hello(struct session *s);
 static void header_failed(struct session *s, const char *reason, const char *why)
 {
 	CTR_ADD(s->w, proxy_header_errors, 1);
+	ended(s, END_CLIENT); /* unless its deadline passed first */
 	log_verbose("session %llx: PROXY header from client: %s", (unsigned long long)s->id, why);
 	session_close(s, reason);
 }
@@ -752,10 +869,12 @@ static void session_read_header(struct session *s)
 	int r;
 
 	if (n < 0) {
-		if (errno == EAGAIN || errno == EINTR)
+		if (errno == EAGAIN || errno == EINTR) {
 			s->cli.can_read = 0;
-		else
+		} else {
+			s->fail_err = errno;
 			header_failed(s, "client-error", strerror(errno));
+		}
 		return;
 	}
 	if (n == 0) {
@@ -797,6 +916,8 @@ static void hello_failed(struct session *s, const char *reason, const char *why)
 	else
 		CTR_ADD(s->w, tls_hello_errors, 1);
 	log_verbose("session %llx: ClientHello: %s", (unsigned long long)s->id, why);
+	ended(s, !strcmp(reason, "tls-hello-timeout") ? END_TIMEOUT
+		 : !strcmp(reason, "tls-no-route") ? END_PROXY : END_CLIENT);
 	session_close(s, reason);
 }
 
@@ -910,7 +1031,7 @@ static void session_on_event(struct side *sd, uint32_t events)
 		/* nothing is read while waiting; a client that is gone frees
 		 * its place now rather than at queue_timeout */
 		if (sd == &s->cli && (events & (EPOLLERR | EPOLLHUP)))
-			session_close(s, "client-gone-while-queued");
+			ended(s, END_CLIENT), session_close(s, "client-gone-while-queued");
 		return;
 	}
 	if (s->state == S_CONNECTING) {
@@ -951,6 +1072,10 @@ static void session_on_event(struct side *sd, uint32_t events)
 		int err = sd->broken ? 0 : sock_error(sd->fd);
 		if (err && !(s->eng->ignore_error && s->eng->ignore_error(s, sd, err))) {
 			struct dir *from = sd == &s->cli ? &s->up : &s->down;
+
+			ended(s, end_of(s, sd));
+			if (!s->fail)
+				s->fail_err = err;
 
 			/* The reading direction could not see it now (ended,
 			 * or waiting for its destination): it still drains what
@@ -1064,6 +1189,7 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 	const struct route_opts *o = &s->route->o;
 
 	if (s->state == S_HEADER && now_ms >= s->connect_deadline_ms) {
+		ended(s, END_TIMEOUT);
 		header_failed(s, "proxy-header-timeout", "no complete header within proxy_timeout");
 	} else if (s->state == S_HELLO && now_ms >= s->connect_deadline_ms) {
 		hello_failed(s, "tls-hello-timeout", "no whole ClientHello within tls_hello_timeout");
@@ -1072,21 +1198,27 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 			STAT_ADD(s->route->st->queue_timeouts, 1);
 			log_verbose("session %llx: no backend slot within queue_timeout",
 				    (unsigned long long)s->id);
+			ended(s, END_TIMEOUT);
 			session_close(s, "queue-timeout");
 		}
 	} else if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
 		connect_timed_out(s);
 	} else if (s->state == S_OPEN && s->eng->sync && s->eng->sync(s)) {
 		s->active_ms = now_ms; /* bytes moved in the kernel since the last look */
+		bytes_check(s);
 		session_run(s);        /* and a direction may have been passed bytes */
 	} else if (s->state == S_OPEN && s->ending) {
 		/* waiting for a send queue to empty before an RST */
+		if (now_ms - s->active_ms >= half_closed_limit(s))
+			ended(s, END_TIMEOUT);
 		session_end(s, now_ms - s->active_ms >= half_closed_limit(s));
 	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= half_closed_limit(s)) {
 		CTR_ADD(s->w, idle_timeouts, 1);
+		ended(s, END_TIMEOUT);
 		session_close(s, "half-close-timeout");
 	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= o->idle_timeout_ms) {
 		CTR_ADD(s->w, idle_timeouts, 1);
+		ended(s, END_TIMEOUT);
 		session_close(s, "idle-timeout");
 	} else if (s->state == S_OPEN && o->lowat &&
 		   (lowat_tail_waiting(&s->up) | lowat_tail_waiting(&s->down))) {
@@ -1126,6 +1258,29 @@ static void engines_text(const struct dir *d, char *buf, size_t len)
 			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "+" : "", engines[i]->name);
 	if (!n)
 		snprintf(buf, len, "none");
+}
+
+/* The access log's line (access_log.h). */
+static void session_access_log(struct session *s, const char *peer, const char *reason)
+{
+	struct access_entry e = {
+		.route = s->routed ? s->route->name : "-",
+		.client = peer,
+		.backend = s->tries ? s->route->backend[s->backend].addr.text : "-",
+		.reason = reason,
+		.listener = s->listen ? s->listen->text : "-",
+		.up = s->up.bytes,
+		.down = s->down.bytes,
+		.duration_ms = s->w->now_ms - s->start_ms,
+		.connect_ms = s->opened ? (int64_t)(s->open_ms - s->connect_start_ms) : -1,
+		.err = s->fail_err ? s->fail_err : s->opened ? 0 : s->conn_err,
+	};
+
+	/* nothing recorded who ended it (a drain deadline, say): its state says */
+	if (!s->ended_by)
+		s->ended_by = s->up.eof ? END_CLIENT : s->down.eof ? END_BACKEND : END_PROXY;
+	e.ended_by = end_names[s->ended_by];
+	access_log_session(&e);
 }
 
 void session_close(struct session *s, const char *reason)
@@ -1175,9 +1330,7 @@ void session_close(struct session *s, const char *reason)
 	if (log_level >= LOG_VERBOSE || access_log_enabled())
 		addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));
 	if (access_log_enabled())
-		access_log_session(s->routed ? s->route->name : "-", peer,
-				   s->tries ? s->route->backend[s->backend].addr.text : "-",
-				   s->up.bytes, s->down.bytes, w->now_ms - s->start_ms, reason);
+		session_access_log(s, peer, reason);
 	if (log_level >= LOG_VERBOSE) {
 		engines_text(&s->up, eu, sizeof(eu));
 		engines_text(&s->down, ed, sizeof(ed));
@@ -1199,15 +1352,10 @@ void session_close(struct session *s, const char *reason)
 	s->dead_next = w->dead;
 	w->dead = s;
 	CTR_ADD(w, closed, 1);
-	if (s->routed) {
-		STAT_ADD(s->route->st->bytes_up, s->up.bytes);
-		STAT_ADD(s->route->st->bytes_down, s->down.bytes);
+	bytes_undirty(s);
+	bytes_report(s); /* what session_flush_bytes has not added yet */
+	if (s->routed)
 		__atomic_sub_fetch(&s->route->st->active, 1, __ATOMIC_RELAXED);
-	}
-	if (s->opened) {
-		STAT_ADD(s->route->health[s->backend]->bytes_up, s->up.bytes);
-		STAT_ADD(s->route->health[s->backend]->bytes_down, s->down.bytes);
-	}
 	/* Last touch of the route: after a reload, its config is freed once
 	 * this reaches 0 (reload_reap). */
 	__atomic_sub_fetch(&s->route->live, 1, __ATOMIC_RELEASE);

@@ -14,6 +14,7 @@
 
 struct worker;
 struct session;
+struct addr;
 
 struct side {
 	uint8_t kind;      /* EV_CLIENT or EV_BACKEND: epoll data points here */
@@ -89,9 +90,17 @@ struct session {
 	uint8_t refused;       /* closed by admission: the client gets an RST */
 	uint8_t in_waitq;      /* in the worker's wait queue (S_QUEUED, or retrying) */
 	const char *fail;      /* the close reason of the first error a direction met */
+	int fail_err;          /* its errno (the access log's error=) */
+	int conn_err;          /* errno of the latest failed connect attempt */
+	uint8_t ended_by;      /* which side ended it first (session.c: enum end_by) */
+	uint8_t in_dirty;      /* on the worker's list of sessions with unreported bytes */
 	uint32_t outq[2];      /* ending: client, backend send queues at the last look */
 	struct timer timer;    /* the earliest deadline (worker's heap; timer.h) */
 	uint64_t start_ms, active_ms;
+	uint64_t connect_start_ms, open_ms; /* first connect attempt; backend connection up */
+	uint64_t reported[2];  /* up, down bytes already added to the route's and backend's
+				  counters (the rest: session_flush_bytes, session_close) */
+	const struct addr *listen; /* the listener it came in on (its config's) */
 	uint64_t connect_deadline_ms;  /* S_CONNECTING: this attempt's; S_HEADER: the header's */
 	struct loop_entry loop;      /* backend connection on this host: loop_guard.h */
 	struct sockaddr_storage peer;
@@ -101,6 +110,7 @@ struct session {
 	struct session *dead_next;   /* worker's list of closed sessions to free */
 	struct session *wq_prev, *wq_next; /* S_QUEUED: worker's wait queue (waitq.h) */
 	uint64_t queued_ms;          /* S_QUEUED: since when */
+	struct session *dirty_prev, *dirty_next; /* worker's list of sessions that moved bytes */
 	uint64_t priv[SESSION_PRIV_WORDS]; /* the engine's own state (engine.h) */
 };
 
@@ -129,6 +139,12 @@ void session_timer_fired(struct session *s);
 void session_close(struct session *s, const char *reason);
 
 void session_free(struct session *s);
+
+/* Adds the bytes the worker's sessions moved since the last call to their
+ * routes' and backends' counters, so /metrics shows live sessions' traffic
+ * (worker.c: about once a second). Visits only the sessions that moved
+ * bytes meanwhile (w->dirty), never an idle one. */
+void session_flush_bytes(struct worker *w);
 
 /* uring: the engine moved bytes, met EOF or failed on s; closes the session
  * when a direction failed or both are shut, as session_run() does. */

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "engine.h"
 #include "log.h"
 #include "session.h"
@@ -25,6 +26,7 @@
 #define ACCEPT_BUDGET   64  /* accepts per listener event before other work */
 #define FD_PAUSE_MS     100 /* accept pause after EMFILE/ENFILE */
 #define BUF_POOL_KEEP   256 /* idle copy buffers a worker keeps */
+#define BYTES_FLUSH_MS  1000 /* live sessions' bytes reach the route counters this often */
 
 uint64_t now_monotonic_ms(void)
 {
@@ -313,11 +315,17 @@ static void run_timers(struct worker *w)
 		session_timer_fired((struct session *)((char *)t - offsetof(struct session, timer)));
 }
 
-/* Housekeeping every SCAN_MS; no session is visited here. */
+/* Housekeeping every SCAN_MS; no idle session is visited here (only those
+ * that moved bytes, once per BYTES_FLUSH_MS). */
 static void worker_scan(struct worker *w)
 {
 	pipe_pool_trim(&w->pipes);
 	buf_pool_trim(&w->bufs);
+	if (w->now_ms >= w->next_flush_ms) {
+		w->next_flush_ms = w->now_ms + BYTES_FLUSH_MS;
+		session_flush_bytes(w);
+	}
+	backend_errors_report(w->now_ms, 0); /* connect errors whose interval ended */
 	if (w->draining)
 		return;
 	if (w->accept_resume_ms && w->now_ms >= w->accept_resume_ms) {
@@ -456,6 +464,7 @@ void *worker_main(void *arg)
 		if (w->draining && !w->sessions && !w->dead && !engines_busy(w))
 			break;
 	}
+	backend_errors_report(w->now_ms, 1); /* no error goes unsaid at exit */
 	return NULL;
 }
 

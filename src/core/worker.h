@@ -111,6 +111,8 @@ struct worker {
 	struct timer_heap timers;   /* the sessions' deadlines (timer.h) */
 	struct session *runq;       /* sessions that ran out of budget with work left */
 	struct session *dead;       /* closed, freed at the end of the loop turn */
+	struct session *dirty;      /* moved bytes not yet in the route counters (session.h) */
+	uint64_t next_flush_ms;     /* next session_flush_bytes */
 	uint64_t next_id;           /* session ids: worker id in the top byte */
 	uint64_t now_ms;            /* CLOCK_MONOTONIC_COARSE, refreshed each turn */
 	uint64_t turn_ms;           /* heartbeat: now_ms of the last loop turn (atomic) */

@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "privs.h"
 #include "units.h"
 
 static const char *const log_forms[] = { "FILE|-|syslog|off", NULL };
@@ -157,6 +158,25 @@ static void range_text(const struct setting *s, char *buf, size_t len)
 	}
 }
 
+/* A bare number's two readings, "30000ms (30s)" and "30000s (500m)", each
+ * with what it comes to when that reads differently: the one that was
+ * meant is plain to see. */
+static void unit_readings(uint64_t v, char *ms, size_t mslen, char *s, size_t slen)
+{
+	char t[32];
+
+	format_duration_ms(v, t, sizeof(t));
+	snprintf(ms, mslen, "%llums", (unsigned long long)v);
+	if (strcmp(t, ms))
+		snprintf(ms, mslen, "%llums (%s)", (unsigned long long)v, t);
+	snprintf(s, slen, "%llus", (unsigned long long)v);
+	if (v <= UINT64_MAX / 1000) {
+		format_duration_ms(v * 1000, t, sizeof(t));
+		if (strcmp(t, s))
+			snprintf(s, slen, "%llus (%s)", (unsigned long long)v, t);
+	}
+}
+
 int setting_parse(const struct setting *s, const char *val, void *out, char *why, size_t len)
 {
 	uint64_t v = 0;
@@ -185,12 +205,22 @@ int setting_parse(const struct setting *s, const char *val, void *out, char *why
 			}
 		break;
 	case SET_SIZE: r = parse_size(val, &v); break;
-	case SET_DURATION: r = parse_duration_ms(val, &v); break;
+	case SET_DURATION:
+		if ((r = parse_duration_ms(val, &v)) == -EDOM)
+			parse_uint(val, &v); /* the number, for the message */
+		break;
 	case SET_UINT: r = parse_uint(val, &v); break;
 	case SET_TEXT: break;
 	}
 	if (!r && s->type != SET_ENUM && (v < s->min || v > s->max) && !((s->flags & SET_ZERO_OK) && !v))
 		r = -ERANGE;
+	if (r == -EDOM) {
+		char as_ms[80], as_s[80];
+		unit_readings(v, as_ms, sizeof(as_ms), as_s, sizeof(as_s));
+		snprintf(why, len, "invalid value '%s': a duration needs a unit: %s or %s "
+			 "(suffixes ms, s, m, h)", val, as_ms, as_s);
+		return -1;
+	}
 	if (r) {
 		range_text(s, range, sizeof(range));
 		snprintf(why, len, "invalid value '%s' (expects %s)", val, range);
@@ -234,6 +264,94 @@ struct route *config_add_route(struct config *c, const char *name, unsigned line
 	return r;
 }
 
+int route_add_addrs(struct route *r, int backend, const char *text, unsigned line, char *why,
+		    size_t len)
+{
+	struct addr a[MAX_BACKENDS];
+	unsigned room = backend ? MAX_BACKENDS - r->nbackend : MAX_LISTENS - r->nlisten;
+	int n = addr_parse_all(text, backend ? ADDR_CONNECT : ADDR_LISTEN, a, MAX_BACKENDS, why,
+			       (unsigned)len);
+
+	if (n < 0)
+		return -1;
+	if ((unsigned)n > room) {
+		int max = backend ? MAX_BACKENDS : MAX_LISTENS;
+		const char *what = backend ? "backends" : "listen addresses";
+		if (n == 1)
+			snprintf(why, len, "at most %d %s per route", max, what);
+		else
+			snprintf(why, len, "'%s' resolves to %d addresses, %u more than the route has "
+				 "room for (at most %d %s per route)", text, n, (unsigned)n - room, max,
+				 what);
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		if (!backend) {
+			r->listen_line[r->nlisten] = line;
+			r->listen[r->nlisten++] = a[i];
+			continue;
+		}
+		struct backend_conf *b = &r->backend[r->nbackend++];
+		b->addr = a[i];
+		b->weight = 1;
+		b->line = line;
+		/* the run-time state's key (backend.c): the name as written, so
+		 * a single address may change over a reload; with several, the
+		 * name and each address, so each keeps its own */
+		if (n == 1)
+			snprintf(b->spec, sizeof(b->spec), "%.*s", (int)sizeof(b->spec) - 1, text);
+		else
+			snprintf(b->spec, sizeof(b->spec), "%.60s %.60s", text, a[i].text);
+	}
+	r->given |= backend ? ROUTE_GAVE_BACKEND : ROUTE_GAVE_LISTEN;
+	return n;
+}
+
+/* Optimal string alignment distance: insertions, deletions, substitutions
+ * and swaps of neighbours cost one; '-' and '_' are the same letter. */
+static unsigned edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned d[40][40];
+
+	if (la >= 40 || lb >= 40)
+		return 99;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = (unsigned)i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			char x = a[i - 1] == '_' ? '-' : a[i - 1], y = b[j - 1] == '_' ? '-' : b[j - 1];
+			unsigned v = d[i - 1][j - 1] + (x != y);
+			if (d[i - 1][j] + 1 < v)
+				v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	return d[la][lb];
+}
+
+const char *name_nearest(const char *word, const char *const *names, unsigned n)
+{
+	size_t len = strlen(word);
+	unsigned limit = len < 6 ? 1 : len < 12 ? 2 : 3, best = limit + 1;
+	const char *pick = NULL;
+
+	for (unsigned i = 0; i < n; i++) {
+		unsigned d = edit_distance(word, names[i]);
+		if (d < best) {
+			best = d;
+			pick = names[i];
+		}
+	}
+	return pick;
+}
+
 static struct route *cli_route(struct config *c)
 {
 	for (unsigned i = 0; i < c->nroutes; i++)
@@ -243,6 +361,7 @@ static struct route *cli_route(struct config *c)
 }
 
 static int check_routes(struct config *c);
+static int check_globals(struct config *c);
 
 /* The value of -c/--config in argv into *file (NULL when absent). Returns
  * 0, or -1 after saying so when it is given twice: one file per run, and the
@@ -268,6 +387,25 @@ static int config_file_arg(int argc, char **argv, int first, const char **file)
 	return 0;
 }
 
+/* "unknown option '--idle-timout' (did you mean '--idle-timeout'?)". */
+static void unknown_option(const char *arg)
+{
+	const char *names[64] = { "listen", "backend", "config", "help", "version" };
+	unsigned n = 5;
+	const char *near;
+	char name[64];
+
+	for (unsigned k = 0; k < nsettings && n < 64; k++)
+		names[n++] = settings[k].name;
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(arg + strspn(arg, "-"), "="),
+		 arg + strspn(arg, "-"));
+	near = arg[1] == '-' ? name_nearest(name, names, n) : NULL;
+	if (near)
+		fprintf(stderr, "splicer: unknown option '%s' (did you mean '--%s'?)\n", arg, near);
+	else
+		fprintf(stderr, "splicer: unknown option '%s' (see --help)\n", arg);
+}
+
 /* "-v N" and "--verbose N": the next argument is the level when it is all
  * digits. No position takes a bare number, so nothing else is lost. */
 static int verbose_value(int argc, char **argv, int i)
@@ -290,6 +428,11 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 		 * above (a broken section header, a binary file) */
 		if (problems > 0 && c->nroutes)
 			check_routes(c);
+		if (problems > 0) {
+			/* and what start would trip on, which no line above hid */
+			c->file_problems = 1;
+			check_globals(c);
+		}
 		if (problems)
 			return -1;
 	}
@@ -349,7 +492,7 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 					s = &settings[k];
 		}
 		if (!s && !is_listen && !is_backend && !is_config) {
-			fprintf(stderr, "splicer: unknown option '%s' (see --help)\n", arg);
+			unknown_option(arg);
 			return -1;
 		}
 		if (!val) {
@@ -368,24 +511,10 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 		}
 		if (is_listen || is_backend) {
 			struct route *r = cli_route(c);
-			unsigned *n = is_listen ? &r->nlisten : &r->nbackend;
-			struct addr *a;
-			if (!r || *n >= (is_listen ? MAX_LISTENS : MAX_BACKENDS)) {
-				fprintf(stderr, "splicer: option '%s': at most %u allowed\n", arg,
-					is_listen ? MAX_LISTENS : MAX_BACKENDS);
+			if (!r || route_add_addrs(r, is_backend, val, 0, why, sizeof(why)) < 0) {
+				fprintf(stderr, "splicer: option '%s': %s\n", arg, r ? why : "out of memory");
 				return -1;
 			}
-			a = is_listen ? &r->listen[*n] : &r->backend[*n].addr;
-			if (addr_parse(val, is_listen ? ADDR_LISTEN : ADDR_CONNECT, a, why, sizeof(why))) {
-				fprintf(stderr, "splicer: option '%s': %s\n", arg, why);
-				return -1;
-			}
-			if (is_backend) {
-				r->backend[*n].weight = 1;
-				snprintf(r->backend[*n].spec, sizeof(r->backend[*n].spec), "%s", val);
-				r->backend[*n].line = 0;
-			}
-			(*n)++;
 			continue;
 		}
 		if (setting_parse(s, val, setting_field(c, &c->o, s), why, sizeof(why))) {
@@ -503,13 +632,15 @@ static int check_routes(struct config *c)
 	for (unsigned i = 0; i < c->nroutes; i++) {
 		struct route *r = c->route[i];
 		where(c, r->line, at, sizeof(at));
-		if (!r->nlisten) {
+		/* a key whose every address was refused was reported at its
+		 * line: "has no backend" would only say it again */
+		if (!r->nlisten && !(r->given & ROUTE_GAVE_LISTEN)) {
 			fprintf(stderr, c->file[0] ? "%sroute '%s' has no listen address\n"
 						   : "%sno listener: give -l ADDRESS (see --help)\n",
 				at, r->name);
 			bad++;
 		}
-		if (!r->nbackend) {
+		if (!r->nbackend && !(r->given & ROUTE_GAVE_BACKEND)) {
 			fprintf(stderr, c->file[0] ? "%sroute '%s' has no backend\n"
 						   : "%sno backend: give at least one -b ADDRESS (see --help)\n",
 				at, r->name);
@@ -542,14 +673,77 @@ static int check_routes(struct config *c)
 	return bad ? -1 : 0;
 }
 
+/* "FILE:LINE: " of a [global] setting the file set, else "splicer: ". */
+static void where_global(const struct config *c, const char *name, char *buf, size_t len)
+{
+	where(c, c->set_line[setting_find(name) - settings], buf, len);
+}
+
+/* The stats address: parsed, and apart from every listener. */
+static int check_stats(struct config *c)
+{
+	char why[256], at[300], line[32] = "";
+
+	if (!strcmp(c->stats, "off"))
+		return 0;
+	where_global(c, "stats", at, sizeof(at));
+	if (addr_parse(c->stats, ADDR_LISTEN, &c->stats_addr, why, sizeof(why))) {
+		fprintf(stderr, "%sstats: %s\n", at, why);
+		return 1;
+	}
+	for (unsigned i = 0; i < c->nroutes; i++)
+		for (unsigned l = 0; l < c->route[i]->nlisten; l++)
+			if (listen_clash(&c->stats_addr, &c->route[i]->listen[l])) {
+				if (c->route[i]->listen_line[l])
+					snprintf(line, sizeof(line), " (line %u)", c->route[i]->listen_line[l]);
+				fprintf(stderr, "%sstats %s clashes with listen %s of route '%s'%s\n", at,
+					c->stats_addr.text, c->route[i]->listen[l].text, c->route[i]->name,
+					line);
+				return 1;
+			}
+	return 0;
+}
+
+int config_host_checks = 1;
+
+/* What start would otherwise trip on after binding: the stats address,
+ * `user` (exists, and this process can become it), and the access log
+ * (opened for append as that user). Returns the number of problems. */
+static int check_globals(struct config *c)
+{
+	char why[512], at[300];
+	int bad = check_stats(c);
+
+	if (!config_host_checks)
+		return bad;
+	int user_ok = !privs_check_user(c->user, why, sizeof(why));
+
+	if (!user_ok) {
+		where_global(c, "user", at, sizeof(at));
+		fprintf(stderr, "%s%s\n", at, why);
+		bad++;
+	}
+	/* without the user, as this process: a missing directory still shows */
+	if (strcmp(c->access_log, "off") && strcmp(c->access_log, "-") &&
+	    strcmp(c->access_log, "syslog") && c->access_log[0] &&
+	    privs_check_append(c->access_log, user_ok ? c->user : "off", why, sizeof(why))) {
+		where_global(c, "log", at, sizeof(at));
+		fprintf(stderr, "%saccess %s\n", at, why);
+		bad++;
+	}
+	return bad;
+}
+
 int config_finalize(struct config *c)
 {
 	struct rlimit rl;
 	uint64_t budget;
 	unsigned nlisteners = 0;
 	long cpus;
+	int bad = check_routes(c) ? 1 : 0;
 
-	if (check_routes(c))
+	bad += check_globals(c);
+	if (bad)
 		return -1;
 	for (unsigned i = 0; i < c->nroutes; i++) {
 		resolve_route_opts(c, c->route[i]);
@@ -563,26 +757,6 @@ int config_finalize(struct config *c)
 	if (config_listen_groups(c) || route_admit_build(c))
 		return -1;
 	nlisteners = c->nlst;
-	if (strcmp(c->stats, "off")) {
-		char why[256], at[300], line[32] = "";
-		/* the file's line when the file set it, else the option's */
-		where(c, c->set_line[setting_find("stats") - settings], at, sizeof(at));
-		if (addr_parse(c->stats, ADDR_LISTEN, &c->stats_addr, why, sizeof(why))) {
-			fprintf(stderr, "%sstats: %s\n", at, why);
-			return -1;
-		}
-		for (unsigned i = 0; i < c->nroutes; i++)
-			for (unsigned l = 0; l < c->route[i]->nlisten; l++)
-				if (listen_clash(&c->stats_addr, &c->route[i]->listen[l])) {
-					if (c->route[i]->listen_line[l])
-						snprintf(line, sizeof(line), " (line %u)",
-							 c->route[i]->listen_line[l]);
-					fprintf(stderr, "%sstats %s clashes with listen %s of route '%s'%s\n",
-						at, c->stats_addr.text, c->route[i]->listen[l].text,
-						c->route[i]->name, line);
-					return -1;
-				}
-	}
 	if (c->workers == SETTING_AUTO) {
 		cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		c->workers = cpus > 256 ? 256 : cpus > 0 ? (uint64_t)cpus : 1; /* the option's range */
@@ -615,12 +789,16 @@ void config_print_help(const char *prog)
 	printf("splicer %s: a layer-4 TCP forwarding proxy with splice() engines\n\n"
 	       "usage: %s -l LISTEN -b BACKEND [-b BACKEND ...] [options]\n"
 	       "       %s -c FILE [options]          routes from a config file (options override it)\n"
-	       "       %s check -c FILE              validate a config file: FILE:LINE: message\n"
+	       "       %s check -c FILE              preflight a config: FILE:LINE: message per problem\n"
+	       "                                     (user, log file as that user, addresses bound once;\n"
+	       "                                     --syntax-only: the file alone, not this host)\n"
 	       "       %s bench [--quick] ...     measure the engines beside HAProxy, nginx, socat\n"
 	       "       %s demo [--size SIZE] [--engines LIST]   a stream through each engine, checked\n"
 	       "       %s recv [--method splice|vmsplice|copy] LISTEN FILE   a stream into a file\n"
 	       "       %s send [--method sendfile|splice|copy] FILE ADDRESS  a file into a socket\n\n"
-	       "addresses: host:port, [v6addr]:port, :port (all addresses), unix:/path, unix:@abstract\n\n"
+	       "addresses: host:port (a name: every address it resolves to, at start and at each\n"
+	       "           reload), [v6addr]:port, :port (every IPv4 address), *:port (every address,\n"
+	       "           IPv4 and IPv6), unix:/path, unix:@abstract\n\n"
 	       "  -l, --listen ADDRESS            accept clients here (repeatable)\n"
 	       "  -b, --backend ADDRESS           forward to these, round-robin, trying the next on\n"
 	       "                                  connect failure (repeatable)\n"

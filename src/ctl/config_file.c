@@ -10,7 +10,13 @@
  * libinih does not tell its handler the line number, and skips sections
  * that hold no key; so the reader below counts lines and opens sections
  * itself, and the handler only sees keys. Every problem is printed as
- * FILE:LINE: message and reading goes on, so `splicer check` lists them all. */
+ * FILE:LINE: message and reading goes on, so `splicer check` lists them all.
+ *
+ * Addresses are resolved as they are read: a name in listen or backend
+ * stands for every address it resolves to then (a listener each; a backend
+ * each, with the line's weight), and `*:port` for 0.0.0.0 and [::]. The file
+ * is read at start, at every reload (SIGHUP) and by `check`: a name whose
+ * addresses changed takes the new ones at the next reload, not before. */
 #define _GNU_SOURCE
 #include "config.h"
 #include "config_table.h"
@@ -192,57 +198,59 @@ static char *reader(char *str, int num, void *stream)
 
 static void add_listens(struct file_ctx *x, struct route *r, char *val)
 {
-	char *save, *tok, why[256];
+	char *save, *tok, why[384];
 
+	r->given |= ROUTE_GAVE_LISTEN;
 	for (tok = strtok_r(val, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
 		if (r->nlisten >= MAX_LISTENS) {
 			problem(x, "listen: at most %d addresses per route", MAX_LISTENS);
 			return;
 		}
-		if (addr_parse(tok, ADDR_LISTEN, &r->listen[r->nlisten], why, sizeof(why))) {
+		if (route_add_addrs(r, 0, tok, x->line, why, sizeof(why)) < 0)
 			problem(x, "listen: %s", why);
-			continue;
-		}
-		r->listen_line[r->nlisten++] = x->line;
 	}
 }
 
-/* "ADDR [weight=N] ADDR ...": a weight applies to the address before it. */
+/* "ADDR [weight=N] ADDR ...": a weight applies to the address before it,
+ * and to every address of a name (each is a backend of its own). */
 static void add_backends(struct file_ctx *x, struct route *r, char *val)
 {
-	char *save, *tok, why[256];
-	int last_ok = 0;
+	char *save, *tok, why[384];
+	unsigned first = 0, last = 0; /* the last address token's backends [first, last) */
 	const char *weighted = NULL; /* the weight= already given to the last address */
 
+	r->given |= ROUTE_GAVE_BACKEND;
 	for (tok = strtok_r(val, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
 		if (!strncmp(tok, "weight=", 7)) {
 			uint64_t w;
-			if (!last_ok) {
+			if (first == last) {
 				problem(x, "backend: '%s' follows no backend address", tok);
 			} else if (weighted) {
 				problem(x, "backend %s: weight given twice ('%s', then '%s')",
-					r->backend[r->nbackend - 1].addr.text, weighted, tok);
+					r->backend[first].addr.text, weighted, tok);
 			} else if (parse_uint(tok + 7, &w) || w < 1 || w > MAX_WEIGHT) {
 				problem(x, "backend %s: invalid weight '%s' (expects an integer 1..%d)",
-					r->backend[r->nbackend - 1].addr.text, tok + 7, MAX_WEIGHT);
+					r->backend[first].addr.text, tok + 7, MAX_WEIGHT);
 			} else {
-				r->backend[r->nbackend - 1].weight = (unsigned)w;
+				for (unsigned b = first; b < last; b++)
+					r->backend[b].weight = (unsigned)w;
 			}
-			weighted = last_ok ? tok : NULL;
+			weighted = first != last ? tok : NULL;
 			continue;
 		}
 		if (!strncmp(tok, "maxconn=", 8)) {
 			uint64_t m;
-			if (!last_ok)
+			if (first == last)
 				problem(x, "backend: '%s' follows no backend address", tok);
 			else if (parse_uint(tok + 8, &m) || m < 1 || m > 10000000)
 				problem(x, "backend %s: invalid maxconn '%s' (expects an integer "
-					   "1..10000000)", r->backend[r->nbackend - 1].addr.text, tok + 8);
+					   "1..10000000)", r->backend[first].addr.text, tok + 8);
 			else
-				r->backend[r->nbackend - 1].maxconn = (unsigned)m;
+				for (unsigned b = first; b < last; b++)
+					r->backend[b].maxconn = (unsigned)m;
 			continue;
 		}
-		last_ok = 0;
+		first = last = r->nbackend;
 		weighted = NULL;
 		if (r->nbackend >= MAX_BACKENDS) {
 			problem(x, "backend: at most %d backends per route", MAX_BACKENDS);
@@ -253,14 +261,11 @@ static void add_backends(struct file_ctx *x, struct route *r, char *val)
 				   "maxconn=N)", tok);
 			continue;
 		}
-		if (addr_parse(tok, ADDR_CONNECT, &r->backend[r->nbackend].addr, why, sizeof(why))) {
+		if (route_add_addrs(r, 1, tok, x->line, why, sizeof(why)) < 0) {
 			problem(x, "backend '%s': %s", tok, why);
 			continue;
 		}
-		snprintf(r->backend[r->nbackend].spec, sizeof(r->backend[0].spec), "%s", tok);
-		r->backend[r->nbackend].line = x->line;
-		r->backend[r->nbackend++].weight = 1;
-		last_ok = 1;
+		last = r->nbackend;
 	}
 }
 
@@ -283,23 +288,48 @@ static char *strip_comment(const char *value)
 	return v;
 }
 
-/* " in a route (expects listen, backend, KEY, ...)": the route-scope
- * settings, from the table, as a file spells them. */
-static void route_keys(char *buf, size_t len)
+/* The keys a section takes, as a file spells them ('_'): a route's are
+ * listen, backend and the route-scope settings; [global] takes every
+ * setting (a route-scope one there is every route's default). */
+static unsigned section_keys(int route, char names[][32], unsigned max)
 {
-	size_t n = (size_t)snprintf(buf, len, " in a route (expects listen, backend, sni, alpn, "
-				    "allow, deny");
+	unsigned n = 0;
 
-	for (unsigned k = 0; k < nsettings && n < len; k++) {
-		if (settings[k].scope != SCOPE_ROUTE)
-			continue;
-		n += (size_t)snprintf(buf + n, len - n, ", ");
-		for (const char *c = settings[k].name; *c && n + 1 < len; c++)
-			buf[n++] = *c == '-' ? '_' : *c;
-		buf[n < len ? n : len - 1] = '\0';
+	if (route) {
+		static const char *const lists[] = { "listen", "backend", "sni", "alpn", "allow", "deny" };
+		for (unsigned i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+			snprintf(names[n++], 32, "%s", lists[i]);
 	}
-	if (n < len)
-		snprintf(buf + n, len - n, ")");
+	for (unsigned k = 0; k < nsettings && n < max; k++) {
+		if (route && settings[k].scope != SCOPE_ROUTE)
+			continue;
+		snprintf(names[n], 32, "%s", settings[k].name);
+		for (char *c = names[n]; *c; c++)
+			*c = *c == '-' ? '_' : *c;
+		n++;
+	}
+	return n;
+}
+
+/* "unknown key 'idle_timout' in a route (did you mean 'idle_timeout'?);
+ * expects listen, backend, ...": the likely typo, then every key the
+ * section takes. A global setting in a route is said by the caller. */
+static void unknown_key(struct file_ctx *x, const char *name)
+{
+	char names[64][32], list[1024], mean[64] = "";
+	const char *ptr[64], *near;
+	unsigned n = section_keys(x->sec == SEC_ROUTE, names, 64);
+	size_t len = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		ptr[i] = names[i];
+		len += (size_t)snprintf(list + len, len < sizeof(list) ? sizeof(list) - len : 0, "%s%s",
+					i ? ", " : "", names[i]);
+	}
+	if ((near = name_nearest(name, ptr, n)))
+		snprintf(mean, sizeof(mean), " (did you mean '%s'?)", near);
+	problem(x, "unknown key '%s' in %s%s; expects %s", name,
+		x->sec == SEC_ROUTE ? "a route" : "[global]", mean, list);
 }
 
 static int handler_value(struct file_ctx *x, const char *name, const char *value);
@@ -353,10 +383,7 @@ static int handler_value(struct file_ctx *x, const char *name, const char *value
 		return 1;
 	}
 	if (!(s = setting_find(name))) {
-		char keys[512] = "";
-		if (x->sec == SEC_ROUTE)
-			route_keys(keys, sizeof(keys));
-		problem(x, "unknown key '%s'%s", name, keys);
+		unknown_key(x, name);
 		return 1;
 	}
 	if (s->scope == SCOPE_GLOBAL && x->sec == SEC_ROUTE) {

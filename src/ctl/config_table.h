@@ -39,4 +39,17 @@ void *setting_field(struct config *c, struct route_opts *o, const struct setting
  * 'X' (expects RANGE)". */
 int setting_parse(const struct setting *s, const char *val, void *out, char *why, size_t len);
 
+/* Adds what `text` stands for to r's listen addresses (backend 0) or its
+ * backends (backend 1), given at `line` (0: command line): every address a
+ * name resolves to, "*:port"'s two; each backend with weight 1 (the caller
+ * applies a weight= to all of them). Marks the key as given. Returns how
+ * many were added, or -1 with why (the address's problem, or no room). */
+int route_add_addrs(struct route *r, int backend, const char *text, unsigned line, char *why,
+		    size_t len);
+
+/* The name in names[0..n) that word is most likely a typo of (edit
+ * distance, '-' and '_' alike; the longer the word, the more it may
+ * differ), or NULL when none is close. */
+const char *name_nearest(const char *word, const char *const *names, unsigned n);
+
 #endif

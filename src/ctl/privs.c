@@ -7,7 +7,11 @@
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -57,6 +61,95 @@ int privs_lookup(const char *name, uid_t *uid, gid_t *gid, char *err, size_t err
 	*uid = pw->pw_uid;
 	*gid = pw->pw_gid;
 	return 0;
+}
+
+int privs_check_user(const char *name, char *err, size_t errlen)
+{
+	uid_t uid;
+	gid_t gid;
+	int r = privs_lookup(name, &uid, &gid, err, errlen);
+
+	if (r)
+		return r < 0 ? -1 : 0;
+	if (geteuid() != 0 && geteuid() != uid) {
+		snprintf(err, errlen, "user %s: only root can switch users (running as uid %u)", name,
+			 (unsigned)geteuid());
+		return -1;
+	}
+	return 0;
+}
+
+/* Opens path for append as this process is now; a file that was not there
+ * is created and removed again. Returns 0 or an errno. Async-signal-safe
+ * (it runs in a child forked from a process that may have threads). */
+static int try_append(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0 && errno == ENOENT) {
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NONBLOCK, 0640);
+		if (fd >= 0)
+			unlink(path);
+	}
+	if (fd < 0)
+		return errno;
+	close(fd);
+	return 0;
+}
+
+/* try_append() as uid:gid with groups: in a child, so this process keeps
+ * its identity (setfsuid() would keep root's supplementary groups). */
+static int try_append_as(const char *path, uid_t uid, gid_t gid, const gid_t *groups, int ngroups)
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return errno;
+	if (pid == 0) {
+		if (setgroups((size_t)ngroups, groups) || setgid(gid) || setuid(uid))
+			_exit(errno & 0xff);
+		_exit(try_append(path));
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
+}
+
+int privs_check_append(const char *path, const char *name, char *err, size_t errlen)
+{
+	char who[SETTING_TEXT_MAX + 32], dir[SETTING_TEXT_MAX];
+	gid_t groups[64];
+	int ngroups = 64, e;
+	struct passwd *pw = NULL;
+
+	if (name[0] && strcmp(name, "off") && !(pw = getpwnam(name)))
+		return 0; /* privs_check_user() says so */
+	if (pw && geteuid() == 0 && pw->pw_uid != 0) {
+		if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &ngroups) < 0)
+			ngroups = 0; /* more than 64: the primary group decides */
+		e = try_append_as(path, pw->pw_uid, pw->pw_gid, groups, ngroups);
+		snprintf(who, sizeof(who), "user %s (uid %u)", name, (unsigned)pw->pw_uid);
+	} else {
+		e = try_append(path);
+		snprintf(who, sizeof(who), "uid %u", (unsigned)geteuid());
+	}
+	if (!e)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s", path);
+	if (e == ENOENT || e == ENOTDIR)
+		snprintf(err, errlen, "log %s: directory %s does not exist (%s)", path, dirname(dir),
+			 strerror(e));
+	else if (e == EACCES || e == EPERM)
+		snprintf(err, errlen, "log %s: %s for %s: the file must be writable for that user, "
+			 "or its directory to create it (install -d -o USER %s)", path, strerror(e), who,
+			 dirname(dir));
+	else if (e == ENXIO)
+		snprintf(err, errlen, "log %s: a FIFO with no reader (start the reader first)", path);
+	else
+		snprintf(err, errlen, "log %s: %s (as %s)", path, strerror(e), who);
+	return -1;
 }
 
 static long read_long(const char *path)

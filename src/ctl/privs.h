@@ -15,6 +15,19 @@ int privs_drop(const char *name, char *err, size_t errlen);
  * (nobody to become), or -1 with the reason in err. */
 int privs_lookup(const char *name, uid_t *uid, gid_t *gid, char *err, size_t errlen);
 
+/* The preflight of `user =` (config_finalize, so `check`, start and reload
+ * say the same): the user exists, and this process can become it (root, or
+ * already that user). Returns 0 ("" or "off" too) or -1 with err. */
+int privs_check_user(const char *name, char *err, size_t errlen);
+
+/* The preflight of a log file: can user `name` (this process for "" and
+ * "off"; an unknown user is privs_check_user's) open path for append? As
+ * root, a forked child becomes the user and tries; a file it had to create
+ * is removed again. Returns 0 or -1 with err naming the path and the reason
+ * (a missing directory, no permission for that user, a FIFO without a
+ * reader). */
+int privs_check_append(const char *path, const char *name, char *err, size_t errlen);
+
 /* Logs a warning for each limit that caps max_conns or max_pipes below the
  * configuration: RLIMIT_NOFILE and fs.pipe-user-pages-soft (which binds
  * pipes of users without CAP_SYS_RESOURCE). */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -85,7 +86,30 @@ static int old_holds_port(const struct config *old, const struct addr *a)
 	return 0;
 }
 
+static int last_ok = 1;      /* atomic: for /metrics */
+static uint64_t last_unix_ms; /* atomic */
+
+void reload_last(int *ok, uint64_t *unix_ms)
+{
+	*ok = __atomic_load_n(&last_ok, __ATOMIC_RELAXED);
+	*unix_ms = __atomic_load_n(&last_unix_ms, __ATOMIC_RELAXED);
+}
+
+static int reload_try(struct reload_ctx *r);
+
 int reload_run(struct reload_ctx *r)
+{
+	int rc = reload_try(r);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	__atomic_store_n(&last_ok, rc == 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&last_unix_ms, (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000,
+			 __ATOMIC_RELAXED);
+	return rc;
+}
+
+static int reload_try(struct reload_ctx *r)
 {
 	struct config *old = r->cfg, *nw;
 	int (*nfds)[MAX_LISTENERS];

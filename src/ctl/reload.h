@@ -40,6 +40,12 @@ struct reload_ctx {
  * one stays (every reason logged). */
 int reload_run(struct reload_ctx *r);
 
+/* The outcome of the last SIGHUP, for /metrics: 1 when it runs the new
+ * config, 0 when the old one stayed (also for a SIGHUP with routes from
+ * the command line, which has nothing to reload); *unix_ms is when it
+ * ended (CLOCK_REALTIME), 0 while there was no SIGHUP. */
+void reload_last(int *ok, uint64_t *unix_ms);
+
 /* Frees retired configs without sessions (called from the main loop). */
 void reload_reap(struct reload_ctx *r, uint64_t now_ms);
 

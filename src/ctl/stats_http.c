@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "access_log.h"
@@ -19,6 +20,7 @@
 #include "http_req.h"
 #include "listener.h"
 #include "log.h"
+#include "reload.h"
 
 #define REQ_TIMEOUT  2000 /* ms for the whole request */
 
@@ -30,6 +32,7 @@ static struct {
 	int lfd, stop[2];
 	pthread_t thread;
 	int started;
+	uint64_t start_unix_ms; /* CLOCK_REALTIME at start */
 } st = { .lfd = -1, .stop = { -1, -1 } };
 
 struct out {
@@ -73,6 +76,44 @@ static void engine_metrics(struct out *o, const struct counters *t)
 			family(o, name, "counter", engines[e]->counters[k].help);
 			put(o, "%s %llu\n", name, (unsigned long long)t->engine[e][k + 1]);
 		}
+}
+
+static uint64_t unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The process: what was built, since when it runs, how the last reload went
+ * (the start counts as the first load). */
+static void process_metrics(struct out *o)
+{
+	int ok;
+	uint64_t at;
+
+	family(o, "splicer_build_info", "gauge",
+	       "Always 1; the labels say the version and the engines built in.");
+	put(o, "splicer_build_info{version=\"%s\",engines=\"", SPLICER_VERSION);
+	for (unsigned e = 0, n = 0; e < engine_nengines; e++)
+		if (!engine_hidden(engines[e]))
+			put(o, "%s%s", n++ ? "," : "", engines[e]->name);
+	put(o, "\"} 1\n");
+	family(o, "splicer_start_time_seconds", "gauge", "When the proxy started, in Unix time.");
+	put(o, "splicer_start_time_seconds %llu.%03llu\n",
+	    (unsigned long long)(st.start_unix_ms / 1000), (unsigned long long)(st.start_unix_ms % 1000));
+	reload_last(&ok, &at);
+	if (!at)
+		at = st.start_unix_ms;
+	family(o, "splicer_last_reload_success", "gauge",
+	       "1 when the last reload (SIGHUP) put its config in force, 0 when the running config "
+	       "stayed (the reasons are in the log); 1 before any reload.");
+	put(o, "splicer_last_reload_success %d\n", ok);
+	family(o, "splicer_last_reload_time_seconds", "gauge",
+	       "When the last reload (SIGHUP) ended, in Unix time; the start time before any reload.");
+	put(o, "splicer_last_reload_time_seconds %llu.%03llu\n", (unsigned long long)(at / 1000),
+	    (unsigned long long)(at % 1000));
 }
 
 /* Route and backend names go into label values: escape \ " and newline. */
@@ -153,10 +194,11 @@ size_t stats_http_metrics(char *buf, size_t len)
 
 	worker_counters_total(st.ws, st.nw, &t);
 
+	process_metrics(&o);
 	ROUTE_FAMILY("sessions_total", "counter", "Sessions accepted.", STAT_GET(r->st->sessions));
 	ROUTE_FAMILY("sessions_active", "gauge", "Sessions open now.", STAT_GET(r->st->active));
 	family(&o, "splicer_route_bytes_total", "counter",
-	       "Bytes forwarded by closed sessions, up = client to backend.");
+	       "Bytes forwarded, up = client to backend (live sessions' within about a second).");
 	for (unsigned i = 0; i < c->nroutes; i++) {
 		struct route *r = c->route[i];
 		esc(r->name, rn, sizeof(rn));
@@ -206,7 +248,7 @@ size_t stats_http_metrics(char *buf, size_t len)
 		       STAT_GET(r->health[b]->sessions));
 	BACKEND_FAMILY("sessions_active", "gauge", "Sessions on (or connecting to) the backend.",
 		       (uint64_t)__atomic_load_n(&r->health[b]->active, __ATOMIC_RELAXED));
-	backend_pair(&o, c, "bytes_total", "Bytes forwarded through the backend by closed sessions.",
+	backend_pair(&o, c, "bytes_total", "Bytes forwarded through the backend (live sessions' within about a second).",
 		     "direction", "up", offsetof(struct backend_health, bytes_up), "down",
 		     offsetof(struct backend_health, bytes_down));
 	BACKEND_FAMILY("connect_errors_total", "counter", "Connect attempts to the backend that failed.",
@@ -477,6 +519,7 @@ int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, s
 	st.ws = ws;
 	st.nw = nworkers;
 	st.sh = sh;
+	st.start_unix_ms = unix_ms();
 	if (!strcmp(cfg->stats, "off"))
 		return 0;
 	char why[256];

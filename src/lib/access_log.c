@@ -166,10 +166,9 @@ static size_t field(char *buf, size_t len, const char *key, const char *val)
 	return n + log_escape(val, strlen(val), buf + n, len - n, 1);
 }
 
-void access_log_session(const char *route, const char *client, const char *backend, uint64_t up,
-			uint64_t down, uint64_t duration_ms, const char *reason)
+void access_log_session(const struct access_entry *e)
 {
-	char line[LOG_LINE_MAX];
+	char line[LOG_LINE_MAX], ms[24];
 	const size_t room = sizeof(line) - 1; /* the newline */
 	struct timespec ts;
 	struct tm tm;
@@ -183,15 +182,28 @@ void access_log_session(const char *route, const char *client, const char *backe
 		n = strftime(line, room, "%Y-%m-%dT%H:%M:%S", &tm);
 		n += (size_t)snprintf(line + n, room - n, ".%03ldZ", ts.tv_nsec / 1000000);
 	}
-	n += field(line + n, room - n, "route", route);
-	n += field(line + n, room - n, "client", client);
-	n += field(line + n, room - n, "backend", backend);
+	n += field(line + n, room - n, "route", e->route);
+	n += field(line + n, room - n, "client", e->client);
+	n += field(line + n, room - n, "backend", e->backend);
 	if (n < room)
 		n += (size_t)snprintf(line + n, room - n, " up=%llu down=%llu duration_ms=%llu",
-				      (unsigned long long)up, (unsigned long long)down,
-				      (unsigned long long)duration_ms);
+				      (unsigned long long)e->up, (unsigned long long)e->down,
+				      (unsigned long long)e->duration_ms);
 	if (n < room)
-		n += field(line + n, room - n, "reason", reason);
+		n += field(line + n, room - n, "reason", e->reason);
+	/* appended fields (access_log.h): readers of the first ones still parse */
+	if (n < room)
+		n += field(line + n, room - n, "listener", e->listener);
+	if (e->connect_ms < 0)
+		snprintf(ms, sizeof(ms), "-");
+	else
+		snprintf(ms, sizeof(ms), "%lld", (long long)e->connect_ms);
+	if (n < room)
+		n += field(line + n, room - n, "connect_ms", ms);
+	if (n < room)
+		n += field(line + n, room - n, "error", log_errno_name(e->err));
+	if (n < room)
+		n += field(line + n, room - n, "ended_by", e->ended_by);
 	if (n > room)
 		n = room;
 	/* the leading space of the first field, when there is no timestamp */

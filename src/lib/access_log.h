@@ -1,7 +1,31 @@
 /* access_log: one line per session, for operators and log pipelines:
  *   2026-12-03T08:30:00.123Z route=web client=192.0.2.7:51514 backend=10.0.0.1:80
- *   up=1043 down=88211 duration_ms=35 reason=done
- * (one line; key=value, values without spaces). Lines go through a bounded
+ *   up=1043 down=88211 duration_ms=35 reason=done listener=0.0.0.0:8080
+ *   connect_ms=1 error=- ended_by=client
+ * (one line; key=value, values without spaces). The fields, always all of
+ * them and in this order (new fields are only ever appended):
+ *   time         UTC, milliseconds (not with syslog, which stamps its own)
+ *   route        the route's name
+ *   client       the client's address (after a PROXY header: the one it names)
+ *   backend      the last backend tried, "-" when none was
+ *   up, down     bytes written to the backend, to the client
+ *   duration_ms  from accept to close
+ *   reason       why it closed: done, client-reset, backend-reset, idle-timeout,
+ *                no-backend, all-backends-down, ... (session.c)
+ *   listener     the listen address the client came in on, as bound
+ *   connect_ms   from the first connect attempt to the backend connection
+ *                being up (retries on other backends included); "-" when no
+ *                backend connection came up
+ *   error        the errno name of the error that ended the session
+ *                (ECONNRESET, ETIMEDOUT, ECONNREFUSED for a backend that
+ *                refused every attempt, ...); "-" when none did
+ *   ended_by     which side ended the session first: client (its FIN, reset
+ *                or error, or a bad PROXY header), backend (its FIN, reset
+ *                or error, or every connect refused), timeout (idle,
+ *                half-close, connect or PROXY header deadline) or proxy
+ *                (this process: drain deadline, every backend marked down,
+ *                a connection loop, out of memory)
+ * Lines go through a bounded
  * queue to a writer thread of their own (log.h: struct log_sink), so a disk,
  * pipe, FIFO or syslog that stalls drops lines (counted in
  * splicer_log_lines_dropped_total{log="access"}) and never stalls a worker.
@@ -40,8 +64,15 @@ int access_log_reopen(char *err, size_t errlen);
 /* 1 when a line would go somewhere. */
 int access_log_enabled(void);
 
-void access_log_session(const char *route, const char *client, const char *backend, uint64_t up,
-			uint64_t down, uint64_t duration_ms, const char *reason);
+/* One session, as the fields above. */
+struct access_entry {
+	const char *route, *client, *backend, *reason, *listener, *ended_by;
+	uint64_t up, down, duration_ms;
+	int64_t connect_ms; /* -1: no backend connection came up */
+	int err;            /* 0: none */
+};
+
+void access_log_session(const struct access_entry *e);
 
 /* Lines dropped because the sink could not keep up. */
 uint64_t access_log_dropped(void);

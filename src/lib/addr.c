@@ -1,6 +1,8 @@
 /* addr: parsing and printing of socket addresses. Hostnames go through
  * getaddrinfo() once, at parse time: a proxy must not block its event loop on
- * DNS, and a name that does not resolve is a startup error, not a runtime one. */
+ * DNS, and a name that does not resolve is a startup error, not a runtime one.
+ * The config is parsed at start, at every reload (SIGHUP) and by `check`, so
+ * those are the moments names are resolved; in between, the addresses hold. */
 #include "addr.h"
 
 #include <arpa/inet.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 static int fail(char *err, unsigned errlen, const char *fmt, const char *s, const char *x)
 {
@@ -67,17 +70,77 @@ static int parse_port(const char *p, const char *s, enum addr_use use, unsigned 
 
 int addr_resolve_names = 1;
 
-int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsigned errlen)
+static int same_ip(const struct addr *a, const struct addr *b)
+{
+	return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
+}
+
+/* Adds one inet address to out[] unless it is there already (a hosts file
+ * may list an address twice); *n counts every distinct one, also beyond
+ * max. Returns -EINVAL with err for a v4-mapped listen address. */
+static int add_inet(const struct sockaddr *sa, socklen_t len, const char *s, enum addr_use use,
+		    struct addr *out, unsigned max, unsigned *n, char *err, unsigned errlen)
+{
+	struct addr a;
+
+	memset(&a, 0, sizeof(a));
+	memcpy(&a.ss, sa, len);
+	a.len = len;
+	if (use == ADDR_LISTEN && a.ss.ss_family == AF_INET6 &&
+	    IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&a.ss)->sin6_addr)) {
+		/* IPv6 listeners are IPv6-only (IPV6_V6ONLY, so [::] and 0.0.0.0
+		 * can both be bound), and bind() of a v4-mapped address on one
+		 * says only "Invalid argument": name the IPv4 form instead */
+		char ip4[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &((struct sockaddr_in6 *)&a.ss)->sin6_addr.s6_addr[12], ip4,
+			  sizeof(ip4));
+		snprintf(err, errlen, "address '%s': an IPv4-mapped IPv6 address cannot be listened "
+			 "on; write %s:%u", s, ip4, ntohs(((struct sockaddr_in6 *)&a.ss)->sin6_port));
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < *n && i < max; i++)
+		if (same_ip(&out[i], &a))
+			return 0;
+	addr_format((struct sockaddr *)&a.ss, a.len, a.text, sizeof(a.text));
+	if (*n < max)
+		out[*n] = a;
+	(*n)++;
+	return 0;
+}
+
+/* "*:port": 0.0.0.0 and [::], the second only where this kernel has IPv6. */
+static void add_wildcards(unsigned port, const char *s, struct addr *out, unsigned max, unsigned *n)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
+				     .sin6_addr = IN6ADDR_ANY_INIT };
+	char err[8];
+	int fd;
+
+	sin.sin_addr.s_addr = htonl(INADDR_ANY);
+	add_inet((struct sockaddr *)&sin, sizeof(sin), s, ADDR_LISTEN, out, max, n, err, sizeof(err));
+	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 && errno == EAFNOSUPPORT)
+		return;
+	if (fd >= 0)
+		close(fd);
+	add_inet((struct sockaddr *)&sin6, sizeof(sin6), s, ADDR_LISTEN, out, max, n, err, sizeof(err));
+}
+
+int addr_parse_all(const char *s, enum addr_use use, struct addr *out, unsigned max, char *err,
+		   unsigned errlen)
 {
 	char host[256];
 	const char *colon, *portstr;
-	unsigned port;
-	struct addrinfo hints, *res = NULL;
+	unsigned port, n = 0;
+	struct addrinfo hints, *res = NULL, *ai;
 	int r;
 
-	memset(a, 0, sizeof(*a));
+	if (!max)
+		return fail(err, errlen, "address '%s': no room%s", s, "");
+	memset(out, 0, sizeof(*out));
 	if (!strncmp(s, "unix:", 5))
-		return parse_unix(s, a, err, errlen);
+		return (r = parse_unix(s, out, err, errlen)) ? r : 1;
 
 	if (s[0] == '[') {
 		const char *close = strchr(s, ']');
@@ -93,7 +156,7 @@ int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsi
 	} else {
 		colon = strrchr(s, ':');
 		if (!colon)
-			return fail(err, errlen, "address '%s': missing ':port' (forms: host:port, [v6]:port, :port, unix:/path)%s", s, "");
+			return fail(err, errlen, "address '%s': missing ':port' (forms: host:port, [v6]:port, :port, *:port, unix:/path)%s", s, "");
 		if (strchr(s, ':') != colon)
 			return fail(err, errlen, "address '%s': IPv6 addresses need brackets, as in [::1]:80%s", s, "");
 		if ((size_t)(colon - s) >= sizeof(host))
@@ -106,41 +169,53 @@ int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsi
 		return r;
 
 	if (!host[0]) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&a->ss;
+		struct sockaddr_in *sin = (struct sockaddr_in *)&out->ss;
 		sin->sin_family = AF_INET;
 		sin->sin_port = htons((uint16_t)port);
 		sin->sin_addr.s_addr = htonl(use == ADDR_LISTEN ? INADDR_ANY : INADDR_LOOPBACK);
-		a->len = sizeof(*sin);
-	} else {
-		memset(&hints, 0, sizeof(hints));
-		hints.ai_socktype = SOCK_STREAM;
-		hints.ai_flags = AI_NUMERICSERV | (s[0] == '[' || !addr_resolve_names ? AI_NUMERICHOST : 0);
-		if (s[0] == '[')
-			hints.ai_family = AF_INET6; /* brackets are for IPv6 only */
-		r = getaddrinfo(host, portstr, &hints, &res);
-		if (r || !res) {
-			snprintf(err, errlen, "address '%s': cannot resolve '%s': %s", s, host,
-				 r ? gai_strerror(r) : "no address");
-			return -EINVAL;
-		}
-		memcpy(&a->ss, res->ai_addr, res->ai_addrlen);
-		a->len = res->ai_addrlen;
-		freeaddrinfo(res);
+		out->len = sizeof(*sin);
+		addr_format((struct sockaddr *)&out->ss, out->len, out->text, sizeof(out->text));
+		return 1;
 	}
-	if (use == ADDR_LISTEN && a->ss.ss_family == AF_INET6 &&
-	    IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&a->ss)->sin6_addr)) {
-		/* IPv6 listeners are IPv6-only (IPV6_V6ONLY, so [::] and 0.0.0.0
-		 * can both be bound), and bind() of a v4-mapped address on one
-		 * says only "Invalid argument": name the IPv4 form instead */
-		char ip4[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &((struct sockaddr_in6 *)&a->ss)->sin6_addr.s6_addr[12], ip4,
-			  sizeof(ip4));
-		snprintf(err, errlen, "address '%s': an IPv4-mapped IPv6 address cannot be listened "
-			 "on; write %s:%u", s, ip4, port);
+	/* glibc's getaddrinfo() reads "*" as no host at all, the loopback:
+	 * "*:8080" once listened on [::1] only */
+	if (!strcmp(host, "*") && s[0] == '[')
+		return fail(err, errlen, "address '%s': '*' is not an IPv6 address; *:PORT is every "
+			    "address of both families%s", s, "");
+	if (!strcmp(host, "*")) {
+		if (use != ADDR_LISTEN)
+			return fail(err, errlen, "address '%s': '*' (every address of this host) is for "
+				    "listening; a backend needs a host%s", s, "");
+		add_wildcards(port, s, out, max, &n);
+		return (int)n;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV | (s[0] == '[' || !addr_resolve_names ? AI_NUMERICHOST : 0);
+	if (s[0] == '[')
+		hints.ai_family = AF_INET6; /* brackets are for IPv6 only */
+	r = getaddrinfo(host, portstr, &hints, &res);
+	if (r || !res) {
+		snprintf(err, errlen, "address '%s': cannot resolve '%s': %s", s, host,
+			 r ? gai_strerror(r) : "no address");
 		return -EINVAL;
 	}
-	addr_format((struct sockaddr *)&a->ss, a->len, a->text, sizeof(a->text));
-	return 0;
+	for (ai = res, r = 0; ai && !r; ai = ai->ai_next)
+		if (ai->ai_family == AF_INET || ai->ai_family == AF_INET6)
+			r = add_inet(ai->ai_addr, ai->ai_addrlen, s, use, out, max, &n, err, errlen);
+	freeaddrinfo(res);
+	if (r)
+		return r;
+	if (!n)
+		return fail(err, errlen, "address '%s': cannot resolve '%s': no IPv4 or IPv6 address", s, host);
+	return (int)n;
+}
+
+int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsigned errlen)
+{
+	int r = addr_parse_all(s, use, a, 1, err, errlen);
+
+	return r < 0 ? r : 0;
 }
 
 void addr_format(const struct sockaddr *sa, socklen_t len, char *buf, unsigned buflen)

@@ -1,8 +1,12 @@
 /* addr: the address forms of the command line and config, for listeners and
  * backends alike:
- *   host:port      "127.0.0.1:80", "localhost:8080" (resolved once, first result)
+ *   host:port      "127.0.0.1:80", "localhost:8080" (a name: every address it
+ *                  resolves to, see addr_parse_all)
  *   [v6]:port      "[::1]:443"
- *   :port          all addresses (listen: 0.0.0.0; backend: 127.0.0.1)
+ *   :port          every IPv4 address (listen: 0.0.0.0; backend: 127.0.0.1), as
+ *                  HAProxy's "bind :80"
+ *   *:port         listen only: every address of both families, 0.0.0.0:port and
+ *                  [::]:port (two sockets, the IPv6 one IPV6_V6ONLY)
  *   unix:/path     a Unix stream socket ("unix:@name" is the abstract namespace)
  */
 #ifndef SPLICER_ADDR_H
@@ -19,9 +23,20 @@ struct addr {
 
 enum addr_use { ADDR_LISTEN, ADDR_CONNECT };
 
-/* Parses s into *a. Returns 0, or -EINVAL with a sentence in err naming the
- * problem ("missing port", "port 70000 out of range 0..65535", ...). A port of
- * 0 is only accepted for ADDR_LISTEN (ephemeral port). */
+/* Parses s into out[]: every address it stands for, in getaddrinfo()'s order,
+ * without repeats. Returns how many there are (1 or more; only the first max
+ * are written), or -EINVAL with a sentence in err naming the problem
+ * ("missing port", "port 70000 out of range 0..65535", ...). A port of 0 is
+ * only accepted for ADDR_LISTEN (ephemeral port). A name is resolved now,
+ * through the resolver (/etc/hosts, DNS): callers parse the config at start,
+ * at every reload and in `check`, and these are the moments a name's
+ * addresses are (re)read; a name never reaches the event loop. */
+int addr_parse_all(const char *s, enum addr_use use, struct addr *out, unsigned max, char *err,
+		   unsigned errlen);
+
+/* addr_parse_all() for one address: the first (a name's first result,
+ * "*:port"'s 0.0.0.0). Returns 0 or -EINVAL with err. For tools that take
+ * one address; routes take every one. */
 int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsigned errlen);
 
 /* 0: host names are refused (AI_NUMERICHOST), so parsing never sends a DNS

@@ -109,6 +109,21 @@ static int inet_in_use(const struct addr *a)
 
 static int open_one(struct addr *a, char *err, unsigned errlen);
 
+/* What an operator does about a bind() error. */
+static const char *bind_hint(int e)
+{
+	switch (e) {
+	case EADDRINUSE:
+		return " (another process listens there)";
+	case EADDRNOTAVAIL:
+		return " (not an address of this host: see `ip addr`; *:PORT listens on every one)";
+	case EACCES:
+		return " (ports below 1024 need root or CAP_NET_BIND_SERVICE)";
+	default:
+		return "";
+	}
+}
+
 int listener_open(struct addr *a, char *err, unsigned errlen)
 {
 	if (a->ss.ss_family != AF_UNIX && inet_in_use(a)) {
@@ -143,8 +158,7 @@ static int open_one(struct addr *a, char *err, unsigned errlen)
 	if ((family != AF_UNIX && bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0) ||
 	    listen(fd, LISTEN_BACKLOG) < 0) {
 		r = -errno;
-		snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(errno),
-			 errno == EADDRINUSE ? " (another process listens there)" : "");
+		snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(errno), bind_hint(errno));
 		close(fd);
 		return r;
 	}
@@ -189,4 +203,82 @@ void listener_unlink(const struct addr *a)
 
 	if (a->ss.ss_family == AF_UNIX && sun->sun_path[0])
 		unlink(sun->sun_path);
+}
+
+/* A TCP probe: bind() as the listeners do, then close. Returns 0 (free), 1
+ * (held by sockets that share it) or -errno. */
+static int inet_probe(const struct addr *a, int reuseport)
+{
+	int fd, one = 1, r = 0;
+
+	fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (reuseport)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	if (a->ss.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+/* A Unix path: a live socket there is in use, anything but a socket is in
+ * the way, and a free path is bound (so a missing directory or one this
+ * user cannot write shows) and removed again. */
+static int unix_probe(const struct addr *a, char *err, unsigned errlen)
+{
+	const char *path = ((const struct sockaddr_un *)&a->ss)->sun_path;
+	struct stat st;
+	int fd, r = 0;
+
+	if (path[0] && stat(path, &st) == 0) {
+		switch (unix_path_state(a)) {
+		case UNIX_LIVE:
+		case UNIX_BUSY:
+			snprintf(err, errlen, "listen %s: %s (another process listens there)", a->text,
+				 strerror(EADDRINUSE));
+			return -EADDRINUSE;
+		case UNIX_NOT_SOCKET:
+			snprintf(err, errlen, "listen %s: the path exists and is not a socket; remove it "
+				 "or choose another path", a->text);
+			return -EEXIST;
+		default:
+			return 0; /* a stale socket file: the proxy replaces it */
+		}
+	}
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return 0; /* the real socket() will say why */
+	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(errno),
+			 errno == EADDRINUSE ? " (another process listens there)" : "");
+	} else if (path[0]) {
+		unlink(path);
+	}
+	close(fd);
+	return r;
+}
+
+int listener_probe(const struct addr *a, char *err, unsigned errlen)
+{
+	int r;
+
+	if (a->ss.ss_family == AF_UNIX)
+		return unix_probe(a, err, errlen);
+	if (!(a->ss.ss_family == AF_INET ? ((const struct sockaddr_in *)&a->ss)->sin_port
+					 : ((const struct sockaddr_in6 *)&a->ss)->sin6_port))
+		return 0; /* port 0: the kernel picks a free one */
+	if ((r = inet_probe(a, 0)) == 0)
+		return 0;
+	if (r == -EADDRINUSE && inet_probe(a, 1) == 0) {
+		snprintf(err, errlen, "listen %s: in use by listeners that share it (SO_REUSEPORT, "
+			 "same user): a running splicer, whose reload keeps it; a second proxy "
+			 "started on it would be refused", a->text);
+		return 1;
+	}
+	snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(-r), bind_hint(-r));
+	return r;
 }

@@ -18,6 +18,16 @@ int listener_open(struct addr *a, char *err, unsigned errlen);
  * Returns 0 or -errno with err. */
 int listener_open_n(struct addr *a, unsigned n, int *fds, int shared, char *err, unsigned errlen);
 
+/* `splicer check`: can *a be listened on? Binds a socket as the proxy's
+ * listeners would and closes it (a Unix path bound here is removed again).
+ * Returns 0 when it can; 1, with a note in err, when the address is held by
+ * listeners that share it through SO_REUSEPORT as the same user, which is
+ * what a running splicer looks like to a check before its reload (a start
+ * beside it would be refused: listener_open's in-use check); else -errno
+ * with a sentence in err (EADDRNOTAVAIL: not an address of this host,
+ * EADDRINUSE: another process listens there, EACCES: a port below 1024). */
+int listener_probe(const struct addr *a, char *err, unsigned errlen);
+
 /* Removes a Unix listener's socket file (no-op for other families). */
 void listener_unlink(const struct addr *a);
 

@@ -54,6 +54,16 @@ size_t log_escape(const char *in, size_t n, char *out, size_t outlen, int also_s
 	return o;
 }
 
+const char *log_errno_name(int err)
+{
+	const char *n;
+
+	if (!err)
+		return "-";
+	n = strerrorname_np(err);
+	return n ? n : "EUNKNOWN";
+}
+
 /* ---- the queue ------------------------------------------------------------ */
 
 static void ring_copy_in(struct log_sink *s, size_t at, const void *src, size_t n)

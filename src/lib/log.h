@@ -46,6 +46,10 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
  * key=value values). Returns the length written. */
 size_t log_escape(const char *in, size_t n, char *out, size_t outlen, int also_space);
 
+/* The symbolic name of an errno value ("ECONNREFUSED"), for lines a program
+ * reads; "-" for 0 and "EUNKNOWN" for a value libc has no name for. */
+const char *log_errno_name(int err);
+
 /* ---- the bounded queue in front of a sink ------------------------------ */
 
 #define LOG_SINK_RING (128 * 1024) /* bytes of queued lines per sink */

@@ -83,7 +83,9 @@ int parse_duration_ms(const char *s, uint64_t *out)
 
 	if (r)
 		return r;
-	if (!*end || !strcasecmp(end, "s"))
+	if (!*end)
+		return v ? -EDOM : (*out = 0, 0);
+	if (!strcasecmp(end, "s"))
 		mult = 1000;
 	else if (!strcasecmp(end, "ms"))
 		mult = 1;

@@ -9,7 +9,10 @@
  * trailing 'b'/"ib": "64kb", "1MiB"). */
 int parse_size(const char *s, uint64_t *out);
 
-/* "250ms", "5s", "10m", "1h"; a bare number means seconds. Result in ms. */
+/* "250ms", "5s", "10m", "1h". Result in ms. A number without a unit is
+ * -EDOM, except "0" (off, or nothing to wait, in every unit): a bare number
+ * meant seconds once, and `idle_timeout = 30000` written with HAProxy's
+ * milliseconds in mind became 8.3 hours without a word. */
 int parse_duration_ms(const char *s, uint64_t *out);
 
 /* Unsigned decimal integer with no suffix. */

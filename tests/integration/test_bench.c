@@ -1,6 +1,7 @@
-/* `splicer bench --quick` as a smoke test: it must finish, the sink must have
+/* `splicer bench` smoke tests: a run must finish, the sink must have
  * verified every byte, and every figure of every case must be present and
- * positive (the proxy figures are null only for `direct`, which has none). */
+ * positive (the proxy figures are null only for `direct`, which has none);
+ * the output has its tables, conclusions, scaling and doc. */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -15,12 +16,31 @@ static const char *const bench_figs[] = {
 	"bulk1_gbit_s", "bulk1_proxy_cpu_s_per_gb", "bulk1_machine_cpu_s_per_gb", "bulk1_syscalls_per_mb",
 	"bulk4_gbit_s", "bulk4_proxy_cpu_s_per_gb", "bulk4_machine_cpu_s_per_gb", "bulk4_syscalls_per_mb",
 	"rr_p50_us", "rr_p99_us", "rr_p999_us", "rr_round_trips_s", "conn_per_s", "conn_proxy_cpu_us",
-	"peak_rss_mib", NULL
+	"conn_machine_cpu_us", "conn_load_cpu_us", "peak_rss_mib",
+	"rr64_d1_req_s", "rr64_d1_proxy_cpu_us", "rr64_d1_machine_cpu_us", "rr64_d1_load_cpu_us",
+	"rr64_d16_req_s", "rr64_d16_proxy_cpu_us", "rr64_d16_machine_cpu_us", "rr64_d16_load_cpu_us",
+	"rr1k_d1_req_s", "rr1k_d1_proxy_cpu_us", "rr1k_d1_machine_cpu_us", "rr1k_d1_load_cpu_us",
+	"rr1k_d16_req_s", "rr1k_d16_proxy_cpu_us", "rr1k_d16_machine_cpu_us", "rr1k_d16_load_cpu_us",
+	NULL
 };
 
 static int proxy_only(const char *fig)
 {
 	return strstr(fig, "proxy") || strstr(fig, "syscalls") || strstr(fig, "rss");
+}
+
+static char *slurp(const char *path)
+{
+	static char buf[1 << 20];
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		return NULL;
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
 }
 
 /* The value of `fig` in the "median" object of case `name`; NAN if null, -1 if absent. */
@@ -43,26 +63,44 @@ static double median_of(const char *json, const char *name, const char *fig)
 	return strtod(k, NULL);
 }
 
+/* Every workload at tiny durations, with a --workers sweep, a doc and
+ * the file rows: the structure of the output, not its speed. */
 Test(integ, bench_quick_smoke, .init = h_init, .fini = h_fini, .timeout = 240)
 {
 	const char *bin = h_binary(0);
-	char json[256], *out = NULL, *err = NULL;
+	char json[256], doc[256], *out = NULL, *err = NULL;
 	snprintf(json, sizeof json, "%s/bench.json", h_tmpdir());
-	const char *args[] = { "bench", "--quick", "--cases", "direct,copy,splice", "--seconds", "0.5",
-			       "--files", "64m", "--json", json, NULL };
+	snprintf(doc, sizeof doc, "%s/perf-results.md", h_tmpdir());
+	const char *args[] = { "bench", "--quick", "--cases", "direct,copy,splice", "--seconds", "0.2",
+			       "--reps", "2", "--conns", "8", "--workers", "1,2", "--ref", "splice",
+			       "--files", "64m", "--json", json, "--doc", doc, NULL };
 	int st = h_run_capture(bin, args, 200000, &out, &err);
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		"splicer bench --quick failed (status %d):\n%s\n%s", st, out ? out : "", err ? err : "");
 	const char *v = strstr(out, "verified: ");
 	H_CHECK(v && strtoull(v + 10, NULL, 10) > 0 && strstr(v, " 0 mismatches"),
 		"no verified bytes, or mismatches:\n%s", out);
+	/* stderr is a pipe here: plain progress lines, no control characters */
+	H_CHECK(strstr(err, "splicer bench: rep 2/2, loopback, splice w2") && !strchr(err, '\r') &&
+			!strchr(err, '\033'),
+		"progress off a terminal:\n%s", err);
+	/* column groups name their workload; a conclusion per workload */
+	H_CHECK(strstr(out, "- 1 stream -") && strstr(out, "- 4 streams -") &&
+			strstr(out, "short connections x8") && strstr(out, "x splice"),
+		"grouped headers missing:\n%s", out);
+	const char *concl = strstr(out, "Conclusions: copy against splice");
+	H_CHECK(concl, "no conclusions:\n%s", out);
+	const char *lines[] = { "bulk, 1 stream: copy w1 ", "bulk, 4 streams: copy w1 ",
+				"rr 8 conns, 64 B, depth 1: copy w1 ", "rr 8 conns, 64 B, depth 16: copy w1 ",
+				"rr 8 conns, 1024 B, depth 1: copy w1 ", "rr 8 conns, 1024 B, depth 16: copy w1 ",
+				"short connections, 8 at a time: copy w1 ", NULL };
+	for (int i = 0; lines[i]; i++)
+		H_CHECK(strstr(concl, lines[i]), "no conclusion '%s':\n%s", lines[i], concl);
+	H_CHECK(strstr(out, "Scaling: each figure with N workers") && strstr(out, "rr 1k d16"),
+		"no scaling table:\n%s", out);
 
-	FILE *f = fopen(json, "re");
-	H_CHECK(f, "no JSON written at %s", json);
-	static char buf[1 << 20];
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = '\0';
+	char *buf = slurp(json);
+	H_CHECK(buf, "no JSON written at %s", json);
 	const char *cases[] = { "direct", "copy", "splice", NULL };
 	for (int c = 0; cases[c]; c++)
 		for (int i = 0; bench_figs[i]; i++) {
@@ -73,6 +111,12 @@ Test(integ, bench_quick_smoke, .init = h_init, .fini = h_fini, .timeout = 240)
 				H_CHECK(x > 0, "case %s: figure %s is %g (absent: -1, null: nan)\n%s",
 					cases[c], bench_figs[i], x, out);
 		}
+	H_CHECK(strstr(buf, "\"label\": \"copy w2\"") && strstr(buf, "\"conns\": 8"),
+		"JSON lacks the sweep or the connection count");
+	const char *w2 = strstr(buf, "\"label\": \"splice w2\""), *m = w2 ? strstr(w2, "\"median\"") : NULL;
+	H_CHECK(m && strstr(m, "\"rr1k_d16_req_s\": ") && strtod(strstr(m, "\"rr1k_d16_req_s\": ") + 18,
+								   NULL) > 0,
+		"splice w2 has no positive rr figure");
 	/* The file rows: every recv method into each target, every send method. */
 	const char *files = strstr(buf, "\"files\"");
 	H_CHECK(files && strstr(files, "\"bytes_per_run\": 67108864"), "no file rows in the JSON");
@@ -83,12 +127,62 @@ Test(integ, bench_quick_smoke, .init = h_init, .fini = h_fini, .timeout = 240)
 		snprintf(want, sizeof want, "\"name\": \"%s\"", rows[i]);
 		const char *r = strstr(files, want);
 		H_CHECK(r, "file row %s missing from the JSON", rows[i]);
-		const char *m = strstr(r, "\"median_mib_s\":"), *c = strstr(r, "\"median_cpu_s_per_gib\":");
-		H_CHECK(m && c && strtod(m + 15, NULL) > 0 && strtod(c + 23, NULL) > 0 &&
-				(!strstr(r, "\"failed\"") || strstr(r, "\"failed\"") > m),
+		const char *mb = strstr(r, "\"median_mib_s\":"), *c = strstr(r, "\"median_cpu_s_per_gib\":");
+		H_CHECK(mb && c && strtod(mb + 15, NULL) > 0 && strtod(c + 23, NULL) > 0 &&
+				(!strstr(r, "\"failed\"") || strstr(r, "\"failed\"") > mb),
 			"file row %s: no positive MiB/s and CPU figures\n%s", rows[i], out);
 	}
 	H_CHECK(strstr(out, "== files: splicer recv / send"), "no file table in the output:\n%s", out);
+
+	char *d = slurp(doc);
+	H_CHECK(d && strstr(d, "# splicer bench: latest results") && strstr(d, "## Goals (issue 17)") &&
+			strstr(d, "| rr 8 conns, 1024 B, depth 16: >= 1.15x requests/s at <= 0.85x the "
+				  "machine's CPU per request | - | not measured |") &&
+			strstr(d, "### Conclusions: copy against splice") &&
+			strstr(d, "| case | 1 stream: Gbit/s [min-max] | 1 stream: x splice |"),
+		"the doc lacks goals, conclusions or tables:\n%s", d ? d : "(none)");
+	free(out);
+	free(err);
+}
+
+/* Without --files there are no file rows; a workload list runs only those. */
+Test(integ, bench_proxy_rows_only, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	char *out = NULL, *err = NULL;
+	const char *args[] = { "bench", "--cases", "direct,copy", "--workloads", "conn", "--reps", "1",
+			       "--seconds", "0.2", "--conns", "4", NULL };
+	int st = h_run_capture(h_binary(0), args, 50000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d:\n%s\n%s", st, out, err);
+	H_CHECK(!strstr(out, "== files") && !strstr(out, "Bulk uploads") && !strstr(out, "veth") &&
+			strstr(out, "short connections x4"),
+		"only the short-connection table expected:\n%s", out);
+	free(out);
+	free(err);
+}
+
+/* --real: redis-benchmark and pgbench through a proxy, against servers the
+ * bench starts and stops. */
+Test(integ, bench_real_clients, .init = h_init, .fini = h_fini, .timeout = 180)
+{
+	if (access("/usr/bin/redis-server", X_OK) || access("/usr/bin/redis-benchmark", X_OK) ||
+	    access("/usr/lib/postgresql/15/bin/postgres", X_OK))
+		cr_skip_test("redis-server/redis-benchmark or PostgreSQL 15 not installed (make bench-deps)");
+	char json[256], *out = NULL, *err = NULL;
+	snprintf(json, sizeof json, "%s/bench-real.json", h_tmpdir());
+	const char *args[] = { "bench", "--cases", "direct,copy", "--workloads", "real", "--reps", "1",
+			       "--seconds", "0.2", "--conns", "4", "--json", json, NULL };
+	int st = h_run_capture(h_binary(0), args, 170000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d:\n%s\n%s", st, out, err);
+	H_CHECK(strstr(out, "Real clients: redis-benchmark"), "no real-client table:\n%s", out);
+	char *buf = slurp(json);
+	H_CHECK(buf, "no JSON at %s", json);
+	const char *figs[] = { "redis_set_req_s", "redis_get_req_s", "redis_proxy_cpu_us", "pgbench_tps",
+			       "pgbench_proxy_cpu_us", NULL };
+	for (int i = 0; figs[i]; i++) {
+		double x = median_of(buf, "copy", figs[i]);
+		H_CHECK(x > 0, "copy: %s is %g\n%s\n%s", figs[i], x, out, err);
+	}
+	H_CHECK(median_of(buf, "direct", "pgbench_tps") > 0, "direct: no pgbench figure");
 	free(out);
 	free(err);
 }

@@ -56,11 +56,55 @@ static void check_one_error(const char *bin, const char *name, const char *text,
 static const struct {
 	const char *name, *before, *after, *expected;
 } error_cases[] = {
-	{ "unknown-key.conf", "[global]\nworkers = 1\nnonsense = 3\n", "", "3: unknown key 'nonsense'" },
+	{ "unknown-key.conf", "[global]\nworkers = 1\nnonsense = 3\n", "",
+	  "3: unknown key 'nonsense' in [global]; expects engine, balance, workers, buffer_size, "
+	  "pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, idle_timeout, "
+	  "half_close_timeout, log, proxy_protocol, accept_proxy, proxy_timeout, check, "
+	  "check_interval, check_timeout, rise, fall, stats, user, verbose, drain_timeout, "
+	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
+	  "queue_timeout" },
 	{ "unknown-route-key.conf", "", "bogus = 1\n",
-	  "4: unknown key 'bogus' in a route (expects listen, backend, engine, balance, lowat, "
-	  "connect_timeout, idle_timeout, half_close_timeout, proxy_protocol, accept_proxy, proxy_timeout, check, "
-	  "check_interval, check_timeout, rise, fall)" },
+	  "4: unknown key 'bogus' in a route; expects listen, backend, sni, alpn, allow, deny, engine, "
+	  "balance, lowat, connect_timeout, idle_timeout, half_close_timeout, proxy_protocol, "
+	  "accept_proxy, proxy_timeout, check, check_interval, check_timeout, rise, fall, "
+	  "source_max_conns, source_conn_rate, tls_hello_timeout, tls_hello_max, queue_timeout" },
+	/* issue 14: a typo gets the key it is most likely of, in a route and in [global] */
+	{ "typo-route-key.conf", "", "idle_timout = 5s\n",
+	  "4: unknown key 'idle_timout' in a route (did you mean 'idle_timeout'?); expects listen, "
+	  "backend, sni, alpn, allow, deny, engine, balance, lowat, connect_timeout, idle_timeout, "
+	  "half_close_timeout, proxy_protocol, accept_proxy, proxy_timeout, check, check_interval, "
+	  "check_timeout, rise, fall, source_max_conns, source_conn_rate, tls_hello_timeout, "
+	  "tls_hello_max, queue_timeout" },
+	{ "typo-global-key.conf", "[global]\nwrokers = 2\n", "",
+	  "2: unknown key 'wrokers' in [global] (did you mean 'workers'?); expects engine, balance, "
+	  "workers, buffer_size, pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, "
+	  "idle_timeout, half_close_timeout, log, proxy_protocol, accept_proxy, proxy_timeout, check, "
+	  "check_interval, check_timeout, rise, fall, stats, user, verbose, drain_timeout, "
+	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
+	  "queue_timeout" },
+	/* issue 14: a number without a unit is refused with both readings */
+	{ "unitless-duration.conf", "", "idle_timeout = 30000\n",
+	  "4: idle_timeout: invalid value '30000': a duration needs a unit: 30000ms (30s) or 30000s "
+	  "(500m) (suffixes ms, s, m, h)" },
+	{ "unitless-duration-global.conf", "[global]\nconnect_timeout = 3\n", "",
+	  "2: connect_timeout: invalid value '3': a duration needs a unit: 3ms or 3s (suffixes ms, s, "
+	  "m, h)" },
+	/* issue 14: a key in [global] that start trips on has its line */
+	{ "unknown-user.conf", "[global]\nworkers = 1\nuser = no-such-user-14\n", "",
+	  "3: user no-such-user-14: no such user" },
+	{ "log-dir-missing.conf", "[global]\nlog = /nonexistent-14/splicer/access.log\n", "",
+	  "2: access log /nonexistent-14/splicer/access.log: directory /nonexistent-14/splicer does "
+	  "not exist (No such file or directory)" },
+	/* issue 14: a bad backend or listen line is reported once, not again as
+	 * "route has no backend" / "has no listen address" */
+	{ "bad-backend-only.conf", "[route web]\nlisten = 127.0.0.1:18080\nbackend = 127.0.0.1\n#", "",
+	  "3: backend '127.0.0.1': address '127.0.0.1': missing ':port' (forms: host:port, "
+	  "[v6]:port, :port, *:port, unix:/path)" },
+	{ "bad-listen-only.conf", "[route web]\nlisten = 127.0.0.1:99999\nbackend = 127.0.0.1:18090\n#", "",
+	  "2: listen: address '127.0.0.1:99999': port 99999 out of range 0..65535" },
+	{ "star-backend.conf", "", "backend = *:80\n",
+	  "4: backend '*:80': address '*:80': '*' (every address of this host) is for listening; a "
+	  "backend needs a host" },
 	{ "bad-value.conf", "[global]\nworkers = zero\n", "",
 	  "2: workers: invalid value 'zero' (expects an integer 1..256 or auto)" },
 	{ "bad-enum.conf", "", "engine = fast\n",
@@ -81,7 +125,7 @@ static const struct {
 	  "4: backend 127.0.0.1:18091: invalid weight '999' (expects an integer 1..256)" },
 	{ "bad-address.conf", "", "backend = 127.0.0.1\n",
 	  "4: backend '127.0.0.1': address '127.0.0.1': missing ':port' (forms: host:port, "
-	  "[v6]:port, :port, unix:/path)" },
+	  "[v6]:port, :port, *:port, unix:/path)" },
 	{ "global-in-route.conf", "", "workers = 2\n",
 	  "4: 'workers' is a [global] setting; a route cannot set it" },
 	{ "duplicate-key.conf", "", "engine = copy\nengine = splice\n",
@@ -681,26 +725,26 @@ Test(integ, reload_keeps_listeners_adds_and_removes_routes, .init = h_init, .fin
 	h_tag_stop(&b);
 }
 
-/* The README's example config is what users copy: it must stay valid. */
-Test(integ, config_readme_example_is_valid, .init = h_init, .fini = h_fini, .timeout = 30)
+/* The configs users copy must stay valid: the README's quick start (the
+ * heredoc into /tmp/splicer.conf) and doc/configuration.md's example. */
+static void example_is_valid(const char *bin, const char *doc, const char *start, const char *end)
 {
-	const char *bin = h_binary(0);
-	FILE *in = fopen("README.md", "re");
+	FILE *in = fopen(doc, "re");
 	char path[300], line[512];
 	int inside = 0, lines = 0;
 
 	if (!in)
-		cr_skip_test("README.md not in the working directory");
-	snprintf(path, sizeof path, "%s/readme.conf", h_tmpdir());
+		cr_skip_test("%s not in the working directory", doc);
+	snprintf(path, sizeof path, "%s/example.conf", h_tmpdir());
 	FILE *out = fopen(path, "we");
 	H_CHECK(out, "cannot write %s", path);
 	while (fgets(line, sizeof line, in)) {
 		const char *t = line + strspn(line, " ");
-		if (!strncmp(t, "```ini", 6)) {
+		if (!inside && strstr(t, start)) {
 			inside = 1;
 			continue;
 		}
-		if (inside && !strncmp(t, "```", 3))
+		if (inside && !strncmp(t, end, strlen(end)))
 			break;
 		if (inside) {
 			fputs(t, out);
@@ -709,12 +753,20 @@ Test(integ, config_readme_example_is_valid, .init = h_init, .fini = h_fini, .tim
 	}
 	fclose(in);
 	fclose(out);
-	H_CHECK(lines > 10, "no ```ini example found in README.md");
-	const char *args[] = { "check", "-c", path, NULL };
+	H_CHECK(lines > 8, "no example config found in %s", doc);
+	/* the file alone: its user, log directory and listen addresses are the
+	 * reader's host's, not this test machine's (test_preflight.c checks those) */
+	const char *args[] = { "check", "--syntax-only", "-c", path, NULL };
 	char *o = NULL, *e = NULL;
 	int st = h_run_capture(bin, args, 5000, &o, &e);
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && o && strstr(o, ": ok: "),
-		"the README example config fails check: %s%s", o ? o : "", e ? e : "");
+		"the example config of %s fails check: %s%s", doc, o ? o : "", e ? e : "");
 	free(o);
 	free(e);
+}
+
+Test(integ, config_readme_example_is_valid, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	example_is_valid(h_binary(0), "README.md", "cat > /tmp/splicer.conf <<'EOF'", "EOF");
+	example_is_valid(h_binary(0), "doc/configuration.md", "```ini", "```");
 }

@@ -255,19 +255,25 @@ static int run_row(struct file_bench *fb, struct file_row *r, int rep)
 
 int bench_file_rep(struct file_bench *fb, int rep)
 {
-	int failed = 0;
+	int failed = 0, tty = isatty(STDERR_FILENO);
 
 	if (fb->skip[0] || rep >= FILE_MAX_REPS)
 		return -1;
+	/* on a terminal one line redrawn in place, else a plain line per rep */
+	if (!tty)
+		fprintf(stderr, "splicer bench: rep %d, file rows\n", rep + 1);
 	for (int i = 0; i < fb->nrows; i++) {
 		struct file_row *r = &fb->row[i];
-		fprintf(stderr, "\r\033[Kbench: rep %d, file row %s", rep + 1, r->name);
+		if (tty)
+			fprintf(stderr, "\r\033[Kbench: rep %d, file row %s", rep + 1, r->name);
 		if (!r->fail[0] && run_row(fb, r, rep)) {
-			fprintf(stderr, "\nsplicer bench: %s, rep %d: %s\n", r->name, rep + 1, r->fail);
+			fprintf(stderr, "%ssplicer bench: %s, rep %d: %s\n", tty ? "\n" : "", r->name,
+				rep + 1, r->fail);
 			failed = 1;
 		}
 	}
-	fprintf(stderr, "\r\033[K");
+	if (tty)
+		fprintf(stderr, "\r\033[K");
 	return failed ? -1 : 0;
 }
 

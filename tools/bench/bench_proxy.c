@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int on_path(const char *prog, char *out, size_t len)
+int bench_on_path(const char *prog, char *out, size_t len)
 {
 	const char *dirs[] = { "/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin", "/sbin", "/bin" };
 
@@ -63,13 +63,13 @@ const char *bench_case_unavailable(const struct bench_case *c)
 
 	switch (c->kind) {
 	case PX_HAPROXY:
-		if (!on_path("haproxy", path, sizeof(path)))
+		if (!bench_on_path("haproxy", path, sizeof(path)))
 			return "haproxy not installed (make bench-deps)";
 		if (!template_path("haproxy.cfg", path, sizeof(path)))
 			return "bench/haproxy.cfg not found";
 		return NULL;
 	case PX_NGINX:
-		if (!on_path("nginx", path, sizeof(path)))
+		if (!bench_on_path("nginx", path, sizeof(path)))
 			return "nginx not installed (make bench-deps)";
 		if (access("/usr/lib/nginx/modules/ngx_stream_module.so", R_OK))
 			return "nginx stream module missing (libnginx-mod-stream)";
@@ -77,7 +77,7 @@ const char *bench_case_unavailable(const struct bench_case *c)
 			return "bench/nginx.conf not found";
 		return NULL;
 	case PX_SOCAT:
-		return on_path("socat", path, sizeof(path)) ? NULL : "socat not installed (make bench-deps)";
+		return bench_on_path("socat", path, sizeof(path)) ? NULL : "socat not installed (make bench-deps)";
 	case PX_SPLICER:
 		for (int i = 0; c->opts[i]; i++)
 			if (!strcmp(c->opts[i], "sockmap") && sm_probe_load(why, sizeof(why)))
@@ -88,7 +88,7 @@ const char *bench_case_unavailable(const struct bench_case *c)
 	}
 }
 
-static int free_port(const char *host)
+int bench_free_port(const char *host)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sin);
@@ -224,7 +224,7 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		return 0;
 	}
 	snprintf(p->dir, sizeof(p->dir), "/tmp/splicer-bench-XXXXXX");
-	if (!mkdtemp(p->dir) || (port = free_port(host)) < 0) {
+	if (!mkdtemp(p->dir) || (port = bench_free_port(host)) < 0) {
 		snprintf(err, errlen, "temp dir or port: %s", strerror(errno));
 		return -1;
 	}
@@ -266,7 +266,7 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		snprintf(conf, sizeof(conf), "%s/haproxy.cfg", p->dir);
 		if (!template_path("haproxy.cfg", tmpl, sizeof(tmpl)) || fill_template(tmpl, conf, kv))
 			goto tmpl_fail;
-		on_path("haproxy", exe, sizeof(exe));
+		bench_on_path("haproxy", exe, sizeof(exe));
 		argv[n++] = exe;
 		argv[n++] = "-f";
 		argv[n++] = conf;
@@ -279,7 +279,7 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		snprintf(conf, sizeof(conf), "%s/nginx.conf", p->dir);
 		if (!template_path("nginx.conf", tmpl, sizeof(tmpl)) || fill_template(tmpl, conf, kv))
 			goto tmpl_fail;
-		on_path("nginx", exe, sizeof(exe));
+		bench_on_path("nginx", exe, sizeof(exe));
 		argv[n++] = exe;
 		argv[n++] = "-p";
 		argv[n++] = p->dir;
@@ -293,7 +293,7 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		static char a1[96], a2[96];
 		snprintf(a1, sizeof(a1), "TCP-LISTEN:%d,bind=%s,reuseaddr,fork,backlog=4096", port, host);
 		snprintf(a2, sizeof(a2), "TCP:%s,nodelay", backend);
-		on_path("socat", exe, sizeof(exe));
+		bench_on_path("socat", exe, sizeof(exe));
 		argv[n++] = exe;
 		argv[n++] = a1;
 		argv[n++] = a2;

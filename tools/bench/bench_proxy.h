@@ -34,6 +34,11 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		      const char *host, unsigned threads, char *err, unsigned errlen);
 void bench_proxy_stop(struct bench_proxy *p);
 
+/* Whether prog is in the usual bin dirs (out: its path). */
+int bench_on_path(const char *prog, char *out, size_t len);
+/* A port free on host (IPv4 text) a moment ago, or -1. */
+int bench_free_port(const char *host);
+
 /* user+sys CPU seconds of pid and all its descendants, alive or reaped. */
 double bench_tree_cpu(pid_t pid);
 /* "PID,CHILD,..." of pid and its live descendants (perf -p's list). */

@@ -4,6 +4,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -67,8 +69,9 @@ struct sconn {
 	char *pattern;        /* SINK */
 	uint64_t off;         /* SINK: bytes received and compared */
 	int mismatch;
-	char msg[4096];       /* ECHO/CONN: bytes to send back */
-	unsigned mlen, moff;
+	char msg[MSG];        /* CONN: the request, sent back */
+	char *pend;           /* ECHO: bytes the socket did not take yet */
+	unsigned mlen, moff, pcap;
 	unsigned got;         /* CONN: request bytes received */
 };
 
@@ -88,6 +91,7 @@ static void sconn_close(struct bench_sink *s, struct sconn *c)
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	free(c->pattern);
+	free(c->pend);
 	free(c);
 }
 
@@ -95,7 +99,7 @@ static void sconn_close(struct bench_sink *s, struct sconn *c)
 static int sconn_flush(struct bench_sink *s, struct sconn *c)
 {
 	while (c->moff < c->mlen) {
-		ssize_t n = send(c->fd, c->msg + c->moff, c->mlen - c->moff, MSG_NOSIGNAL);
+		ssize_t n = send(c->fd, c->pend + c->moff, c->mlen - c->moff, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EAGAIN) {
 				struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
@@ -128,19 +132,36 @@ static int sconn_payload(struct bench_sink *s, struct sconn *c, const char *p, s
 			n -= k;
 		}
 		return 0;
-	case MODE_ECHO:
-		if (c->mlen + n > sizeof(c->msg))
-			return -1; /* the client sends one message at a time */
-		memcpy(c->msg + c->mlen, p, n);
-		c->mlen += (unsigned)n;
+	case MODE_ECHO: {
+		/* Straight back from the receive buffer; what the socket does not
+		 * take waits in pend, and reading stops until it is gone (the
+		 * clients pipeline at most a few KiB per connection). */
+		ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno != EAGAIN)
+			return -1;
+		if (w < 0)
+			w = 0;
+		if ((size_t)w == n)
+			return 0;
+		n -= (size_t)w;
+		if (n > c->pcap) {
+			char *q = realloc(c->pend, n);
+			if (!q)
+				return -1;
+			c->pend = q;
+			c->pcap = (unsigned)n;
+		}
+		memcpy(c->pend, p + w, n);
+		c->mlen = (unsigned)n;
+		c->moff = 0;
 		return sconn_flush(s, c) < 0 ? -1 : 0;
+	}
 	case MODE_CONN:
 		if (c->got + n > MSG)
 			return -1;
 		memcpy(c->msg + c->got, p, n);
 		c->got += (unsigned)n;
 		if (c->got == MSG) {
-			c->mlen = MSG;
 			/* 64 bytes always fit an empty socket buffer; the sink
 			 * closes first so TIME_WAIT lands on its fixed port, not on
 			 * the client's ephemeral ones. */
@@ -188,6 +209,8 @@ static int sconn_readable(struct bench_sink *s, struct sconn *c)
 		}
 		if (n && sconn_payload(s, c, p, (size_t)n) < 0)
 			return -1;
+		if (c->mlen)
+			return 0; /* blocked: read on once it is sent */
 	}
 	return 0;
 }
@@ -470,60 +493,346 @@ out:
 	return r->ok ? 0 : -1;
 }
 
-struct conn_job {
-	const struct sockaddr *target;
-	socklen_t len;
-	double end;
-	uint64_t conns, failed;
-	char why[128];
+/* ---- load: many connections driven by one epoll thread -------------------
+ *
+ * The request/response and short-connection workloads keep N connections
+ * busy from a single thread, pinned to one CPU when asked, so the client
+ * side costs one CPU at most on a small box and its own CPU time can be
+ * reported beside the proxy's. */
+
+#define LOAD_BUF (64u << 10)
+
+struct lconn {
+	int fd;
+	unsigned char fill;    /* rr: every byte this connection sends */
+	char *out;             /* rr: depth * size bytes of fill */
+	uint64_t rcvd;         /* rr: payload bytes echoed back */
+	unsigned want;         /* rr: bytes due to be sent, not yet taken */
+	unsigned got;          /* conn: reply bytes received */
+	int writing;           /* EPOLLOUT is registered */
+	int reading;           /* conn: request sent, reading the reply */
 };
 
-static void *conn_loop(void *arg)
-{
-	struct conn_job *j = arg;
-	char msg[sizeof(struct hdr) + MSG], back[MSG + 1];
-	struct hdr h = { .magic = MAGIC, .mode = MODE_CONN };
+struct load_job {
+	const struct sockaddr *target;
+	socklen_t len;
+	unsigned conns, size, depth;
+	double seconds;
+	int cpu, conn_mode;
+	struct load_result *r;
+	int ep;
+	struct lconn *c;
+	char buf[LOAD_BUF];
+};
 
-	memcpy(msg, &h, sizeof(h));
-	memset(msg + sizeof(h), 'c', MSG);
-	while (bench_now() < j->end) {
-		int fd = dial(j->target, j->len, 5);
-		if (fd >= 0 && !send_all(fd, msg, sizeof(msg)) && !recv_all(fd, back, MSG) &&
-		    !memcmp(back, msg + sizeof(h), MSG) && recv(fd, back, 1, 0) == 0) {
-			j->conns++;
-		} else {
-			if (!j->failed++)
-				snprintf(j->why, sizeof(j->why), "short connection: %s",
-					 errno ? strerror(errno) : "bad reply");
+static void load_fail(struct load_job *j, const char *what, int err)
+{
+	if (!j->r->failed++)
+		snprintf(j->r->why, sizeof(j->r->why), "%s: %s", what,
+			 err ? strerror(err) : "unexpected bytes");
+}
+
+static void lconn_events(struct load_job *j, struct lconn *c, unsigned idx, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.u32 = idx };
+
+	epoll_ctl(j->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* rr: sends what is due; returns -1 on error. */
+static int lconn_push(struct load_job *j, struct lconn *c, unsigned idx)
+{
+	unsigned cap = j->size * j->depth;
+
+	while (c->want) {
+		ssize_t w = send(c->fd, c->out, c->want < cap ? c->want : cap, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno != EAGAIN)
+				return -1;
+			if (!c->writing) {
+				c->writing = 1;
+				lconn_events(j, c, idx, EPOLLIN | EPOLLOUT);
+			}
+			return 0;
 		}
-		if (fd >= 0)
-			close(fd);
+		c->want -= (unsigned)w;
 	}
+	if (c->writing) {
+		c->writing = 0;
+		lconn_events(j, c, idx, EPOLLIN);
+	}
+	return 0;
+}
+
+/* Whether n bytes are all `fill` (a proxy that mixed up connections or
+ * bytes fails here). */
+static int all_fill(const char *p, size_t n, unsigned char fill)
+{
+	unsigned char bad = 0;
+
+	for (size_t i = 0; i < n; i++)
+		bad |= (unsigned char)p[i] ^ fill;
+	return !bad;
+}
+
+/* rr: reads the echoes and sends one request per completed reply. */
+static int lconn_rr_readable(struct load_job *j, struct lconn *c, unsigned idx)
+{
+	for (;;) {
+		ssize_t n = recv(c->fd, j->buf, sizeof(j->buf), 0);
+		if (n == 0) {
+			errno = ECONNRESET;
+			return -1;
+		}
+		if (n < 0)
+			return errno == EAGAIN ? lconn_push(j, c, idx) : -1;
+		if (!all_fill(j->buf, (size_t)n, c->fill)) {
+			errno = 0;
+			return -1;
+		}
+		c->want += (unsigned)((c->rcvd + (uint64_t)n) / j->size - c->rcvd / j->size) * j->size;
+		c->rcvd += (uint64_t)n;
+	}
+}
+
+static int rr_setup(struct load_job *j)
+{
+	struct hdr h = { .magic = MAGIC, .mode = MODE_ECHO };
+
+	for (unsigned i = 0; i < j->conns; i++) {
+		struct lconn *c = &j->c[i];
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = i };
+		c->fill = (unsigned char)(1 + i % 251);
+		c->fd = dial(j->target, j->len, 5);
+		if (c->fd < 0 || !(c->out = malloc((size_t)j->size * j->depth)))
+			return -1;
+		memset(c->out, c->fill, (size_t)j->size * j->depth);
+		if (send_all(c->fd, &h, sizeof(h)))
+			return -1;
+		fcntl(c->fd, F_SETFL, O_NONBLOCK);
+		epoll_ctl(j->ep, EPOLL_CTL_ADD, c->fd, &ev);
+	}
+	for (unsigned i = 0; i < j->conns; i++) {
+		j->c[i].want = j->size * j->depth; /* the pipeline, primed */
+		if (lconn_push(j, &j->c[i], i))
+			return -1;
+	}
+	return 0;
+}
+
+/* conn: opens slot idx's next connection (non-blocking connect). */
+static void lconn_open(struct load_job *j, struct lconn *c, unsigned idx)
+{
+	struct epoll_event ev = { .events = EPOLLOUT, .data.u32 = idx };
+
+	c->got = 0;
+	c->reading = 0;
+	c->fd = socket(j->target->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		load_fail(j, "socket", errno);
+		return;
+	}
+	if (connect(c->fd, j->target, j->len) && errno != EINPROGRESS) {
+		load_fail(j, "connect", errno);
+		close(c->fd);
+		c->fd = -1;
+		return;
+	}
+	epoll_ctl(j->ep, EPOLL_CTL_ADD, c->fd, &ev);
+}
+
+/* conn: one event on a slot; returns 1 when a connection completed. */
+static int lconn_conn_event(struct load_job *j, struct lconn *c, unsigned idx)
+{
+	static const char reply[MSG] = { [0 ... MSG - 1] = 'c' };
+	char req[sizeof(struct hdr) + MSG];
+	struct hdr h = { .magic = MAGIC, .mode = MODE_CONN };
+	int done = 0;
+
+	if (!c->reading) {
+		/* connected (or failed: send reports the connect's error) */
+		memcpy(req, &h, sizeof(h));
+		memset(req + sizeof(h), 'c', MSG);
+		if (send(c->fd, req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req)) {
+			load_fail(j, "short connection: connect/send", errno);
+			goto reopen;
+		}
+		c->reading = 1;
+		lconn_events(j, c, idx, EPOLLIN);
+		return 0;
+	}
+	for (;;) {
+		ssize_t n = recv(c->fd, j->buf, sizeof(j->buf), 0);
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n < 0) {
+			load_fail(j, "short connection: recv", errno);
+			goto reopen;
+		}
+		if (n == 0) {
+			done = c->got == MSG;
+			if (!done)
+				load_fail(j, "short connection: reply cut short", 0);
+			goto reopen;
+		}
+		if (c->got + (size_t)n > MSG || memcmp(j->buf, reply, (size_t)n)) {
+			load_fail(j, "short connection: reply", 0);
+			goto reopen;
+		}
+		c->got += (unsigned)n;
+	}
+reopen:
+	close(c->fd); /* closing removes it from the epoll set */
+	lconn_open(j, c, idx);
+	return done;
+}
+
+static double thread_cpu(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *load_main(void *arg)
+{
+	struct load_job *j = arg;
+	struct load_result *r = j->r;
+	struct epoll_event evs[256];
+	double t0, end, cpu0, now;
+	uint64_t base = 0;
+
+	if (j->conn_mode) {
+		for (unsigned i = 0; i < j->conns; i++)
+			lconn_open(j, &j->c[i], i);
+	} else if (rr_setup(j)) {
+		load_fail(j, "connect", errno);
+		return NULL;
+	}
+	t0 = now = bench_now();
+	end = t0 + j->seconds;
+	cpu0 = thread_cpu();
+	while (now < end && r->failed < 100) {
+		int n = epoll_wait(j->ep, evs, 256, 5);
+		for (int i = 0; i < n; i++) {
+			unsigned idx = evs[i].data.u32;
+			struct lconn *c = &j->c[idx];
+			if (j->conn_mode) {
+				r->done += (uint64_t)lconn_conn_event(j, c, idx);
+				continue;
+			}
+			if ((evs[i].events & EPOLLOUT) && lconn_push(j, c, idx) < 0) {
+				load_fail(j, "request/response send", errno);
+				continue;
+			}
+			if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) &&
+			    lconn_rr_readable(j, c, idx) < 0)
+				load_fail(j, "request/response", errno);
+		}
+		now = bench_now();
+	}
+	r->seconds = now - t0;
+	r->cpu_s = thread_cpu() - cpu0;
+	if (!j->conn_mode)
+		for (unsigned i = 0; i < j->conns; i++)
+			base += j->c[i].rcvd / j->size;
+	if (!j->conn_mode)
+		r->done = base;
 	return NULL;
 }
 
-int bench_conns(const struct sockaddr *target, socklen_t len, unsigned threads, double seconds,
-		struct conn_result *r)
+static int load_run(struct load_job *j)
 {
-	struct conn_job jobs[16];
-	pthread_t t[16];
-	double t0 = bench_now();
+	pthread_attr_t attr;
+	pthread_t t;
+	cpu_set_t set;
+	int rc;
 
-	memset(r, 0, sizeof(*r));
-	if (threads > 16)
-		threads = 16;
-	for (unsigned i = 0; i < threads; i++) {
-		jobs[i] = (struct conn_job){ .target = target, .len = len, .end = t0 + seconds };
-		pthread_create(&t[i], NULL, conn_loop, &jobs[i]);
+	memset(j->r, 0, sizeof(*j->r));
+	j->ep = epoll_create1(EPOLL_CLOEXEC);
+	j->c = calloc(j->conns, sizeof(*j->c));
+	if (j->ep < 0 || !j->c) {
+		snprintf(j->r->why, sizeof(j->r->why), "out of memory");
+		free(j->c);
+		return -1;
 	}
-	for (unsigned i = 0; i < threads; i++) {
-		pthread_join(t[i], NULL);
-		r->conns += jobs[i].conns;
-		r->failed += jobs[i].failed;
-		if (jobs[i].failed && !r->why[0])
-			snprintf(r->why, sizeof(r->why), "%s", jobs[i].why);
+	for (unsigned i = 0; i < j->conns; i++)
+		j->c[i].fd = -1;
+	pthread_attr_init(&attr);
+	if (j->cpu >= 0) {
+		CPU_ZERO(&set);
+		CPU_SET(j->cpu, &set);
+		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
 	}
-	r->seconds = bench_now() - t0;
-	r->ok = r->conns > 0 && !r->failed;
-	return r->ok ? 0 : -1;
+	rc = pthread_create(&t, &attr, load_main, j);
+	pthread_attr_destroy(&attr);
+	if (rc == 0)
+		pthread_join(t, NULL);
+	else
+		snprintf(j->r->why, sizeof(j->r->why), "cannot start the load thread");
+	for (unsigned i = 0; i < j->conns; i++) {
+		if (j->c[i].fd >= 0)
+			close(j->c[i].fd);
+		free(j->c[i].out);
+	}
+	free(j->c);
+	close(j->ep);
+	j->r->ok = rc == 0 && j->r->done > 0 && !j->r->failed;
+	if (rc == 0 && !j->r->done && !j->r->why[0])
+		snprintf(j->r->why, sizeof(j->r->why), "nothing completed in %.1f s", j->seconds);
+	return j->r->ok ? 0 : -1;
+}
+
+int bench_rr_load(const struct sockaddr *target, socklen_t len, unsigned conns, unsigned size,
+		  unsigned depth, double seconds, int cpu, struct load_result *r)
+{
+	struct load_job *j = calloc(1, sizeof(*j));
+	int rc;
+
+	if (!j)
+		return -1;
+	*j = (struct load_job){ .target = target, .len = len, .conns = conns, .size = size,
+				.depth = depth, .seconds = seconds, .cpu = cpu, .r = r };
+	rc = load_run(j);
+	free(j);
+	return rc;
+}
+
+int bench_conn_load(const struct sockaddr *target, socklen_t len, unsigned conns, double seconds,
+		    int cpu, struct load_result *r)
+{
+	struct load_job *j = calloc(1, sizeof(*j));
+	int rc;
+
+	if (!j)
+		return -1;
+	*j = (struct load_job){ .target = target, .len = len, .conns = conns, .seconds = seconds,
+				.cpu = cpu, .conn_mode = 1, .r = r };
+	rc = load_run(j);
+	free(j);
+	return rc;
+}
+
+void bench_sink_pin(struct bench_sink *s, int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	if (cpu >= 0)
+		CPU_SET(cpu, &set);
+	else
+		for (int i = 0; i < CPU_SETSIZE && i < sysconf(_SC_NPROCESSORS_CONF); i++)
+			CPU_SET(i, &set);
+	pthread_setaffinity_np(s->thr, sizeof(set), &set);
+}
+
+double bench_sink_cpu(const struct bench_sink *s)
+{
+	struct timespec ts;
+	clockid_t id;
+
+	if (pthread_getcpuclockid(s->thr, &id) || clock_gettime(id, &ts))
+		return 0;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }

@@ -7,7 +7,8 @@
  *          (seeded, position-addressed) and the count and verdict are sent
  *          back when the sender shuts down, so a fast but wrong proxy
  *          cannot score;
- *   ECHO   request/response: 64-byte messages echoed back;
+ *   ECHO   request/response: every byte echoed back (pipelined messages
+ *          of any size);
  *   CONN   short connection: a 64-byte request, a 64-byte reply, close. */
 #ifndef SPLICER_BENCH_TRAFFIC_H
 #define SPLICER_BENCH_TRAFFIC_H
@@ -46,16 +47,30 @@ struct rr_result {
 int bench_rr(const struct sockaddr *target, socklen_t len, double seconds, size_t max_n,
 	     struct rr_result *r);
 
-struct conn_result {
-	uint64_t conns;      /* completed: request sent, reply verified, EOF seen */
+/* What a load run did: `done` requests answered (rr) or connections
+ * completed (request sent, reply verified, EOF seen), inside `seconds`. */
+struct load_result {
+	uint64_t done;
 	uint64_t failed;
 	double seconds;
+	double cpu_s;        /* the load thread's own CPU over the run */
 	int ok;
-	char why[128];
+	char why[128];       /* first failure */
 };
-/* Short connections from `threads` threads for `seconds`. */
-int bench_conns(const struct sockaddr *target, socklen_t len, unsigned threads, double seconds,
-		struct conn_result *r);
+/* `conns` connections, each keeping `depth` messages of `size` bytes in
+ * flight to the sink's echo (pipelined: a new one per reply), for
+ * `seconds`, from one epoll thread pinned to `cpu` (-1: not pinned).
+ * Every echoed byte is checked. size * depth <= 64 KiB. */
+int bench_rr_load(const struct sockaddr *target, socklen_t len, unsigned conns, unsigned size,
+		  unsigned depth, double seconds, int cpu, struct load_result *r);
+/* Short connections, `conns` at a time (connect, 64 B each way, the server
+ * closes), for `seconds`, from one epoll thread pinned to `cpu`. */
+int bench_conn_load(const struct sockaddr *target, socklen_t len, unsigned conns, double seconds,
+		    int cpu, struct load_result *r);
+
+/* Pins the sink's thread to `cpu` (-1: every CPU again); its CPU time. */
+void bench_sink_pin(struct bench_sink *s, int cpu);
+double bench_sink_cpu(const struct bench_sink *s);
 
 double bench_now(void); /* CLOCK_MONOTONIC seconds */
 

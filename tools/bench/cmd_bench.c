@@ -2,16 +2,21 @@
  * peers, in one run on the machine at hand.
  *
  *   splicer bench [--quick] [--cases LIST] [--peers LIST] [--reps N]
- *                 [--seconds S] [--workers N] [--ref CASE] [--files SIZE|off]
- *                 [--json FILE] [--chart FILE.png|.svg]
+ *                 [--seconds S] [--workers N[,N...]] [--conns N]
+ *                 [--workloads LIST] [--real] [--ref CASE] [--files SIZE]
+ *                 [--json FILE] [--chart FILE.png|.svg] [--doc FILE.md]
  *
- * Each case (a proxy and its settings, or `direct`, the ceiling) runs four
+ * Each case (a proxy and its settings, or `direct`, the ceiling) runs the
  * workloads against the built-in sink: one bulk stream, four bulk streams,
- * 64-byte request/response, and short connections. Cases are interleaved
- * (A B C A B C ...) so drift on a shared machine spreads over all of them;
- * every figure is the median of the repetitions, with min-max, and ratios are
- * taken against `direct` and against a reference case of the same run.
- * Then the file rows (bench_file.c): `splicer recv` / `splicer send`. */
+ * one connection's 64-byte ping-pong, request/response over --conns
+ * connections (64 B and 1 KiB, depth 1 and 16, pipelined), short
+ * connections --conns at a time, and with --real redis-benchmark and
+ * pgbench against servers of their own (bench_real.c). Cases are
+ * interleaved (A B C A B C ...) so drift on a shared machine spreads over
+ * all of them; every figure is the median of the repetitions, with min-max,
+ * and ratios are taken against `direct` and against a reference case of
+ * the same run. A --workers list runs every case at each count, for a
+ * scaling table. With --files, the file rows (bench_file.c) follow. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -27,19 +32,44 @@
 #include "bench_file.h"
 #include "bench_link.h"
 #include "bench_proxy.h"
+#include "bench_real.h"
+#include "bench_run.h"
 #include "bench_traffic.h"
 #include "cmd.h"
 #include "json.h"
 #include "stats.h"
 #include "units.h"
 
-#define MAX_REPS  20
 #define RR_MAX_N  2000000
 #define MAX_LINKS 8
-/* Short-connection clients. 1, 2, 4 and 8 were measured: from 2 on the two
- * CPUs are saturated (client, sink and proxy together) and the rate stays
- * flat, so 2 measures capacity without piling up queueing delay. */
-#define CONN_THREADS 2
+#define MAX_RUNS  (MAX_LINKS * 64)
+
+const unsigned rr_size[RR_VARIANTS] = { 64, 64, 1024, 1024 };
+const unsigned rr_depth[RR_VARIANTS] = { 1, 16, 1, 16 };
+
+const char *const workload_names[NWL] = { "bulk1", "bulk4", "lat", "rr", "conn", "real" };
+
+#define RRV_KEYS(p) \
+	{ p "_req_s", "/s", 1 }, { p "_proxy_cpu_us", "us", 0 }, \
+	{ p "_machine_cpu_us", "us", 0 }, { p "_load_cpu_us", "us", 0 }
+
+const struct fig_info bench_figs[NFIG] = {
+	{ "bulk1_gbit_s", "Gbit/s", 1 }, { "bulk1_proxy_cpu_s_per_gb", "CPU-s/GB", 0 },
+	{ "bulk1_machine_cpu_s_per_gb", "CPU-s/GB", 0 }, { "bulk1_syscalls_per_mb", "/MB", 0 },
+	{ "bulk4_gbit_s", "Gbit/s", 1 }, { "bulk4_proxy_cpu_s_per_gb", "CPU-s/GB", 0 },
+	{ "bulk4_machine_cpu_s_per_gb", "CPU-s/GB", 0 }, { "bulk4_syscalls_per_mb", "/MB", 0 },
+	{ "rr_p50_us", "us", 0 }, { "rr_p99_us", "us", 0 }, { "rr_p999_us", "us", 0 },
+	{ "rr_round_trips_s", "/s", 1 },
+	RRV_KEYS("rr64_d1"), RRV_KEYS("rr64_d16"), RRV_KEYS("rr1k_d1"), RRV_KEYS("rr1k_d16"),
+	{ "conn_per_s", "/s", 1 }, { "conn_proxy_cpu_us", "us", 0 },
+	{ "conn_machine_cpu_us", "us", 0 }, { "conn_load_cpu_us", "us", 0 },
+	{ "peak_rss_mib", "MiB", 0 },
+	{ "redis_set_req_s", "/s", 1 }, { "redis_get_req_s", "/s", 1 },
+	{ "redis_proxy_cpu_us", "us", 0 }, { "pgbench_tps", "/s", 1 },
+	{ "pgbench_proxy_cpu_us", "us", 0 },
+};
+
+#define WL(o, w) ((o)->wl & (1u << (w)))
 
 /* The cases run over veth links unless --cases names others: bulk is what
  * segment sizes change, and these are the rows the seeds argue about. */
@@ -76,46 +106,6 @@ static const struct bench_case all_cases[] = {
 	{ "socat", PX_SOCAT, { NULL }, "socat TCP-LISTEN,fork (a process per connection)" },
 };
 #define NCASES (sizeof(all_cases) / sizeof(all_cases[0]))
-
-/* The figures of one case in one repetition; NAN where it does not apply. */
-enum fig {
-	F_B1_GBPS, F_B1_CPU, F_B1_BUSY, F_B1_SYSC,
-	F_B4_GBPS, F_B4_CPU, F_B4_BUSY, F_B4_SYSC,
-	F_RR_P50, F_RR_P99, F_RR_P999, F_RR_RATE,
-	F_CONN_RATE, F_CONN_CPU_US, F_RSS_MIB,
-	NFIG
-};
-static const struct {
-	const char *key, *unit;
-	int higher_better;
-} figs[NFIG] = {
-	{ "bulk1_gbit_s", "Gbit/s", 1 }, { "bulk1_proxy_cpu_s_per_gb", "CPU-s/GB", 0 },
-	{ "bulk1_machine_cpu_s_per_gb", "CPU-s/GB", 0 }, { "bulk1_syscalls_per_mb", "/MB", 0 },
-	{ "bulk4_gbit_s", "Gbit/s", 1 }, { "bulk4_proxy_cpu_s_per_gb", "CPU-s/GB", 0 },
-	{ "bulk4_machine_cpu_s_per_gb", "CPU-s/GB", 0 }, { "bulk4_syscalls_per_mb", "/MB", 0 },
-	{ "rr_p50_us", "us", 0 }, { "rr_p99_us", "us", 0 }, { "rr_p999_us", "us", 0 },
-	{ "rr_round_trips_s", "/s", 1 },
-	{ "conn_per_s", "/s", 1 }, { "conn_proxy_cpu_us", "us", 0 }, { "peak_rss_mib", "MiB", 0 },
-};
-
-struct case_run {
-	const struct bench_case *c;
-	struct bench_link *link;
-	struct bench_sink *sink;
-	int bulk_only;                 /* veth links: the bulk workloads only */
-	const char *skip;              /* why it did not run, or NULL */
-	double v[MAX_REPS][NFIG];
-	double med[NFIG], lo[NFIG], hi[NFIG];
-	int nrep;
-	char fail[400];
-};
-
-struct opts {
-	int quick, reps, workers;
-	double seconds;
-	uint64_t files;          /* bytes per file-row run; 0: no file rows */
-	const char *cases, *peers, *ref, *json, *chart, *links;
-};
 
 /* ---- syscall counting: perf's raw_syscalls tracepoint, if available ------- */
 
@@ -170,16 +160,32 @@ static double sysc_stop(struct sysc *s)
 
 /* ---- one case, one repetition -------------------------------------------- */
 
-static void progress(const struct opts *o, int rep, const struct case_run *cr, const char *what,
+/* On a terminal one line redrawn in place; otherwise (a file, a pipe) a
+ * plain line per case and repetition, without control characters. */
+static void progress(const struct bench_opts *o, int rep, const struct case_run *cr, const char *what,
 		     double eta)
 {
-	fprintf(stderr, "\r\033[K[rep %d/%d] %-18s %-20s %-6s ETA %dm%02ds", rep + 1, o->reps,
-		cr->link->name, cr->c->name, what, (int)eta / 60, (int)eta % 60);
+	static int tty = -1;
+
+	if (tty < 0)
+		tty = isatty(STDERR_FILENO);
+	if (tty)
+		fprintf(stderr, "\r\033[K[rep %d/%d] %-18s %-20s %-8s ETA %dm%02ds", rep + 1, o->reps,
+			cr->link->name, cr->label, what, (int)eta / 60, (int)eta % 60);
+	else if (!strcmp(what, "start"))
+		fprintf(stderr, "splicer bench: rep %d/%d, %s, %s (ETA %dm%02ds)\n", rep + 1, o->reps,
+			cr->link->name, cr->label, (int)eta / 60, (int)eta % 60);
 	fflush(stderr);
 }
 
+static void progress_end(void)
+{
+	if (isatty(STDERR_FILENO))
+		fprintf(stderr, "\r\033[K");
+}
+
 static int run_bulk(const struct bench_proxy *p, const struct bench_link *l, unsigned streams,
-		    const struct opts *o, double *out, char *fail, size_t faillen)
+		    const struct bench_opts *o, double *out, char *fail, size_t faillen)
 {
 	struct bulk_result r;
 	struct sysc sc;
@@ -207,12 +213,119 @@ static int run_bulk(const struct bench_proxy *p, const struct bench_link *l, uns
 	return 0;
 }
 
-static int run_case(struct case_run *cr, const struct opts *o, int rep, double eta)
+/* One connection's 64 B ping-pong: latency percentiles. */
+static int run_lat(const struct bench_proxy *p, struct case_run *cr, const struct bench_opts *o,
+		   double *v)
+{
+	struct rr_result rr;
+
+	bench_link_enter(cr->link, LINK_CLIENT);
+	int r = bench_rr((const struct sockaddr *)&p->ss, p->len, o->seconds, RR_MAX_N, &rr);
+	bench_link_leave(cr->link);
+	if (r) {
+		snprintf(cr->fail, sizeof(cr->fail), "request/response: %s", rr.why);
+		free(rr.rtt_us);
+		return -1;
+	}
+	stats_sort(rr.rtt_us, rr.n);
+	v[F_RR_P50] = stats_percentile_sorted(rr.rtt_us, rr.n, 50);
+	v[F_RR_P99] = stats_percentile_sorted(rr.rtt_us, rr.n, 99);
+	v[F_RR_P999] = stats_percentile_sorted(rr.rtt_us, rr.n, 99.9);
+	v[F_RR_RATE] = (double)rr.n / o->seconds;
+	free(rr.rtt_us);
+	return 0;
+}
+
+/* The many-connection loads (variant k of rr, or k < 0: short connections):
+ * rate, then the proxy's, the machine's and the load thread's CPU per
+ * request or connection into out[0..3]. The sink shares the load's CPU. */
+static int run_load(const struct bench_proxy *p, struct case_run *cr, const struct bench_opts *o,
+		    int k, double *out)
+{
+	struct load_result lr;
+	double c0, b0, c1, b1;
+	int r;
+
+	bench_sink_pin(cr->sink, o->pin);
+	c0 = bench_tree_cpu(p->pid);
+	b0 = bench_machine_busy();
+	bench_link_enter(cr->link, LINK_CLIENT);
+	if (k >= 0)
+		r = bench_rr_load((const struct sockaddr *)&p->ss, p->len, o->conns, rr_size[k],
+				  rr_depth[k], o->seconds, o->pin, &lr);
+	else
+		r = bench_conn_load((const struct sockaddr *)&p->ss, p->len, o->conns, o->seconds,
+				    o->pin, &lr);
+	bench_link_leave(cr->link);
+	c1 = bench_tree_cpu(p->pid);
+	b1 = bench_machine_busy();
+	bench_sink_pin(cr->sink, -1);
+	if (r) {
+		if (k >= 0)
+			snprintf(cr->fail, sizeof(cr->fail), "request/response %u B depth %u: %llu done, "
+				 "%llu failed: %s", rr_size[k], rr_depth[k], (unsigned long long)lr.done,
+				 (unsigned long long)lr.failed, lr.why);
+		else
+			snprintf(cr->fail, sizeof(cr->fail), "short connections: %llu ok, %llu failed: %s",
+				 (unsigned long long)lr.done, (unsigned long long)lr.failed, lr.why);
+		return -1;
+	}
+	out[0] = (double)lr.done / lr.seconds;
+	out[1] = p->pid ? (c1 - c0) * 1e6 / (double)lr.done : NAN;
+	out[2] = (b1 - b0) * 1e6 / (double)lr.done;
+	out[3] = lr.cpu_s * 1e6 / (double)lr.done;
+	return 0;
+}
+
+/* The real clients, each through its own proxy of this case in front of
+ * its server; a missing server leaves its figures out (said once). */
+static int run_real(struct case_run *cr, const struct bench_opts *o, const struct bench_real *e,
+		    double *v)
 {
 	struct bench_proxy p;
-	struct rr_result rr;
-	struct conn_result cn;
-	double *v = cr->v[rep], c0;
+	struct real_result rr;
+	char err[300];
+
+	for (int which = 0; which < 2; which++) {
+		const char *backend = which ? e->pg_addr : e->redis_addr;
+		double c0;
+		int r;
+		if (which ? e->pg <= 0 : e->redis <= 0)
+			continue;
+		if (bench_proxy_start(&p, cr->c, backend, cr->link->host[LINK_PROXY], cr->workers, err,
+				      sizeof(err))) {
+			snprintf(cr->fail, sizeof(cr->fail), "%s", err);
+			return -1;
+		}
+		c0 = bench_tree_cpu(p.pid);
+		if (which)
+			r = bench_pgbench((const struct sockaddr *)&p.ss, o->conns, o->seconds, &rr, err,
+					  sizeof(err));
+		else
+			r = bench_redis((const struct sockaddr *)&p.ss, o->conns, o->seconds, &rr, err,
+					sizeof(err));
+		if (!r && which) {
+			v[F_PG_TPS] = rr.tps;
+			v[F_PG_CPU] = p.pid ? (bench_tree_cpu(p.pid) - c0) * 1e6 / rr.requests : NAN;
+		} else if (!r) {
+			v[F_REDIS_SET] = rr.set_rps;
+			v[F_REDIS_GET] = rr.get_rps;
+			v[F_REDIS_CPU] = p.pid ? (bench_tree_cpu(p.pid) - c0) * 1e6 / rr.requests : NAN;
+		}
+		bench_proxy_stop(&p);
+		if (r) {
+			snprintf(cr->fail, sizeof(cr->fail), "%s", err);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int run_case(struct case_run *cr, const struct bench_opts *o, const struct bench_real *e,
+		    int rep, double eta)
+{
+	struct bench_proxy p;
+	double *v = cr->v[rep];
 	char err[300];
 	int r = -1;
 
@@ -221,7 +334,7 @@ static int run_case(struct case_run *cr, const struct opts *o, int rep, double e
 	progress(o, rep, cr, "start", eta);
 	bench_link_enter(cr->link, LINK_PROXY); /* the proxy is forked in there */
 	r = bench_proxy_start(&p, cr->c, bench_sink_addr(cr->sink), cr->link->host[LINK_PROXY],
-			      (unsigned)o->workers, err, sizeof(err));
+			      cr->workers, err, sizeof(err));
 	bench_link_leave(cr->link);
 	if (r) {
 		snprintf(cr->fail, sizeof(cr->fail), "%s", err);
@@ -229,50 +342,45 @@ static int run_case(struct case_run *cr, const struct opts *o, int rep, double e
 	}
 	r = -1;
 	progress(o, rep, cr, "bulk1", eta);
-	if (run_bulk(&p, cr->link, 1, o, &v[F_B1_GBPS], cr->fail, sizeof(cr->fail)))
+	if (WL(o, W_BULK1) && run_bulk(&p, cr->link, 1, o, &v[F_B1_GBPS], cr->fail, sizeof(cr->fail)))
 		goto out;
 	progress(o, rep, cr, "bulk4", eta);
-	if (run_bulk(&p, cr->link, 4, o, &v[F_B4_GBPS], cr->fail, sizeof(cr->fail)))
+	if (WL(o, W_BULK4) && run_bulk(&p, cr->link, 4, o, &v[F_B4_GBPS], cr->fail, sizeof(cr->fail)))
 		goto out;
+	if (!cr->bulk_only) {
+		progress(o, rep, cr, "lat", eta);
+		if (WL(o, W_LAT) && run_lat(&p, cr, o, v))
+			goto out;
+		for (int k = 0; WL(o, W_RR) && k < RR_VARIANTS; k++) {
+			char what[16];
+			snprintf(what, sizeof(what), "rr%u/%u", rr_size[k], rr_depth[k]);
+			progress(o, rep, cr, what, eta);
+			if (run_load(&p, cr, o, k, &v[F_RRV + RRV_NFIG * k]))
+				goto out;
+		}
+		progress(o, rep, cr, "conn", eta);
+		if (WL(o, W_CONN) && run_load(&p, cr, o, -1, &v[F_CONN_RATE]))
+			goto out;
+	}
 	v[F_RSS_MIB] = p.pid ? (double)bench_tree_peak_rss_kib(p.pid) / 1024 : NAN;
-	if (cr->bulk_only) {
-		r = 0;
-		goto out;
-	}
-	progress(o, rep, cr, "rr", eta);
-	bench_link_enter(cr->link, LINK_CLIENT);
-	r = bench_rr((const struct sockaddr *)&p.ss, p.len, o->seconds, RR_MAX_N, &rr);
-	bench_link_leave(cr->link);
-	if (r) {
-		r = -1;
-		snprintf(cr->fail, sizeof(cr->fail), "request/response: %s", rr.why);
-		free(rr.rtt_us);
-		goto out;
-	}
-	stats_sort(rr.rtt_us, rr.n);
-	v[F_RR_P50] = stats_percentile_sorted(rr.rtt_us, rr.n, 50);
-	v[F_RR_P99] = stats_percentile_sorted(rr.rtt_us, rr.n, 99);
-	v[F_RR_P999] = stats_percentile_sorted(rr.rtt_us, rr.n, 99.9);
-	v[F_RR_RATE] = (double)rr.n / o->seconds;
-	free(rr.rtt_us);
-	progress(o, rep, cr, "conn", eta);
-	c0 = bench_tree_cpu(p.pid);
-	bench_link_enter(cr->link, LINK_CLIENT);
-	r = bench_conns((const struct sockaddr *)&p.ss, p.len, CONN_THREADS, o->seconds, &cn);
-	bench_link_leave(cr->link);
-	if (r) {
-		r = -1;
-		snprintf(cr->fail, sizeof(cr->fail), "short connections: %llu ok, %llu failed: %s",
-			 (unsigned long long)cn.conns, (unsigned long long)cn.failed, cn.why);
-		goto out;
-	}
-	v[F_CONN_RATE] = (double)cn.conns / cn.seconds;
-	v[F_CONN_CPU_US] = p.pid ? (bench_tree_cpu(p.pid) - c0) * 1e6 / (double)cn.conns : NAN;
-	v[F_RSS_MIB] = p.pid ? (double)bench_tree_peak_rss_kib(p.pid) / 1024 : NAN;
-	r = 0;
+	bench_proxy_stop(&p);
+	progress(o, rep, cr, "real", eta);
+	return !cr->bulk_only && o->real ? run_real(cr, o, e, v) : 0;
 out:
 	bench_proxy_stop(&p);
 	return r;
+}
+
+/* The seconds of work in one repetition of a case, for the ETA. */
+static double case_work(const struct case_run *cr, const struct bench_opts *o)
+{
+	double w = 0.5;
+
+	w += o->seconds * (!!WL(o, W_BULK1) + !!WL(o, W_BULK4));
+	if (!cr->bulk_only)
+		w += o->seconds * (!!WL(o, W_LAT) + RR_VARIANTS * !!WL(o, W_RR) + !!WL(o, W_CONN)) +
+		     (o->real ? 2 * o->seconds + 2 : 0);
+	return w;
 }
 
 /* ---- aggregation and output ---------------------------------------------- */
@@ -292,136 +400,28 @@ static void aggregate(struct case_run *cr)
 	}
 }
 
-static void cell(char *buf, size_t len, double v, const char *fmt)
+static void print_legend(FILE *f, int md, const struct case_run *runs, int n, const struct bench_opts *o)
 {
-	if (isnan(v))
-		snprintf(buf, len, "-");
-	else
-		snprintf(buf, len, fmt, v);
-}
-
-/* The run of a case on a link, if it ran. */
-static const struct case_run *find_run(const struct case_run *runs, int n,
-				       const struct bench_link *l, const char *name)
-{
-	for (int i = 0; i < n; i++)
-		if (runs[i].link == l && !runs[i].skip && name && !strcmp(runs[i].c->name, name))
-			return &runs[i];
-	return NULL;
-}
-
-/* r's added p50 latency (over direct's) as a multiple of ref's; undefined
- * ("-") when either is not above direct's, which noise can make it. */
-static double added_ratio(const struct case_run *r, const struct case_run *ref,
-			  const struct case_run *direct)
-{
-	double a, b;
-
-	if (!ref || !direct)
-		return NAN;
-	a = r->med[F_RR_P50] - direct->med[F_RR_P50];
-	b = ref->med[F_RR_P50] - direct->med[F_RR_P50];
-	return a > 0 && b > 0 ? a / b : NAN;
-}
-
-/* The tables of one link; x columns are ratios to ref of the same link. */
-static void print_link(const struct case_run *all, int nall, const struct bench_link *l,
-		       const char *ref_name)
-{
-	const struct case_run *runs = NULL, *direct = find_run(all, nall, l, "direct");
-	const struct case_run *ref = find_run(all, nall, l, ref_name);
-	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
-	int n = 0, any_rr = 0;
-
-	for (int i = 0; i < nall; i++)
-		if (all[i].link == l) {
-			if (!runs)
-				runs = &all[i];
-			n++;
-			any_rr |= !all[i].skip && !isnan(all[i].med[F_RR_P50]);
-		}
-	if (!runs)
-		return;
-	printf("\n== link %s: %s\n", l->name, l->what);
-	printf("\nBulk (medians of %d runs; [min-max]; x = ratio to %s)\n", runs[0].nrep,
-	       ref ? ref->c->name : "-");
-	printf("  %-20s %22s %6s %7s %9s %6s %22s %6s %7s %9s %6s %8s %8s\n", "case",
-	       "1 stream Gbit/s", "x", "/direct", "CPU-s/GB", "x", "4 streams Gbit/s", "x", "/direct",
-	       "CPU-s/GB", "x", "busy/GB", "sysc/MB");
-	for (int i = 0; i < n; i++) {
-		const struct case_run *r = &runs[i];
-		char range1[48], range4[48];
-		if (r->skip) {
-			printf("  %-20s skipped: %s\n", r->c->name, r->skip);
-			continue;
-		}
-		snprintf(range1, sizeof(range1), "%.2f [%.2f-%.2f]", r->med[F_B1_GBPS], r->lo[F_B1_GBPS],
-			 r->hi[F_B1_GBPS]);
-		snprintf(range4, sizeof(range4), "%.2f [%.2f-%.2f]", r->med[F_B4_GBPS], r->lo[F_B4_GBPS],
-			 r->hi[F_B4_GBPS]);
-		char x1[32], x4[32], d1[32], d4[32];
-		cell(x1, sizeof(x1), ref ? stats_ratio(r->med[F_B1_GBPS], ref->med[F_B1_GBPS]) : NAN, "%.2fx");
-		cell(d1, sizeof(d1), direct ? stats_ratio(r->med[F_B1_GBPS], direct->med[F_B1_GBPS]) : NAN,
-		     "%.2f");
-		cell(b, sizeof(b), r->med[F_B1_CPU], "%.3f");
-		cell(c, sizeof(c), ref ? stats_ratio(r->med[F_B1_CPU], ref->med[F_B1_CPU]) : NAN, "%.2fx");
-		cell(x4, sizeof(x4), ref ? stats_ratio(r->med[F_B4_GBPS], ref->med[F_B4_GBPS]) : NAN, "%.2fx");
-		cell(d4, sizeof(d4), direct ? stats_ratio(r->med[F_B4_GBPS], direct->med[F_B4_GBPS]) : NAN,
-		     "%.2f");
-		cell(d, sizeof(d), r->med[F_B4_CPU], "%.3f");
-		cell(e, sizeof(e), ref ? stats_ratio(r->med[F_B4_CPU], ref->med[F_B4_CPU]) : NAN, "%.2fx");
-		cell(f, sizeof(f), r->med[F_B1_BUSY], "%.3f");
-		cell(g, sizeof(g), r->med[F_B1_SYSC], "%.1f");
-		printf("  %-20s %22s %6s %7s %9s %6s %22s %6s %7s %9s %6s %8s %8s\n", r->c->name,
-		       isnan(r->med[F_B1_GBPS]) ? "FAILED" : range1, x1, d1, b, c,
-		       isnan(r->med[F_B4_GBPS]) ? "-" : range4, x4, d4, d, e, f, g);
-	}
-	if (!any_rr)
-		return;
-	printf("\nRequest/response (64 B ping-pong) and short connections (connect, 64 B each way, close)\n");
-	printf("  %-20s %9s %9s %9s %11s %6s %10s %6s %11s %6s %9s\n", "case", "p50 us", "p99 us",
-	       "p99.9 us", "added p50", "x", "conn/s", "x", "CPU-us/conn", "x", "peak MiB");
-	for (int i = 0; i < n; i++) {
-		const struct case_run *r = &runs[i];
-		char h[32], k[32], m[32];
-		if (r->skip || isnan(r->med[F_RR_P50]))
-			continue;
-		cell(a, sizeof(a), r->med[F_RR_P50], "%.1f");
-		cell(b, sizeof(b), r->med[F_RR_P99], "%.1f");
-		cell(c, sizeof(c), r->med[F_RR_P999], "%.1f");
-		cell(d, sizeof(d), direct ? r->med[F_RR_P50] - direct->med[F_RR_P50] : NAN, "%+.1f us");
-		cell(e, sizeof(e), r->med[F_CONN_RATE], "%.0f");
-		cell(f, sizeof(f), ref ? stats_ratio(r->med[F_CONN_RATE], ref->med[F_CONN_RATE]) : NAN, "%.2fx");
-		cell(g, sizeof(g), r->med[F_CONN_CPU_US], "%.1f");
-		cell(h, sizeof(h), ref ? stats_ratio(r->med[F_CONN_CPU_US], ref->med[F_CONN_CPU_US]) : NAN,
-		     "%.2fx");
-		cell(k, sizeof(k), r->med[F_RSS_MIB], "%.1f");
-		/* added latency against the reference's: the figure a proxy owns */
-		cell(m, sizeof(m), added_ratio(r, ref, direct), "%.2fx");
-		printf("  %-20s %9s %9s %9s %11s %6s %10s %6s %11s %6s %9s\n", r->c->name, a, b, c, d, m,
-		       e, f, g, h, k);
-	}
-}
-
-static void print_legend(const struct case_run *runs, int n)
-{
-	printf("\nLegend:\n");
+	fprintf(f, md ? "\n### Legend\n\n" : "\nLegend:\n");
 	for (int i = 0; i < n; i++) {
 		int seen = 0;
 		for (int k = 0; k < i; k++)
 			seen |= runs[k].c == runs[i].c;
 		if (!seen)
-			printf("  %-20s %s\n", runs[i].c->name, runs[i].c->what);
+			fprintf(f, md ? "- `%s`: %s\n" : "  %-20s %s\n", runs[i].c->name, runs[i].c->what);
 	}
-	printf("  CPU-s/GB: the proxy's user+sys CPU (all threads and child processes) per GB delivered;\n"
-	       "  busy/GB: the whole machine's busy CPU per GB (client, sink and proxy); sysc/MB: the\n"
-	       "  proxy's system calls per MB (perf's raw_syscalls tracepoint); added p50: p50 minus\n"
-	       "  direct's. Every byte was compared with what was sent, at the sink.\n");
+	fprintf(f, "%sCPU-s/GB: the proxy's user+sys CPU (all threads and child processes) per GB\n"
+		"%sdelivered; busy/GB: the whole machine's busy CPU per GB (client, sink and proxy);\n"
+		"%ssysc/MB: the proxy's system calls per MB (perf's raw_syscalls tracepoint); added p50:\n"
+		"%sp50 minus direct's; CPU-us: CPU microseconds per request or connection: the proxy's,\n"
+		"%sthe machine's (/proc/stat) and the load thread's (one epoll thread, %s, with the sink).\n"
+		"%sEvery byte was compared with what was sent, at the sink or by the load thread.\n",
+		md ? "\n" : "  ", md ? "" : "  ", md ? "" : "  ", md ? "" : "  ", md ? "" : "  ",
+		o->pin >= 0 ? "pinned to one CPU" : "not pinned", md ? "" : "  ");
 }
 
-static int write_json(const char *path, struct case_run *runs, int n, const struct opts *o,
-		      const struct file_bench *fb,
-		      uint64_t verified, uint64_t mism)
+static int write_json(const char *path, struct case_run *runs, int n, const struct bench_opts *o,
+		      const struct file_bench *fb, uint64_t verified, uint64_t mism)
 {
 	FILE *f = fopen(path, "w");
 	struct json j;
@@ -441,7 +441,12 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 	json_int(&j, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
 	json_num(&j, "seconds_per_workload", o->seconds);
 	json_int(&j, "reps", o->reps);
-	json_int(&j, "workers", o->workers);
+	json_arr_begin(&j, "workers");
+	for (int k = 0; k < o->nworkers; k++)
+		json_int(&j, NULL, o->workers[k]);
+	json_arr_end(&j);
+	json_int(&j, "conns", o->conns);
+	json_int(&j, "load_cpu", o->pin);
 	json_str(&j, "reference", o->ref ? o->ref : "");
 	json_int(&j, "verified_bytes", (long long)verified);
 	json_int(&j, "mismatches", (long long)mism);
@@ -450,6 +455,8 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 		struct case_run *r = &runs[i];
 		json_obj_begin(&j, NULL);
 		json_str(&j, "name", r->c->name);
+		json_str(&j, "label", r->label);
+		json_int(&j, "workers", r->workers);
 		json_str(&j, "link", r->link->name);
 		json_str(&j, "what", r->c->what);
 		if (r->skip)
@@ -461,7 +468,7 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 			json_obj_begin(&j, NULL);
 			json_int(&j, "rep", k + 1);
 			for (int fi = 0; fi < NFIG; fi++)
-				json_num(&j, figs[fi].key, r->v[k][fi]);
+				json_num(&j, bench_figs[fi].key, r->v[k][fi]);
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
@@ -470,7 +477,7 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 		for (int a = 0; a < 3; a++) {
 			json_obj_begin(&j, agg[a]);
 			for (int fi = 0; fi < NFIG; fi++)
-				json_num(&j, figs[fi].key, vals[a][fi]);
+				json_num(&j, bench_figs[fi].key, vals[a][fi]);
 			json_obj_end(&j);
 		}
 		json_obj_end(&j);
@@ -488,115 +495,51 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 	return fclose(f);
 }
 
-/* Whether any case ran on link l (links are torn down before the chart). */
-static int link_ran(const struct case_run *runs, int n, const struct bench_link *l)
+/* The chart's path as the doc links it: relative to the doc's directory
+ * when both share a prefix, else as given. */
+static const char *chart_link(const char *doc, const char *chart)
 {
-	for (int i = 0; i < n; i++)
-		if (runs[i].link == l && !runs[i].skip && !isnan(runs[i].med[F_B1_GBPS]))
-			return 1;
-	return 0;
+	const char *slash = strrchr(doc, '/');
+	size_t dir = slash ? (size_t)(slash - doc + 1) : 0;
+
+	return dir && !strncmp(doc, chart, dir) ? chart + dir : chart;
 }
 
-/* gnuplot, from the medians: on loopback, throughput and CPU/GB bars per
- * case, latency percentiles and connection rate; when veth links ran, one
- * stream's throughput and CPU/GB per case with a bar per link. */
-static int write_chart(const char *path, const struct case_run *runs, int n,
-		       struct bench_link *links, int nlinks)
+/* --doc: the results document, regenerated whole on every run. */
+static int write_doc(const char *path, int argc, char **argv, const struct case_run *runs, int n,
+		     const struct bench_link *links, int nlinks, const struct bench_opts *o,
+		     uint64_t verified, uint64_t mism, double secs)
 {
-	char dat[] = "/tmp/splicer-chart-XXXXXX", ldat[] = "/tmp/splicer-chartl-XXXXXX";
-	int fd = mkstemp(dat), lfd = mkstemp(ldat), svg, r, veth = 0;
-	FILE *d = fd >= 0 ? fdopen(fd, "w") : NULL, *ld = lfd >= 0 ? fdopen(lfd, "w") : NULL, *g;
-	size_t plen = strlen(path);
+	FILE *f = fopen(path, "w");
+	struct utsname u;
+	char when[32];
+	time_t t = time(NULL);
 
-	svg = plen > 4 && !strcmp(path + plen - 4, ".svg");
-	if (!d || !ld) {
-		if (d)
-			fclose(d);
-		if (ld)
-			fclose(ld);
-		unlink(dat);
-		unlink(ldat);
+	if (!f)
 		return -1;
-	}
-	for (int i = 0; i < n; i++) {
-		const struct case_run *c = &runs[i];
-		const int cols[] = { F_B1_GBPS, F_B4_GBPS, F_B1_CPU, F_B4_CPU, F_RR_P50, F_RR_P99,
-				     F_RR_P999, F_CONN_RATE };
-		if (c->skip || isnan(c->med[F_B1_GBPS]) || c->link->mtu)
-			continue;
-		fprintf(d, "\"%s\"", c->c->name);
-		for (size_t k = 0; k < sizeof(cols) / sizeof(*cols); k++)
-			fprintf(d, " %g", isnan(c->med[cols[k]]) ? 0 : c->med[cols[k]]);
-		fprintf(d, "\n");
-	}
-	/* links table: a row per case that ran on a veth link, a column pair
-	 * (Gbit/s, CPU-s/GB) per link */
-	for (int l = 0; l < nlinks; l++)
-		veth += links[l].mtu && link_ran(runs, n, &links[l]);
-	for (int i = 0; veth && i < n; i++) {
-		const struct case_run *c = &runs[i];
-		int first = 1;
-		if (!c->link->mtu)
-			continue;
-		for (int k = 0; k < i; k++)
-			first &= !(runs[k].link->mtu && runs[k].c == c->c);
-		if (!first)
-			continue;
-		fprintf(ld, "\"%s\"", c->c->name);
-		for (int l = 0; l < nlinks; l++) {
-			const struct case_run *x;
-			if (!links[l].mtu || !link_ran(runs, n, &links[l]))
-				continue;
-			x = find_run(runs, n, &links[l], c->c->name);
-			fprintf(ld, " %g %g", x && !isnan(x->med[F_B1_GBPS]) ? x->med[F_B1_GBPS] : 0,
-				x && !isnan(x->med[F_B1_CPU]) ? x->med[F_B1_CPU] : 0);
-		}
-		fprintf(ld, "\n");
-	}
-	fclose(d);
-	fclose(ld);
-	if (!(g = popen("gnuplot", "w"))) {
-		unlink(dat);
-		unlink(ldat);
-		return -1;
-	}
-	fprintf(g, "set terminal %s size 1400,%d font ',10'\nset output '%s'\n",
-		svg ? "svg" : "pngcairo", veth ? 1500 : 1000, path);
-	fprintf(g, "set multiplot layout %d,2 title 'splicer bench: medians, one run on this machine'\n"
-		   "set style data histograms\nset style histogram clustered gap 1\n"
-		   "set style fill solid 0.8 border -1\nset boxwidth 0.9\nset grid ytics\n"
-		   "set xtics rotate by -35 scale 0\nset key top right\nset yrange [0:*]\n",
-		veth ? 3 : 2);
-	fprintf(g, "set title 'loopback: throughput (Gbit/s, higher is better)'\n"
-		   "plot '%s' using 2:xtic(1) title '1 stream', '' using 3 title '4 streams'\n", dat);
-	fprintf(g, "set title 'loopback: proxy CPU seconds per GB (lower is better)'\n"
-		   "plot '%s' using 4:xtic(1) title '1 stream', '' using 5 title '4 streams'\n", dat);
-	/* log scale: --lowat cases wait for the proxy's 100 ms scan, 1000x the others */
-	fprintf(g, "set title 'loopback: 64-byte request/response latency (us, log scale, lower is better)'\n"
-		   "set logscale y\nset yrange [10:*]\n"
-		   "plot '%s' using 6:xtic(1) title 'p50', '' using 7 title 'p99', '' using 8 title 'p99.9'\n"
-		   "unset logscale y\nset yrange [0:*]\n", dat);
-	fprintf(g, "set title 'loopback: short connections per second (higher is better)'\n"
-		   "plot '%s' using 9:xtic(1) title 'conn/s'\n", dat);
-	for (int panel = 0; veth && panel < 2; panel++) {
-		int col = 2 + panel, first = 1;
-		fprintf(g, "set title 'one stream over links: %s'\nplot ",
-			panel ? "proxy CPU seconds per GB (lower is better)" : "Gbit/s (higher is better)");
-		for (int l = 0; l < nlinks; l++) {
-			if (!links[l].mtu || !link_ran(runs, n, &links[l]))
-				continue;
-			fprintf(g, "%s'%s' using %d%s title '%s'", first ? "" : ", ", ldat, col,
-				first ? ":xtic(1)" : "", links[l].name);
-			first = 0;
-			col += 2;
-		}
-		fprintf(g, "\n");
-	}
-	fprintf(g, "unset multiplot\n");
-	r = pclose(g);
-	unlink(dat);
-	unlink(ldat);
-	return r == 0 ? 0 : -1;
+	uname(&u);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime(&t));
+	fprintf(f, "# splicer bench: latest results\n\n"
+		   "Generated by `make perf-doc`; do not edit by hand, run it again. What the bench\n"
+		   "measures and how to read it: [performance.md](performance.md).\n\n"
+		   "- command: `splicer");
+	for (int i = 1; i < argc; i++)
+		fprintf(f, " %s", argv[i]);
+	fprintf(f, "`\n- date: %s; kernel %s; %ld CPUs; splicer %s\n"
+		   "- %d interleaved repetitions of %.1f s per workload; proxies with %u worker(s)%s;\n"
+		   "  %u connections for request/response and short connections\n"
+		   "- %llu bytes verified at the sink, %llu mismatches; the run took %.0f s\n",
+		when, u.release, sysconf(_SC_NPROCESSORS_ONLN), SPLICER_VERSION, o->reps, o->seconds,
+		o->workers[0], o->nworkers > 1 ? " (and the --workers sweep)" : "", o->conns,
+		(unsigned long long)verified, (unsigned long long)mism, secs);
+	bench_goals(f, runs, n, links, nlinks, o);
+	bench_conclusions(f, 1, runs, n, links, nlinks, o);
+	if (o->chart)
+		fprintf(f, "\n## Chart\n\n![splicer bench chart](%s)\n", chart_link(path, o->chart));
+	fprintf(f, "\n## Tables\n");
+	bench_report(f, 1, runs, n, links, nlinks, o);
+	print_legend(f, 1, runs, n, o);
+	return fclose(f);
 }
 
 /* ---- options ------------------------------------------------------------- */
@@ -628,7 +571,8 @@ static int peer_kind_selected(const struct bench_case *c, const char *peers)
 static void usage(void)
 {
 	printf("usage: splicer bench [options]\n"
-	       "  --quick            about a minute: cases direct,copy,splice,auto,haproxy; 1 s per workload\n"
+	       "  --quick            a few minutes: cases direct,copy,splice,auto,haproxy; 1 s per\n"
+	       "                     workload; a one-line conclusion per workload\n"
 	       "  --cases LIST       cases to run (comma-separated; default: all); known:\n"
 	       "                     ");
 	for (size_t i = 0; i < NCASES; i++)
@@ -638,21 +582,94 @@ static void usage(void)
 	       "                     workloads of cases " VETH_CASES "\n"
 	       "                     unless --cases is given\n", bench_link_names());
 	printf("  --peers LIST       peers among haproxy,nginx,socat (default: all installed; none)\n"
+	       "  --workloads LIST   among bulk1,bulk4,lat,rr,conn (default: all); real with --real\n"
+	       "  --conns N          connections of the rr and short-connection workloads (default 50)\n"
+	       "  --real             also redis-benchmark and pgbench -S against servers the bench\n"
+	       "                     starts (make bench-deps installs them)\n"
 	       "  --reps N           repetitions of every case, interleaved (default 3)\n"
 	       "  --seconds S        length of each workload (default 2; quick 1)\n"
-	       "  --workers N        proxy threads/processes for every proxy (default 1)\n"
+	       "  --workers N[,N..]  proxy threads/processes for every proxy (default 1); a list\n"
+	       "                     runs every case at each count and adds a scaling table\n"
+	       "  --pin CPU|off      the CPU of the load thread and the sink in the rr and conn\n"
+	       "                     workloads (default 0 when there are 2 CPUs or more)\n"
 	       "  --ref CASE         reference for ratios (default haproxy, else copy)\n"
-	       "  --files SIZE|off   file rows (splicer recv/send) with SIZE per run (default 1g;\n"
-	       "                     quick 256m)\n"
+	       "  --files SIZE       also the file rows (splicer recv/send), SIZE per run\n"
 	       "  --json FILE        every raw sample and the aggregates\n"
-	       "  --chart FILE       a chart (PNG, or SVG when FILE ends in .svg), via gnuplot\n");
+	       "  --chart FILE       a chart (PNG, or SVG when FILE ends in .svg), via gnuplot\n"
+	       "  --doc FILE         a markdown results document: goals, conclusions, tables, chart\n");
 }
 
-static int parse_opts(struct opts *o, int argc, char **argv)
+static int parse_num(const char *a, const char *v, long lo, long hi, long *out)
 {
-	*o = (struct opts){ .reps = 3, .workers = 1, .seconds = 2, .peers = "haproxy,nginx,socat",
-			    .links = bench_link_names(), .files = 1ull << 30 };
-	int files_given = 0;
+	char *end;
+	long n = strtol(v, &end, 10);
+
+	if (!*v || *end || n < lo || n > hi) {
+		fprintf(stderr, "splicer bench: option '%s': invalid value '%s' (expects %ld..%ld)\n", a, v,
+			lo, hi);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
+static int parse_workers(struct bench_opts *o, const char *v)
+{
+	o->nworkers = 0;
+	for (const char *p = v; *p;) {
+		char num[16];
+		const char *comma = strchr(p, ',');
+		long n;
+		snprintf(num, sizeof(num), "%.*s", comma ? (int)(comma - p) : (int)strlen(p), p);
+		if (o->nworkers == 8) {
+			fprintf(stderr, "splicer bench: option '--workers': at most 8 counts\n");
+			return -1;
+		}
+		if (parse_num("--workers", num, 1, 64, &n))
+			return -1;
+		o->workers[o->nworkers++] = (unsigned)n;
+		p = comma ? comma + 1 : p + strlen(p);
+	}
+	return o->nworkers ? 0 : -1;
+}
+
+static int parse_workloads(struct bench_opts *o, const char *v)
+{
+	o->wl = 0;
+	for (const char *p = v; *p;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		int k = 0;
+		while (k < NWL && (strlen(workload_names[k]) != len || strncmp(workload_names[k], p, len)))
+			k++;
+		if (k == NWL) {
+			fprintf(stderr, "splicer bench: option '--workloads': unknown workload '%.*s' "
+				"(known: bulk1,bulk4,lat,rr,conn,real)\n", (int)len, p);
+			return -1;
+		}
+		o->wl |= 1u << k;
+		p = comma ? comma + 1 : p + len;
+	}
+	return 0;
+}
+
+static int given(int argc, char **argv, const char *opt)
+{
+	for (int i = 2; i < argc; i++)
+		if (!strcmp(argv[i], opt))
+			return 1;
+	return 0;
+}
+
+static int parse_opts(struct bench_opts *o, int argc, char **argv)
+{
+	long n;
+
+	*o = (struct bench_opts){ .reps = 3, .nworkers = 1, .workers = { 1 }, .conns = 50,
+				  .seconds = 2, .peers = "haproxy,nginx,socat",
+				  .links = bench_link_names(),
+				  .wl = (1u << W_REAL) - 1,
+				  .pin = sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 0 : -1 };
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		char *end;
@@ -661,6 +678,9 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 			return 1;
 		} else if (!strcmp(a, "--quick")) {
 			o->quick = 1;
+			continue;
+		} else if (!strcmp(a, "--real")) {
+			o->real = 1;
 			continue;
 		} else if (!v) {
 			fprintf(stderr, "splicer bench: option '%s' %s (see splicer bench --help)\n", a,
@@ -680,24 +700,38 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 			o->json = v;
 		else if (!strcmp(a, "--chart"))
 			o->chart = v;
+		else if (!strcmp(a, "--doc"))
+			o->doc = v;
 		else if (!strcmp(a, "--files")) {
-			files_given = 1;
 			if (!strcmp(v, "off"))
 				o->files = 0;
-			else if (parse_size(v, &o->files) || o->files < (1u << 20) || o->files > (64ull << 30)) {
+			else if (parse_size(v, (uint64_t *)&o->files) || o->files < (1u << 20) ||
+				 o->files > (64ull << 30)) {
 				fprintf(stderr, "splicer bench: option '--files': invalid value '%s' "
 					"(expects a size 1m..64g, or off)\n", v);
 				return -1;
 			}
-		}
-		else if (!strcmp(a, "--reps") || !strcmp(a, "--workers")) {
-			long n = strtol(v, &end, 10);
-			if (*end || n < 1 || n > (a[2] == 'r' ? MAX_REPS : 64)) {
-				fprintf(stderr, "splicer bench: option '%s': invalid value '%s' (expects 1..%d)\n",
-					a, v, a[2] == 'r' ? MAX_REPS : 64);
+		} else if (!strcmp(a, "--reps")) {
+			if (parse_num(a, v, 1, MAX_REPS, &n))
 				return -1;
-			}
-			*(a[2] == 'r' ? &o->reps : &o->workers) = (int)n;
+			o->reps = (int)n;
+		} else if (!strcmp(a, "--conns")) {
+			if (parse_num(a, v, 1, 4096, &n))
+				return -1;
+			o->conns = (unsigned)n;
+		} else if (!strcmp(a, "--pin")) {
+			if (!strcmp(v, "off"))
+				o->pin = -1;
+			else if (parse_num(a, v, 0, sysconf(_SC_NPROCESSORS_ONLN) - 1, &n))
+				return -1;
+			else
+				o->pin = (int)n;
+		} else if (!strcmp(a, "--workers")) {
+			if (parse_workers(o, v))
+				return -1;
+		} else if (!strcmp(a, "--workloads")) {
+			if (parse_workloads(o, v))
+				return -1;
 		} else if (!strcmp(a, "--seconds")) {
 			o->seconds = strtod(v, &end);
 			if (*end || !(o->seconds >= 0.2 && o->seconds <= 600)) {
@@ -710,20 +744,15 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 			return -1;
 		}
 	}
+	if (o->wl & (1u << W_REAL))
+		o->real = 1;
+	o->wl &= ~(1u << W_REAL);
 	if (o->quick) {
-		int seconds_given = 0;
-		for (int i = 2; i < argc; i++)
-			seconds_given |= !strcmp(argv[i], "--seconds");
-		if (!seconds_given)
+		if (!given(argc, argv, "--seconds"))
 			o->seconds = 1;
-		if (!files_given)
-			o->files = 256u << 20;
 		if (!o->cases)
 			o->cases = "direct,copy,splice,auto,haproxy";
-		int links_given = 0;
-		for (int i = 2; i < argc; i++)
-			links_given |= !strcmp(argv[i], "--links");
-		if (!links_given)
+		if (!given(argc, argv, "--links"))
 			o->links = "loopback";
 	}
 	for (const char *p = o->links; *p;) {
@@ -757,24 +786,69 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 
 static struct bench_link *cleanup_links;
 static int cleanup_nlinks;
+static struct bench_real *cleanup_real;
 
-/* Namespaces are system-wide: an interrupted run must not leave them. */
+/* Namespaces are system-wide: an interrupted run must not leave them, nor
+ * the real clients' servers and their temp dir. */
 static void on_signal(int sig)
 {
 	for (int l = 0; l < cleanup_nlinks; l++)
 		bench_link_teardown(&cleanup_links[l]);
+	if (cleanup_real)
+		bench_real_stop(cleanup_real);
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
 
+/* The case-links-workers of the run, skipped ones included; returns how
+ * many, and adds the seconds of work of one repetition to *work. */
+static int plan_runs(struct case_run *runs, const struct bench_opts *o, struct bench_link *links,
+		     int nlinks, struct bench_sink **sinks, const char *const *link_skip, double *work,
+		     int *active)
+{
+	int n = 0;
+
+	for (int l = 0; l < nlinks; l++) {
+		const char *sel = o->cases ? o->cases : links[l].mtu ? VETH_CASES : NULL;
+		for (size_t i = 0; i < NCASES; i++) {
+			const struct bench_case *c = &all_cases[i];
+			if (sel ? !in_list(sel, c->name) : !peer_kind_selected(c, o->peers))
+				continue;
+			/* direct has no workers: once */
+			for (int w = 0; w < (c->kind == PX_DIRECT ? 1 : o->nworkers) && n < MAX_RUNS; w++) {
+				struct case_run *cr = &runs[n++];
+				*cr = (struct case_run){ .c = c, .link = &links[l], .sink = sinks[l],
+							 .workers = o->workers[w],
+							 .bulk_only = links[l].mtu != 0,
+							 .skip = link_skip[l] ? link_skip[l]
+									      : bench_case_unavailable(c) };
+				if (o->nworkers > 1 && c->kind != PX_DIRECT)
+					snprintf(cr->label, sizeof(cr->label), "%s w%u", c->name, cr->workers);
+				else
+					snprintf(cr->label, sizeof(cr->label), "%s", c->name);
+				if (!cr->skip && sel && !o->quick && c->kind > PX_SPLICER &&
+				    !peer_kind_selected(c, o->peers))
+					cr->skip = "not in --peers";
+				if (!cr->skip) {
+					++*active;
+					*work += case_work(cr, o);
+				}
+			}
+		}
+	}
+	return n;
+}
+
 int cmd_bench(int argc, char **argv)
 {
-	struct opts o;
-	static struct case_run runs[MAX_LINKS * NCASES];
+	struct bench_opts o;
+	static struct case_run runs[MAX_RUNS];
 	struct bench_link links[MAX_LINKS];
 	struct bench_sink *sinks[MAX_LINKS] = { 0 };
 	const char *link_skip[MAX_LINKS] = { 0 };
 	static char link_why[MAX_LINKS][300];
+	static struct bench_real real;
+	static struct file_bench fb;
 	char err[256];
 	int n = 0, nlinks = 0, active = 0, failed = 0, r;
 	uint64_t verified = 0, mism = 0;
@@ -787,7 +861,9 @@ int cmd_bench(int argc, char **argv)
 		const char *comma = strchr(p, ',');
 		char name[64];
 		snprintf(name, sizeof(name), "%.*s", comma ? (int)(comma - p) : (int)strlen(p), p);
-		links[nlinks++] = *bench_link_find(name);
+		/* veth links run the bulk workloads only */
+		if (!bench_link_find(name)->mtu || WL(&o, W_BULK1) || WL(&o, W_BULK4))
+			links[nlinks++] = *bench_link_find(name);
 		p = comma ? comma + 1 : p + strlen(p);
 	}
 	cleanup_links = links;
@@ -810,30 +886,23 @@ int cmd_bench(int argc, char **argv)
 			bench_link_teardown(lk);
 		}
 	}
-	for (int l = 0; l < nlinks; l++) {
-		const char *sel = o.cases ? o.cases : links[l].mtu ? VETH_CASES : NULL;
-		for (size_t i = 0; i < NCASES; i++) {
-			const struct bench_case *c = &all_cases[i];
-			struct case_run *cr = &runs[n];
-			if (sel ? !in_list(sel, c->name) : !peer_kind_selected(c, o.peers))
-				continue;
-			*cr = (struct case_run){ .c = c, .link = &links[l], .sink = sinks[l],
-						 .bulk_only = links[l].mtu != 0,
-						 .skip = link_skip[l] ? link_skip[l] : bench_case_unavailable(c) };
-			if (!cr->skip && sel && !o.quick && c->kind > PX_SPLICER && !peer_kind_selected(c, o.peers))
-				cr->skip = "not in --peers";
-			if (!cr->skip) {
-				active++;
-				all_work += (cr->bulk_only ? 2 : 4) * o.seconds + 0.5;
-			}
-			n++;
-		}
-	}
+	n = plan_runs(runs, &o, links, nlinks, sinks, link_skip, &all_work, &active);
 	for (int l = 0; l < nlinks; l++)
 		if (link_skip[l])
 			fprintf(stderr, "splicer bench: link %s skipped: %s\n", links[l].name, link_skip[l]);
-	printf("splicer bench: %d case-links x %d reps, workloads of %.1f s, proxies with %d worker(s)\n",
-	       active, o.reps, o.seconds, o.workers);
+	if (o.real) {
+		cleanup_real = &real;
+		bench_real_start(&real, "127.0.0.1");
+		if (real.redis_skip[0])
+			fprintf(stderr, "splicer bench: --real: redis skipped: %s\n", real.redis_skip);
+		if (real.pg_skip[0])
+			fprintf(stderr, "splicer bench: --real: pgbench skipped: %s\n", real.pg_skip);
+	}
+	printf("splicer bench: %d case-links x %d reps, workloads of %.1f s, proxies with %u", active,
+	       o.reps, o.seconds, o.workers[0]);
+	for (int k = 1; k < o.nworkers; k++)
+		printf(",%u", o.workers[k]);
+	printf(" worker(s), %u connections for rr and conn\n", o.conns);
 	fflush(stdout);
 	all_work *= o.reps;
 	t_start = bench_now();
@@ -845,16 +914,20 @@ int cmd_bench(int argc, char **argv)
 				continue;
 			/* ETA: the work left at the pace measured so far */
 			eta = done_work > 0 ? elapsed / done_work * (all_work - done_work) : all_work - done_work;
-			if (run_case(cr, &o, rep, eta)) {
-				fprintf(stderr, "\nsplicer bench: %s on %s, rep %d: %s\n", cr->c->name,
+			if (run_case(cr, &o, &real, rep, eta)) {
+				progress_end();
+				fprintf(stderr, "splicer bench: %s on %s, rep %d: %s\n", cr->label,
 					cr->link->name, rep + 1, cr->fail);
 				failed = 1;
 			}
-			done_work += (cr->bulk_only ? 2 : 4) * o.seconds + 0.5;
+			done_work += case_work(cr, &o);
 			cr->nrep = rep + 1;
 		}
-	fprintf(stderr, "\r\033[K");
-	static struct file_bench fb;
+	progress_end();
+	if (o.real) {
+		bench_real_stop(&real);
+		cleanup_real = NULL;
+	}
 	if (o.files && !bench_file_setup(&fb, o.files))
 		for (int rep = 0; rep < o.reps; rep++)
 			failed |= bench_file_rep(&fb, rep) != 0;
@@ -884,20 +957,25 @@ int cmd_bench(int argc, char **argv)
 	for (int l = 0; l < nlinks; l++)
 		if (link_skip[l])
 			printf("\n== link %s skipped: %s\n", links[l].name, link_skip[l]);
-		else
-			print_link(runs, n, &links[l], o.ref);
-	print_legend(runs, n);
+	bench_report(stdout, 0, runs, n, links, nlinks, &o);
+	print_legend(stdout, 0, runs, n, &o);
 	if (o.files)
 		bench_file_print(&fb);
+	bench_conclusions(stdout, 0, runs, n, links, nlinks, &o);
 	printf("\nverified: %llu bytes at the sink, %llu mismatches; %.0f s\n",
 	       (unsigned long long)verified, (unsigned long long)mism, bench_now() - t_start);
 	if (o.json && write_json(o.json, runs, n, &o, &fb, verified, mism)) {
 		fprintf(stderr, "splicer bench: cannot write %s: %s\n", o.json, strerror(errno));
 		failed = 1;
 	}
-	if (o.chart && write_chart(o.chart, runs, n, links, nlinks)) {
+	if (o.chart && bench_chart(o.chart, runs, n, links, nlinks)) {
 		fprintf(stderr, "splicer bench: cannot draw %s (is gnuplot installed? make bench-deps)\n",
 			o.chart);
+		failed = 1;
+	}
+	if (o.doc && write_doc(o.doc, argc, argv, runs, n, links, nlinks, &o, verified, mism,
+			       bench_now() - t_start)) {
+		fprintf(stderr, "splicer bench: cannot write %s: %s\n", o.doc, strerror(errno));
 		failed = 1;
 	}
 	return failed || mism ? 1 : 0;

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string.h>
@@ -205,4 +206,61 @@ Test(unit_config, finalize_refuses_a_backend_that_is_its_own_listener, .init = c
 		cr_assert_eq(config_finalize(&c), 0, "-l %s -b %s was refused", fine[i][2], fine[i][4]);
 		config_free(&c);
 	}
+}
+
+/* Issue 14: a duration without a unit is refused, naming both readings;
+ * "0" (off) is not. */
+Test(unit_config, unitless_duration_is_refused_but_zero)
+{
+	struct config c;
+	const char *a1[] = { "splicer", "--idle-timeout", "30000" };
+	const char *a2[] = { "splicer", "-l", "127.0.0.1:0", "-b", "127.0.0.1:9", "--drain-timeout", "0" };
+
+	expect_error(3, a1, "'--idle-timeout'", "a duration needs a unit: 30000ms (30s) or 30000s");
+	cr_assert_eq(parse(&c, 7, a2), 0);
+	cr_assert_eq(c.drain_timeout_ms, 0);
+	config_free(&c);
+}
+
+/* Issue 14: an unknown long option names the one it is likely a typo of. */
+Test(unit_config, unknown_option_did_you_mean)
+{
+	const char *a1[] = { "splicer", "--idle-timout", "5s" };
+	const char *a2[] = { "splicer", "--wrokers=2" };
+	const char *a3[] = { "splicer", "--completely-else" };
+
+	expect_error(3, a1, "unknown option '--idle-timout' (did you mean '--idle-timeout'?)", NULL);
+	expect_error(2, a2, "(did you mean '--workers'?)", NULL);
+	expect_error(2, a3, "unknown option '--completely-else' (see --help)", NULL);
+}
+
+/* Issue 14: "-l *:PORT" is two listeners (0.0.0.0 and [::], when this
+ * kernel has IPv6), and finalize takes them as no clash. */
+Test(unit_config, star_listen_is_two_listeners)
+{
+	struct config c;
+	const char *a1[] = { "splicer", "-l", "*:18555", "-b", "127.0.0.1:9" };
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+
+	if (fd >= 0)
+		close(fd);
+	cr_assert_eq(parse(&c, 5, a1), 0);
+	cr_assert_eq(c.route[0]->nlisten, fd >= 0 ? 2u : 1u);
+	cr_assert_str_eq(c.route[0]->listen[0].text, "0.0.0.0:18555");
+	if (fd >= 0)
+		cr_assert_str_eq(c.route[0]->listen[1].text, "[::]:18555");
+	cr_assert_eq(config_finalize(&c), 0);
+	config_free(&c);
+}
+
+/* Issue 14: `user` is looked up by finalize, so start, reload and check
+ * refuse an unknown one before anything is bound. */
+Test(unit_config, finalize_refuses_an_unknown_user, .init = cr_redirect_stderr)
+{
+	struct config c;
+	const char *a1[] = { "splicer", "-l", "127.0.0.1:0", "-b", "127.0.0.1:9", "--user", "no-such-user-14" };
+
+	cr_assert_eq(parse(&c, 7, a1), 0);
+	cr_assert_eq(config_finalize(&c), -1);
+	config_free(&c);
 }

@@ -607,3 +607,77 @@ Test(unit_addr, loops_to_own_listener)
 	}
 	freeifaddrs(ifa);
 }
+
+/* ---- issue 14: every address a form stands for (addr_parse_all) ---- */
+
+static int have_ipv6(void)
+{
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0;
+}
+
+/* "*:port" is both wildcards (it once went to getaddrinfo("*") and listened
+ * on [::1] only); ":port" stays the IPv4 one, as HAProxy's "bind :80". */
+Test(unit_addr, star_port_is_both_wildcards)
+{
+	struct addr a[4];
+	char err[ADDR_ERR_LEN] = "";
+	int n = addr_parse_all("*:8080", ADDR_LISTEN, a, 4, err, sizeof(err));
+
+	cr_assert_eq(n, have_ipv6() ? 2 : 1, "*:8080 gave %d addresses (%s)", n, err);
+	expect_in4(&a[0], "0.0.0.0", 8080);
+	cr_expect_str_eq(a[0].text, "0.0.0.0:8080");
+	if (n == 2) {
+		expect_in6(&a[1], "::", 8080);
+		cr_expect_str_eq(a[1].text, "[::]:8080");
+	}
+	cr_assert_eq(addr_parse_all(":8080", ADDR_LISTEN, a, 4, err, sizeof(err)), 1);
+	expect_in4(&a[0], "0.0.0.0", 8080);
+	/* addr_parse (one address, for the tools) takes the first */
+	parse_ok("*:81", ADDR_LISTEN, &a[0]);
+	expect_in4(&a[0], "0.0.0.0", 81);
+}
+
+Test(unit_addr, star_is_for_listening_only)
+{
+	parse_bad("*:80", ADDR_CONNECT, "'*' (every address of this host) is for listening", NULL);
+	/* getaddrinfo("*") is the loopback: never let it get there */
+	parse_bad("[*]:80", ADDR_LISTEN, "'*' is not an IPv6 address", NULL);
+}
+
+/* The count is every distinct address even when fewer fit: the caller
+ * names how many a name stands for. */
+Test(unit_addr, parse_all_counts_beyond_max)
+{
+	struct addr a[1];
+	char err[ADDR_ERR_LEN] = "";
+	int n;
+
+	if (!have_ipv6())
+		cr_skip_test("no IPv6");
+	n = addr_parse_all("*:80", ADDR_LISTEN, a, 1, err, sizeof(err));
+	cr_assert_eq(n, 2, "got %d", n);
+	expect_in4(&a[0], "0.0.0.0", 80);
+	cr_assert_eq(addr_parse_all("[::1]:80", ADDR_CONNECT, a, 1, err, sizeof(err)), 1);
+	cr_assert_eq(addr_parse_all("127.0.0.1:80", ADDR_CONNECT, a, 1, err, sizeof(err)), 1);
+}
+
+/* A name gives every address the resolver has for it, each once, with
+ * numeric text (what /etc/hosts says of localhost here: at least 127.0.0.1). */
+Test(unit_addr, name_gives_every_address_once)
+{
+	struct addr a[8];
+	char err[ADDR_ERR_LEN] = "";
+	int n = addr_parse_all("localhost:80", ADDR_CONNECT, a, 8, err, sizeof(err)), v4 = 0;
+
+	cr_assert(n >= 1 && n <= 8, "localhost gave %d (%s)", n, err);
+	for (int i = 0; i < n; i++) {
+		v4 += !strcmp(a[i].text, "127.0.0.1:80");
+		for (int j = 0; j < i; j++)
+			cr_expect_str_neq(a[i].text, a[j].text, "%s twice", a[i].text);
+	}
+	cr_expect_eq(v4, 1, "127.0.0.1:80 not among localhost's addresses");
+}

@@ -95,7 +95,6 @@ Test(unit_units, duration_units)
 {
 	expect_ok(parse_duration_ms, "parse_duration_ms", "250ms", 250);
 	expect_ok(parse_duration_ms, "parse_duration_ms", "5s", 5000);
-	expect_ok(parse_duration_ms, "parse_duration_ms", "5", 5000);
 	expect_ok(parse_duration_ms, "parse_duration_ms", "10m", 600000);
 	expect_ok(parse_duration_ms, "parse_duration_ms", "1h", 3600000);
 	expect_ok(parse_duration_ms, "parse_duration_ms", "0", 0);
@@ -116,6 +115,19 @@ Test(unit_units, duration_rejects_garbage)
 	expect_err(parse_duration_ms, "parse_duration_ms", "5ss", -EINVAL);
 }
 
+/* A bare number once meant seconds: 30000 (HAProxy's milliseconds) became
+ * 8.3 hours. Now it is refused (-EDOM, for the caller's suggestion), but 0
+ * (off, in any unit). */
+Test(unit_units, duration_needs_a_unit_but_zero)
+{
+	expect_err(parse_duration_ms, "parse_duration_ms", "5", -EDOM);
+	expect_err(parse_duration_ms, "parse_duration_ms", "30000", -EDOM);
+	expect_err(parse_duration_ms, "parse_duration_ms", "1", -EDOM);
+	expect_ok(parse_duration_ms, "parse_duration_ms", "0", 0);
+	expect_ok(parse_duration_ms, "parse_duration_ms", "000", 0);
+	expect_err(parse_duration_ms, "parse_duration_ms", "99999999999999999999", -ERANGE);
+}
+
 Test(unit_units, duration_overflow)
 {
 	expect_ok(parse_duration_ms, "parse_duration_ms", "18446744073709551615ms", UINT64_MAX);
@@ -124,7 +136,7 @@ Test(unit_units, duration_overflow)
 	expect_ok(parse_duration_ms, "parse_duration_ms", "18446744073709551s",
 		  UINT64_C(18446744073709551000));
 	expect_err(parse_duration_ms, "parse_duration_ms", "18446744073709552s", -ERANGE);
-	expect_err(parse_duration_ms, "parse_duration_ms", "18446744073709552", -ERANGE);
+	expect_err(parse_duration_ms, "parse_duration_ms", "18446744073709552", -EDOM);
 	expect_err(parse_duration_ms, "parse_duration_ms", "9999999999999999h", -ERANGE);
 }
 

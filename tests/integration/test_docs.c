@@ -1,0 +1,205 @@
+/* The documentation against the binary: the generated parts of
+ * doc/configuration.md and doc/splicer.conf.5 are what `splicer
+ * config-reference [--man]` prints (make doc writes them), the man pages
+ * pass `mandoc -Tlint -Wwarning`, and every long option --help names is in
+ * splicer.8. The doc files are read from SPLICER_DOC_DIR, else doc/ under
+ * the working directory (make test runs from the tree's top). */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MANDOC "/usr/bin/mandoc"
+
+static void doc_path(const char *name, char *buf, size_t len)
+{
+	const char *dir = getenv("SPLICER_DOC_DIR");
+
+	snprintf(buf, len, "%s/%s", dir && *dir ? dir : "doc", name);
+}
+
+/* Runs bin with args; returns its stdout (malloc'd) after checking it exited 0. */
+static char *run_ok(const char *bin, const char *const *args, char **err)
+{
+	char *out = NULL;
+	int st = h_run_capture(bin, args, 10000, &out, err);
+
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && out,
+		"%s %s: wait status %d; stderr: %s", bin, args[0], st, *err ? *err : "");
+	return out;
+}
+
+static char *doc_text(const char *name)
+{
+	char path[512], *err = NULL, *text;
+	const char *args[] = { path, NULL };
+
+	doc_path(name, path, sizeof(path));
+	H_CHECK(access(path, R_OK) == 0, "%s: not readable (run the tests from the tree's top, or "
+		"set SPLICER_DOC_DIR)", path);
+	text = run_ok("/bin/cat", args, &err);
+	free(err);
+	return text;
+}
+
+/* The lines strictly between the BEGIN GENERATED and END GENERATED lines,
+ * in place (text is cut). */
+static const char *generated_region(char *text, const char *name)
+{
+	char *begin = strstr(text, "BEGIN GENERATED"), *end, *nl;
+
+	H_CHECK(begin && (nl = strchr(begin, '\n')), "%s: no BEGIN GENERATED line", name);
+	end = strstr(nl + 1, "END GENERATED");
+	H_CHECK(end && !strstr(end + 1, "BEGIN GENERATED"), "%s: no END GENERATED line after "
+		"BEGIN GENERATED, or a second region", name);
+	while (end > nl + 1 && end[-1] != '\n')
+		end--; /* to the start of the END line */
+	*end = '\0';
+	return nl + 1;
+}
+
+/* Fails with the first line that differs, and how to fix it. */
+static void same_text(const char *doc, const char *bin_out, const char *name, const char *cmd)
+{
+	unsigned line = 1;
+	const char *a = doc, *b = bin_out;
+
+	while (*a && *a == *b) {
+		line += *a == '\n';
+		a++;
+		b++;
+	}
+	if (!*a && !*b)
+		return;
+	while (a > doc && a[-1] != '\n') /* the whole line, on both sides */
+		a--, b--;
+	H_CHECK(0, "%s's generated part differs from `%s` at its line %u:\n  doc:    %.*s\n"
+		"  binary: %.*s\nrun `make doc`", name, cmd, line, (int)strcspn(a, "\n"), a,
+		(int)strcspn(b, "\n"), b);
+}
+
+static void generated_matches(const char *name, const char *const *args, const char *cmd)
+{
+	char *text = doc_text(name), *err = NULL;
+	char *out = run_ok(h_binary(0), args, &err);
+
+	same_text(generated_region(text, name), out, name, cmd);
+	free(text);
+	free(out);
+	free(err);
+}
+
+Test(integ, docs_configuration_md_is_generated, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	const char *args[] = { "config-reference", NULL };
+
+	generated_matches("configuration.md", args, "splicer config-reference");
+}
+
+Test(integ, docs_conf5_options_are_generated, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	const char *args[] = { "config-reference", "--man", NULL };
+
+	generated_matches("splicer.conf.5", args, "splicer config-reference --man");
+}
+
+Test(integ, docs_config_reference_usage, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	const char *args[] = { "config-reference", "--roff", NULL };
+	char *out = NULL, *err = NULL;
+	int st = h_run_capture(h_binary(0), args, 10000, &out, &err);
+
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 && err &&
+		strstr(err, "usage: ") && strstr(err, "config-reference [--man]"),
+		"config-reference --roff: wait status %d, stderr: %s", st, err ? err : "");
+	free(out);
+	free(err);
+}
+
+Test(integ, docs_man_pages_pass_mandoc_lint, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	static const char *const pages[] = { "splicer.8", "splicer.conf.5" };
+
+	if (access(MANDOC, X_OK))
+		cr_skip_test(MANDOC " is not installed (Debian package mandoc): man pages not linted");
+	for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
+		char path[512], *out = NULL, *err = NULL;
+		const char *args[] = { "-Tlint", "-Wwarning", path, NULL };
+		int st;
+
+		doc_path(pages[i], path, sizeof(path));
+		st = h_run_capture(MANDOC, args, 10000, &out, &err);
+		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && out && !*out && err && !*err,
+			"mandoc -Tlint -Wwarning %s: wait status %d\n%s%s", path, st, out ? out : "",
+			err ? err : "");
+		free(out);
+		free(err);
+	}
+}
+
+/* "--name" at p in help: the name's length, else 0. */
+static size_t long_option(const char *help, const char *p)
+{
+	size_t n;
+
+	if (p[0] != '-' || p[1] != '-' || !islower((unsigned char)p[2]) ||
+	    (p > help && (isalnum((unsigned char)p[-1]) || p[-1] == '-')))
+		return 0;
+	for (n = 2; islower((unsigned char)p[n]) || isdigit((unsigned char)p[n]) || p[n] == '-'; n++)
+		;
+	return n;
+}
+
+/* Whether man (roff, "\-" read as "-") names the option opt ("--name",
+ * len bytes) as a whole word. */
+static int man_names(const char *man, const char *opt, size_t len)
+{
+	char *plain = malloc(strlen(man) + 1), *q = plain;
+	int found = 0;
+
+	H_CHECK(plain, "out of memory");
+	for (const char *p = man; *p; p++) {
+		if (p[0] == '\\' && p[1] == '-')
+			p++;
+		*q++ = *p;
+	}
+	*q = '\0';
+	for (char *p = plain; (p = strstr(p, opt)) && !found; p++) {
+		char after = p[len];
+		found = !(isalnum((unsigned char)after) || after == '-') &&
+			(p == plain || !(isalnum((unsigned char)p[-1]) || p[-1] == '-'));
+	}
+	free(plain);
+	return found;
+}
+
+Test(integ, docs_every_help_option_is_in_splicer_8, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	const char *args[] = { "--help", NULL };
+	char *err = NULL, *help = run_ok(h_binary(0), args, &err);
+	char *man = doc_text("splicer.8"), missing[2048] = "";
+	size_t nmissing = 0, checked = 0;
+
+	for (const char *p = help; *p; p++) {
+		size_t len = long_option(help, p);
+		char opt[64];
+		if (!len || len >= sizeof(opt))
+			continue;
+		snprintf(opt, sizeof(opt), "%.*s", (int)len, p);
+		checked++;
+		if (!man_names(man, opt, len) && !strstr(missing, opt))
+			nmissing += (size_t)snprintf(missing + nmissing, sizeof(missing) - nmissing, " %s",
+						     opt);
+		p += len - 1;
+	}
+	H_CHECK(checked >= 20, "only %zu long options found in --help:\n%s", checked, help);
+	H_CHECK(!nmissing, "options in `splicer --help` missing from doc/splicer.8:%s", missing);
+	free(help);
+	free(man);
+	free(err);
+}
