@@ -58,23 +58,60 @@ cp /etc/passwd "$work/passwd"
 cp /etc/group "$work/group"
 getent passwd splicer > /dev/null || echo "splicer:x:$id:$id::/nonexistent:/usr/sbin/nologin" >> "$work/passwd"
 getent group splicer > /dev/null || echo "splicer:x:$id:" >> "$work/group"
-cat > "$work/ns.sh" <<EOS
+# Inside the namespace: check as root and as the user, then run the proxy
+# as the unit would (user splicer, CAP_NET_BIND_SERVICE only) until /health
+# answers, reload it, and stop it; its stderr is run.log.
+cat > "$work/ns.sh" <<'EOS'
 set -e
 mount --bind "$work/passwd" /etc/passwd
 mount --bind "$work/group" /etc/group
 mount -t tmpfs -o mode=0755 splicer-test /var/log
 install -d -o splicer -g splicer -m 0750 /var/log/splicer
-echo "as root:"
+as_unit() {
+	setpriv --reuid=splicer --regid=splicer --clear-groups --pdeathsig=TERM --inh-caps=+net_bind_service \
+		--ambient-caps=+net_bind_service "$@"
+}
+health() {
+	bash -c 'exec 3<>/dev/tcp/127.0.0.1/9180 && printf "GET /health HTTP/1.0\r\n\r\n" >&3 &&
+		timeout 2 cat <&3' 2> /dev/null | grep -q '^HTTP/1.[01] 200'
+}
+echo "check as root:"
 "$bin" check -c "$conf"
-echo "as splicer, as ExecStartPre:"
-setpriv --reuid=splicer --regid=splicer --clear-groups --inh-caps=+net_bind_service \
-	--ambient-caps=+net_bind_service "$bin" check -c "$conf"
+echo "check as splicer, as ExecStartPre:"
+as_unit "$bin" check -c "$conf"
+if health || bash -c 'exec 3<>/dev/tcp/127.0.0.1/8080' 2> /dev/null; then
+	echo "not run: 127.0.0.1:9180 or :8080 (the packaged config's) is in use on this host"
+	exit 0
+fi
+# setpriv itself in the background (not the function, a subshell), so $pid
+# is the proxy; it is stopped whatever happens, and its output is not ours
+setpriv --reuid=splicer --regid=splicer --clear-groups --pdeathsig=TERM --inh-caps=+net_bind_service \
+	--ambient-caps=+net_bind_service "$bin" -c "$conf" > "$work/run.log" 2>&1 &
+pid=$!
+trap 'kill $pid 2> /dev/null || true' EXIT
+n=0
+until health; do
+	n=$((n + 1))
+	if [ $n -ge 100 ] || ! kill -0 $pid 2> /dev/null; then
+		echo "the packaged proxy did not answer /health"; exit 1
+	fi
+	sleep 0.1
+done
+kill -HUP $pid
+sleep 0.2
+health || { echo "no /health after SIGHUP"; exit 1; }
+[ "$(stat -c %U /var/log/splicer/access.log)" = splicer ] ||
+	{ echo "no access log of the user splicer in /var/log/splicer"; exit 1; }
+kill -TERM $pid
+wait $pid || { echo "the proxy exited $? on SIGTERM"; exit 1; }
+echo "ran as user splicer: /health answered before and after SIGHUP, access log made, clean stop"
 EOS
-if ! out=$(unshare -m --propagation private sh "$work/ns.sh" 2>&1); then
-	fail "the packaged splicer check failed on the packaged config:
-$out"
+if ! out=$(work=$work bin=$bin conf=$conf unshare -m --propagation private sh "$work/ns.sh" 2>&1); then
+	fail "the packaged splicer failed on the packaged config:
+$out
+$(cat "$work/run.log" 2>/dev/null)"
 fi
 
 [ "$fails" = 0 ] || exit 1
 printf '%s\n' "$out"
-echo "package: unpacked, conffiles, postinst, unit and config agree; splicer check passes; $lint"
+echo "package: unpacked, conffiles, postinst, unit and config agree; $lint"
