@@ -12,15 +12,15 @@
 #     so it comes back byte for byte with its mode, even when apt fails or we
 #     are interrupted; a run killed outright (SIGKILL) is repaired by the
 #     next one. Ours is removed otherwise.
-#   - what the install enabled at boot is undone: the symlinks that appeared
-#     under /etc/systemd/system/*.wants/ are removed (what `systemctl
-#     disable` removes, and it needs no running systemd), the sysv start
-#     links that appeared in /etc/rc?.d/ become stop links (S01nginx ->
-#     K01nginx, what `update-rc.d nginx disable` does; `update-rc.d
-#     defaults` on an upgrade then leaves them alone). deb-systemd-helper
-#     keeps its record of the unit, so an upgrade sees a unit that was
-#     disabled and does not enable it again. Services enabled before are
-#     left alone.
+#   - what the install enabled at boot is undone, also when apt fails or is
+#     interrupted: the symlinks that appeared under /etc/systemd/system/
+#     *.wants/ are removed (what `systemctl disable` removes; no running
+#     systemd needed), the sysv start links that appeared in /etc/rc?.d/
+#     become stop links (S01nginx -> K01nginx, as `update-rc.d nginx
+#     disable` does; `update-rc.d defaults` on an upgrade then leaves them
+#     alone). deb-systemd-helper keeps its record of the unit, so an upgrade
+#     sees a unit that was disabled and does not enable it again. Services
+#     enabled before are left alone.
 #
 # For tests (tests/package/deps_policy.sh) three variables replace the host:
 # SPLICER_DEPS_POLICY (the policy-rc.d path), SPLICER_DEPS_ETC (the /etc
@@ -63,7 +63,36 @@ fi
 work=$(mktemp -d /tmp/splicer-deps.XXXXXX) || exit 1
 moved=
 ours=
+snapped=
+# What starts at boot now: units wanted by a target, sysv start links.
+enabled() {
+	find "$etc/systemd/system" -path '*.wants/*' 2>/dev/null
+	for d in 0 1 2 3 4 5 6 S; do
+		find "$etc/rc$d.d" -name 'S[0-9]*' 2>/dev/null
+	done
+}
+
+# Undoes the boot links that appeared since "before" (see the top).
+disable_new() {
+	enabled | sort -u > "$work/after"
+	comm -13 "$work/before" "$work/after" | while read -r link; do
+		case $link in
+		*.wants/*)
+			echo "  DEPS    disabling ${link##*/} (enabled by the install): rm $link"
+			rm -f "$link" || echo "deps: could not remove $link" >&2
+			;;
+		*)
+			stop=${link%/*}/K${link##*/S}
+			echo "  DEPS    disabling ${link##*/} (enabled by the install): $link -> $stop"
+			mv -f "$link" "$stop" || echo "deps: could not rename $link" >&2
+			;;
+		esac
+	done
+}
+
+# On every exit, apt done, failed or interrupted: the links, then the policy.
 restore() {
+	[ -n "$snapped" ] && disable_new
 	[ -n "$ours" ] && rm -f "$policy"
 	if [ -n "$moved" ]; then
 		mv -f "$saved" "$policy" ||
@@ -74,14 +103,8 @@ restore() {
 trap 'restore' EXIT
 trap 'exit 130' INT TERM HUP
 
-# What starts at boot now: units wanted by a target, sysv start links.
-enabled() {
-	find "$etc/systemd/system" -path '*.wants/*' 2>/dev/null
-	for d in 0 1 2 3 4 5 6 S; do
-		find "$etc/rc$d.d" -name 'S[0-9]*' 2>/dev/null
-	done
-}
 enabled | sort -u > "$work/before"
+snapped=1
 
 if [ -e "$policy" ] || [ -L "$policy" ]; then
 	mv "$policy" "$saved" || exit 1
@@ -93,20 +116,4 @@ chmod 755 "$policy"
 
 # shellcheck disable=SC2086 # the names are words
 ${SPLICER_DEPS_INSTALL:-apt_install} $missing
-rc=$?
-
-enabled | sort -u > "$work/after"
-comm -13 "$work/before" "$work/after" | while read -r link; do
-	case $link in
-	*.wants/*)
-		echo "  DEPS    disabling ${link##*/} (enabled by the install): rm $link"
-		rm -f "$link" || echo "deps: could not remove $link" >&2
-		;;
-	*)
-		stop=${link%/*}/K${link##*/S}
-		echo "  DEPS    disabling ${link##*/} (enabled by the install): $link -> $stop"
-		mv -f "$link" "$stop" || echo "deps: could not rename $link" >&2
-		;;
-	esac
-done
-exit $rc
+exit $?

@@ -64,49 +64,57 @@ check_links() {
 		fail "$1: during the install policy-rc.d did not refuse starts ($(cat "$work/out/policy-rc" 2>/dev/null))"
 }
 
-# 1. an admin's policy-rc.d, odd bytes and mode: back byte for byte
-setup
+# One run of deps.sh in install mode $2 (ok, fail, term) that must exit $3.
+run_case() {
+	SPLICER_TEST_MODE=$2 run_deps
+	rc=$?
+	[ "$rc" = "$3" ] || fail "$1: deps.sh exited $rc, not $3: $(cat "$work/out/log")"
+}
+
+# The admin's policy-rc.d is back, byte for byte, with its mode, and alone.
+policy_back() {
+	cmp -s "$work/admin-policy" "$policy" || fail "$1: the admin's policy-rc.d is not back byte for byte"
+	[ "$(stat -c %a "$policy" 2>/dev/null)" = 750 ] || fail "$1: mode not kept ($(stat -c %a "$policy" 2>/dev/null))"
+	[ ! -e "$policy.splicer-saved" ] || fail "$1: the saved copy was left behind"
+}
+
 printf '#!/bin/sh\n# the admin'"'"'s own\n\001\377exit 0\n' > "$work/admin-policy"
-cp "$work/admin-policy" "$policy"
-chmod 750 "$policy"
-run_deps; rc=$?
-[ "$rc" = 0 ] || fail "existing policy: deps.sh exited $rc: $(cat "$work/out/log")"
-cmp -s "$work/admin-policy" "$policy" || fail "existing policy: not restored byte for byte"
-[ "$(stat -c %a "$policy" 2>/dev/null)" = 750 ] || fail "existing policy: mode not kept ($(stat -c %a "$policy" 2>/dev/null))"
-[ ! -e "$policy.splicer-saved" ] || fail "existing policy: the saved copy was left behind"
+chmod 750 "$work/admin-policy"
+
+# 1. an admin's policy-rc.d, odd bytes and mode
+setup
+cp -p "$work/admin-policy" "$policy"
+run_case "existing policy" ok 0
+policy_back "existing policy"
 check_links "existing policy"
 
 # 2. no policy-rc.d before: none after
 setup
-run_deps; rc=$?
-[ "$rc" = 0 ] || fail "no policy: deps.sh exited $rc: $(cat "$work/out/log")"
+run_case "no policy" ok 0
 [ ! -e "$policy" ] || fail "no policy: ours was left in place"
 check_links "no policy"
 
 # 3. the install fails: its status comes out, the policy comes back
 setup
-cp "$work/admin-policy" "$policy"
-SPLICER_TEST_MODE=fail run_deps; rc=$?
-[ "$rc" = 100 ] || fail "failed install: deps.sh exited $rc, not the install's 100"
-cmp -s "$work/admin-policy" "$policy" || fail "failed install: policy not restored"
+cp -p "$work/admin-policy" "$policy"
+run_case "failed install" fail 100
+policy_back "failed install"
 check_links "failed install"
 
-# 4. interrupted (SIGTERM while the install runs): exit 130, policy back
+# 4. interrupted (SIGTERM while the install runs): exit 130, links undone, policy back
 setup
-cp "$work/admin-policy" "$policy"
-SPLICER_TEST_MODE=term run_deps; rc=$?
-[ "$rc" = 130 ] || fail "interrupted: deps.sh exited $rc, not 130"
-cmp -s "$work/admin-policy" "$policy" || fail "interrupted: policy not restored"
+cp -p "$work/admin-policy" "$policy"
+run_case "interrupted" term 130
+policy_back "interrupted"
+check_links "interrupted"
 
 # 5. a run killed outright left ours in place and the admin's beside it:
 #    the next run puts the admin's back before anything else
 setup
-cp "$work/admin-policy" "$policy.splicer-saved"
+cp -p "$work/admin-policy" "$policy.splicer-saved"
 printf '#!/bin/sh\n# splicer tools/deps.sh: no service starts while packages install\nexit 101\n' > "$policy"
-run_deps; rc=$?
-[ "$rc" = 0 ] || fail "after a killed run: deps.sh exited $rc: $(cat "$work/out/log")"
-cmp -s "$work/admin-policy" "$policy" || fail "after a killed run: the admin's policy is not back"
-[ ! -e "$policy.splicer-saved" ] || fail "after a killed run: the saved copy is still there"
+run_case "after a killed run" ok 0
+policy_back "after a killed run"
 
 [ "$fails" = 0 ] || exit 1
-echo "deps.sh: policy-rc.d restored byte for byte in 4 cases, new services disabled, old ones kept"
+echo "deps.sh: policy-rc.d restored byte for byte in 4 cases (one after a killed run), new services disabled, old ones kept"
