@@ -16,6 +16,7 @@ command -v dpkg-deb > /dev/null || { echo "SKIP: dpkg-deb is not installed"; exi
 # in /tmp itself, not $TMPDIR: the user splicer must reach the config
 work=$(mktemp -d /tmp/splicer-deb.XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM HUP PIPE
 chmod 755 "$work"
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }

@@ -10,6 +10,7 @@ deps=${1:-tools/deps.sh}
 [ "$(id -u)" = 0 ] || { echo "SKIP: deps.sh installs as root only; this is uid $(id -u)"; exit 77; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/splicer-deps-test.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM HUP PIPE
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 

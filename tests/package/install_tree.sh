@@ -9,6 +9,7 @@ set -u
 	{ echo "FAIL: run from the source tree" >&2; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/splicer-install.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM HUP PIPE
 # not the jobserver of a `make test` this may run under
 unset MAKEFLAGS MFLAGS MAKELEVEL
 fails=0

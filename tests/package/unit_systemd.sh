@@ -11,6 +11,7 @@ command -v systemd-analyze > /dev/null ||
 [ -r Makefile ] || { echo "FAIL: run from the source tree" >&2; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/splicer-unit.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM HUP PIPE
 unset MAKEFLAGS MFLAGS MAKELEVEL
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
