@@ -332,13 +332,16 @@ enum tls_hello_status tls_hello_parse(struct tls_hello *h, const uint8_t *buf, s
 {
 	while (h->state == TLS_HELLO_NEED_MORE) {
 		size_t have = n > h->scan ? n - h->scan : 0, rlen;
-		const char *why = check_header(buf + h->scan, have < REC_HDR ? have : REC_HDR);
+		const char *why;
 
+		/* What is known before the next header is judged first, so the
+		 * answer does not depend on how much of that header is there */
+		if (least_total(h) > max || h->scan + REC_HDR > max)
+			return stop(h, TLS_HELLO_TOO_BIG, "the ClientHello is larger than tls_hello_max");
+		why = check_header(buf + h->scan, have < REC_HDR ? have : REC_HDR);
 		if (why) /* the first record decides whether this is TLS at all */
 			return stop(h, h->scan ? TLS_HELLO_BAD : TLS_HELLO_NOT_TLS,
 				    h->scan ? "a record other than handshake inside the ClientHello" : why);
-		if (least_total(h) > max || h->scan + REC_HDR > max)
-			return stop(h, TLS_HELLO_TOO_BIG, "the ClientHello is larger than tls_hello_max");
 		if (have < REC_HDR) {
 			h->need = least_total(h) > h->scan + REC_HDR ? least_total(h) : h->scan + REC_HDR;
 			return TLS_HELLO_NEED_MORE;
