@@ -269,10 +269,11 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -g -O1 -std=gnu11 $(ALL_INC) -DSPLICER_VERSION='"$(VERSION)"' \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZERS      := proxy_proto addr config http_req
+FUZZERS      := proxy_proto addr config http_req tls_hello
 FUZZ_SRCS_proxy_proto := src/proto/proxy_proto.c
 FUZZ_SRCS_addr        := src/lib/addr.c
 FUZZ_SRCS_http_req    := src/proto/http_req.c
+FUZZ_SRCS_tls_hello   := src/proto/tls_hello.c src/proto/sni_match.c
 FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config.c src/ctl/config_file.c \
 			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c src/ctl/privs.c
 
