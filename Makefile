@@ -6,7 +6,8 @@
 #                   the differential suite against HAProxy and nginx (tests/peer)
 #   make soak       10 minutes of mixed traffic, CSV + chart (SOAK_SECONDS=N)
 #   make fuzz       each libFuzzer harness for FUZZ_SECONDS (default 60)
-#   make install    PREFIX=/usr/local
+#   make install    PREFIX=/usr/local DESTDIR= (make uninstall: the same files)
+#   make deb        build/splicer_VERSION_ARCH.deb, checked by lintian
 # Quiet unless V=1.
 
 CC      ?= cc
@@ -25,6 +26,8 @@ Q := @
 endif
 
 B        := build
+DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo unknown)
+DEB      := $(B)/splicer_$(VERSION)_$(DEB_ARCH).deb
 
 # The layers (doc/architecture.md): each folder compiles with the include
 # paths of the folders it may use, and no other, so a wrong include fails
@@ -62,9 +65,11 @@ DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 li
 # dir: the packages' services must not start, see tools/deps.sh).
 PEER_PKGS  := haproxy nginx libnginx-mod-stream
 BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis-tools postgresql
+# `make deb` and its test (tests/package/deb.sh) build and check the package.
+PKG_PKGS   := debhelper dpkg-dev lintian
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps peer-deps bench-deps bench perf-doc install clean asan fuzz soak
+.PHONY: all run test deps peer-deps bench-deps pkg-deps bench perf-doc install uninstall deb clean asan fuzz soak
 
 all: $(B)/layers.ok $(B)/splicer
 
@@ -89,7 +94,7 @@ $(SM_OBJS): CFLAGS += -DSM_BPF_OBJ='"$(BPF_OBJ)"'
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CFLAGS) $(call uses,$<) -c -o $@ $<
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(call uses,$<) -c -o $@ $<
 
 $(B)/asan/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -98,7 +103,7 @@ $(B)/asan/obj/%.o: %.c $(HDRS)
 
 $(B)/splicer: $(OBJS)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/asan/splicer: $(ASAN_OBJS)
 	@$(if $(Q),echo "  LD-SAN  $@")
@@ -160,10 +165,11 @@ $(B)/no_uring: tests/tools/no_uring.c
 
 TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 	    SPLICER_NFQ_DELAY=$(B)/nfq_delay SPLICER_NO_URING=$(B)/no_uring \
-	    SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus
+	    SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus SPLICER_DEB=$(DEB)
 
-test: deps peer-deps
-	$(Q)$(MAKE) --no-print-directory all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%)
+test: deps peer-deps pkg-deps
+	$(Q)$(MAKE) --no-print-directory all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
+		$(DEB)
 	@rm -f $(B)/peer-table.txt
 	$(TEST_ENV) SPLICER_PEER_TABLE=$(B)/peer-table.txt $(B)/tests $(CRITERION_ARGS)
 
@@ -181,13 +187,81 @@ soak: deps
 	SPLICER_BIN=$(B)/splicer SPLICER_SOAK_SECONDS=$(SOAK_SECONDS) SPLICER_SOAK_OUT=$(B)/soak-out \
 		$(B)/soak --jobs 1 --timeout $$(( $(SOAK_SECONDS) + 300 ))
 
+# make install: the proxy, its man pages, the systemd unit with these paths
+# filled in, an example config (never over an existing one), logrotate and
+# sysctl.d snippets. PREFIX=/usr (a package) puts the unit in /lib/systemd/
+# system, Debian's place for packaged units; any other PREFIX puts it in
+# $(PREFIX)/lib/systemd/system, which systemd also reads for /usr/local. The
+# config and logrotate live in /etc whatever the prefix (SYSCONFDIR).
+SBINDIR      ?= $(PREFIX)/sbin
+MANDIR       ?= $(PREFIX)/share/man
+DATADIR      ?= $(PREFIX)/share/splicer
+SYSCONFDIR   ?= /etc
+UNITDIR      ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
+SYSCTLDIR    ?= $(PREFIX)/lib/sysctl.d
+LOGROTATEDIR ?= $(SYSCONFDIR)/logrotate.d
+CONF         := $(DESTDIR)$(SYSCONFDIR)/splicer/splicer.conf
+# splicer(8) and splicer.conf(5); splicer(1) while those are not written
+MANPAGES     := doc/splicer.8 doc/splicer.conf.5
+# what install writes, but for the config (see uninstall)
+INSTALLED    := $(SBINDIR)/splicer $(DATADIR)/bench/haproxy.cfg $(DATADIR)/bench/nginx.conf \
+		$(UNITDIR)/splicer.service $(SYSCTLDIR)/60-splicer.conf $(LOGROTATEDIR)/splicer \
+		$(foreach m,$(MANPAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
+
 install: all
-	install -D -m 755 $(B)/splicer $(DESTDIR)$(PREFIX)/bin/splicer
-	install -D -m 644 bench/haproxy.cfg $(DESTDIR)$(PREFIX)/share/splicer/bench/haproxy.cfg
-	install -D -m 644 bench/nginx.conf $(DESTDIR)$(PREFIX)/share/splicer/bench/nginx.conf
-	install -D -m 644 contrib/splicer.service $(DESTDIR)$(PREFIX)/share/splicer/contrib/splicer.service
-	install -D -m 644 doc/splicer.8 $(DESTDIR)$(PREFIX)/share/man/man8/splicer.8
-	install -D -m 644 doc/splicer.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/splicer.conf.5
+	install -D -m 755 $(B)/splicer $(DESTDIR)$(SBINDIR)/splicer
+	install -D -m 644 bench/haproxy.cfg $(DESTDIR)$(DATADIR)/bench/haproxy.cfg
+	install -D -m 644 bench/nginx.conf $(DESTDIR)$(DATADIR)/bench/nginx.conf
+	for m in $(MANPAGES); do \
+		install -D -m 644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/} || exit 1; done
+	install -d $(DESTDIR)$(UNITDIR)
+	sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+		contrib/splicer.service.in > $(DESTDIR)$(UNITDIR)/splicer.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/splicer.service
+	install -D -m 644 contrib/sysctl-splicer.conf $(DESTDIR)$(SYSCTLDIR)/60-splicer.conf
+	install -D -m 644 contrib/logrotate-splicer $(DESTDIR)$(LOGROTATEDIR)/splicer
+	@if [ -e $(CONF) ]; then \
+		echo "  KEEP    $(CONF): it exists (the example is contrib/splicer.conf)"; \
+	else \
+		echo "install -D -m 644 contrib/splicer.conf $(CONF)"; \
+		install -D -m 644 contrib/splicer.conf $(CONF); \
+	fi
+	@$(if $(DESTDIR),,echo "  NEXT    adduser --system --group --home /nonexistent --no-create-home splicer;" \
+		"sysctl --system; systemctl daemon-reload; splicer check -c $(CONF);" \
+		"systemctl enable --now splicer")
+
+# Removes what install wrote. The config goes only while it is the example
+# unchanged: one the user edited stays, and so does its directory.
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rmdir $(DESTDIR)$(DATADIR)/bench $(DESTDIR)$(DATADIR) 2>/dev/null || true
+	@if cmp -s contrib/splicer.conf $(CONF); then \
+		echo "rm -f $(CONF)"; rm -f $(CONF); rmdir $(dir $(CONF)) 2>/dev/null; \
+	elif [ -e $(CONF) ]; then \
+		echo "  KEEP    $(CONF): it differs from the installed example (remove it by hand)"; \
+	fi; true
+
+# make deb: dpkg-buildpackage in a copy of the tree (its clean step runs
+# `make clean`, which would empty this build/), then lintian at error level.
+# The packaging tools are PKG_PKGS (make pkg-deps).
+DEB_TREE := Makefile README.md bench bpf contrib debian doc src tools $(wildcard LICENSE CHANGELOG.md)
+DEB_DEPS := Makefile $(SRCS) $(HDRS) $(wildcard bpf/* bench/* contrib/* debian/* debian/*/* doc/*)
+
+pkg-deps:
+	@sh tools/deps.sh $(PKG_PKGS)
+
+deb: pkg-deps
+	$(Q)$(MAKE) --no-print-directory $(DEB)
+
+$(DEB): $(DEB_DEPS)
+	@v=$$(dpkg-parsechangelog -S Version); [ "$$v" = "$(VERSION)" ] || \
+		{ echo "debian/changelog is at $$v, the Makefile's VERSION at $(VERSION)" >&2; exit 1; }
+	rm -rf $(B)/deb && mkdir -p $(B)/deb/splicer-$(VERSION)
+	cp -a $(DEB_TREE) $(B)/deb/splicer-$(VERSION)/
+	cd $(B)/deb/splicer-$(VERSION) && dpkg-buildpackage -b -us -uc -j2 > ../build.log 2>&1 || \
+		{ tail -40 ../build.log; exit 1; }
+	cp $(B)/deb/$(notdir $@) $@
+	lintian --fail-on error $@ || { rm -f $@; exit 1; }
 
 # libFuzzer harnesses (clang): `make fuzz FUZZ_SECONDS=N` runs each for N s
 # on a copy of its seed corpus in fuzz/corpus/, and fails on any finding.
@@ -195,10 +269,11 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -g -O1 -std=gnu11 $(ALL_INC) -DSPLICER_VERSION='"$(VERSION)"' \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZERS      := proxy_proto addr config http_req
+FUZZERS      := proxy_proto addr config http_req tls_hello
 FUZZ_SRCS_proxy_proto := src/proto/proxy_proto.c
 FUZZ_SRCS_addr        := src/lib/addr.c
 FUZZ_SRCS_http_req    := src/proto/http_req.c
+FUZZ_SRCS_tls_hello   := src/proto/tls_hello.c src/proto/sni_match.c
 FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config.c src/ctl/config_file.c \
 			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c src/ctl/privs.c
 

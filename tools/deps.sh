@@ -1,20 +1,38 @@
 #!/bin/sh
 # tools/deps.sh PKG...: installs the Debian packages named that are missing,
-# and only those (`make deps`, `make peer-deps`, `make bench-deps`).
+# and only those (`make deps`, `make peer-deps`, `make bench-deps`,
+# `make pkg-deps`).
 #
-# Some of them ship services (HAProxy, nginx): the suite and the bench run
-# them as their own children, so the system copies must neither start nor
-# stay enabled:
-#   - while apt runs, /usr/sbin/policy-rc.d refuses every service start (exit
-#     101); one that already exists is moved aside and put back afterwards,
-#     even when apt fails or we are interrupted; ours is removed otherwise;
-#   - the services the install enabled (symlinks that appeared under
-#     /etc/systemd/system/*.wants/ and /etc/rc?.d/S*) are disabled after it:
-#     `systemctl disable` works without a running systemd, `update-rc.d NAME
-#     disable` turns the sysv start links into stop links. Services that were
+# Some of them ship services (HAProxy, nginx, Prometheus): the suite and the
+# bench run them as their own children, so the system copies must neither
+# start nor stay enabled at boot:
+#   - while apt runs, /usr/sbin/policy-rc.d refuses every service start
+#     (exit 101: invoke-rc.d and deb-systemd-invoke obey it). One that
+#     already exists is renamed beside itself first and renamed back after,
+#     so it comes back byte for byte with its mode, even when apt fails or we
+#     are interrupted; a run killed outright (SIGKILL) is repaired by the
+#     next one. Ours is removed otherwise.
+#   - what the install enabled at boot is undone, also when apt fails or is
+#     interrupted: the symlinks that appeared under /etc/systemd/system/
+#     *.wants/ are removed (what `systemctl disable` removes; no running
+#     systemd needed), the sysv start links that appeared in /etc/rc?.d/
+#     become stop links (S01nginx -> K01nginx, as `update-rc.d nginx
+#     disable` does; `update-rc.d defaults` on an upgrade then leaves them
+#     alone). deb-systemd-helper keeps its record of the unit, so an upgrade
+#     sees a unit that was disabled and does not enable it again. Services
 #     enabled before are left alone.
+#
+# For tests (tests/package/deps_policy.sh) three variables replace the host:
+# SPLICER_DEPS_POLICY (the policy-rc.d path), SPLICER_DEPS_ETC (the /etc
+# whose links are compared) and SPLICER_DEPS_INSTALL (a command run with the
+# missing names instead of apt-get).
 set -u
 export LC_ALL=C
+
+policy=${SPLICER_DEPS_POLICY:-/usr/sbin/policy-rc.d}
+etc=${SPLICER_DEPS_ETC:-/etc}
+saved=$policy.splicer-saved
+marker='# splicer tools/deps.sh: no service starts while packages install'
 
 missing=
 for p in "$@"; do
@@ -27,49 +45,75 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
-policy=/usr/sbin/policy-rc.d
+apt_install() {
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# A run killed while apt ran left ours in place and the admin's beside it.
+if [ -e "$saved" ] || [ -L "$saved" ]; then
+	if [ ! -e "$policy" ] || grep -qxF "$marker" "$policy" 2>/dev/null; then
+		echo "  DEPS    restoring $policy from $saved (left by an interrupted run)"
+		mv -f "$saved" "$policy" || exit 1
+	else
+		echo "deps: $saved is left from an interrupted run, and $policy is not ours: compare them by hand" >&2
+		exit 1
+	fi
+fi
+
 work=$(mktemp -d /tmp/splicer-deps.XXXXXX) || exit 1
-saved=
+moved=
 ours=
+snapped=
+# What starts at boot now: units wanted by a target, sysv start links.
+enabled() {
+	find "$etc/systemd/system" -path '*.wants/*' 2>/dev/null
+	for d in 0 1 2 3 4 5 6 S; do
+		find "$etc/rc$d.d" -name 'S[0-9]*' 2>/dev/null
+	done
+}
+
+# Undoes the boot links that appeared since "before" (see the top).
+disable_new() {
+	enabled | sort -u > "$work/after"
+	comm -13 "$work/before" "$work/after" | while read -r link; do
+		case $link in
+		*.wants/*)
+			echo "  DEPS    disabling ${link##*/} (enabled by the install): rm $link"
+			rm -f "$link" || echo "deps: could not remove $link" >&2
+			;;
+		*)
+			stop=${link%/*}/K${link##*/S}
+			echo "  DEPS    disabling ${link##*/} (enabled by the install): $link -> $stop"
+			mv -f "$link" "$stop" || echo "deps: could not rename $link" >&2
+			;;
+		esac
+	done
+}
+
+# On every exit, apt done, failed or interrupted: the links, then the policy.
 restore() {
+	[ -n "$snapped" ] && disable_new
 	[ -n "$ours" ] && rm -f "$policy"
-	[ -n "$saved" ] && mv -f "$saved" "$policy"
+	if [ -n "$moved" ]; then
+		mv -f "$saved" "$policy" ||
+			echo "deps: could not put $policy back: it is $saved" >&2
+	fi
 	rm -rf "$work"
 }
 trap 'restore' EXIT
 trap 'exit 130' INT TERM HUP
 
-# What starts at boot now: systemd units wanted by a target, sysv start links.
-enabled() {
-	find /etc/systemd/system -path '*.wants/*' -printf 'unit %f\n' 2>/dev/null
-	find /etc/rc0.d /etc/rc1.d /etc/rc2.d /etc/rc3.d /etc/rc4.d /etc/rc5.d /etc/rc6.d \
-		/etc/rcS.d -name 'S[0-9]*' -printf '%f\n' 2>/dev/null | sed 's/^S[0-9]*/sysv /'
-}
 enabled | sort -u > "$work/before"
+snapped=1
 
 if [ -e "$policy" ] || [ -L "$policy" ]; then
-	saved="$work/policy-rc.d"
 	mv "$policy" "$saved" || exit 1
+	moved=1
 fi
 ours=1
-printf '#!/bin/sh\n# splicer tools/deps.sh: no service starts while packages install\nexit 101\n' > "$policy"
+printf '#!/bin/sh\n%s\nexit 101\n' "$marker" > "$policy"
 chmod 755 "$policy"
 
-apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
-rc=$?
-
-enabled | sort -u > "$work/after"
-comm -13 "$work/before" "$work/after" | while read -r kind name; do
-	case $kind in
-	unit)
-		echo "  DEPS    disabling $name (enabled by the install)"
-		systemctl disable --quiet "$name" >/dev/null 2>&1 ||
-			echo "deps: could not disable $name" >&2
-		;;
-	sysv)
-		update-rc.d "$name" disable >/dev/null 2>&1 ||
-			echo "deps: could not disable the sysv links of $name" >&2
-		;;
-	esac
-done
-exit $rc
+# shellcheck disable=SC2086 # the names are words
+${SPLICER_DEPS_INSTALL:-apt_install} $missing
+exit $?

@@ -1,7 +1,7 @@
 /* Short fuzz runs in the default suite: every libFuzzer harness of `make
  * fuzz` (fuzz/fuzz_*.c, clang -fsanitize=fuzzer,address,undefined) runs for
- * SPLICER_FUZZ_SECONDS (20 by default) on a copy of its seed corpus, all four
- * at once so the suite pays 20 s, not 80. A finding (crash, sanitizer report,
+ * SPLICER_FUZZ_SECONDS (20 by default) on a copy of its seed corpus, all at
+ * once so the suite pays 20 s, not 20 s each. A finding (crash, sanitizer report,
  * a failed property check, a timeout or out-of-memory) fails the test and
  * leaves the reproducer in the kept temp dir; the test also fails if a
  * harness executed nothing. Longer runs: `make fuzz FUZZ_SECONDS=N`. */
@@ -19,7 +19,7 @@
 
 #include "harness.h"
 
-static const char *const fuzzers[] = { "proxy_proto", "addr", "config", "http_req" };
+static const char *const fuzzers[] = { "proxy_proto", "addr", "config", "http_req", "tls_hello" };
 #define NFUZZ (sizeof(fuzzers) / sizeof(fuzzers[0]))
 
 /* Copies every file of src into dst (libFuzzer adds to its corpus dir, and

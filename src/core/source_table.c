@@ -1,0 +1,280 @@
+/* source_table: see source_table.h. */
+#include "source_table.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define NIL UINT32_MAX
+#define PERIOD_MS 1000
+
+struct src_ent {
+	struct ip key;
+	uint32_t conns;     /* live sessions */
+	uint32_t hnext;     /* next in the hash chain */
+	uint32_t prev, next; /* idle list (conns == 0), or the free list (next) */
+	uint32_t cur, last; /* sessions admitted in this period and the one before */
+	uint64_t start_ms;  /* this period's start */
+};
+
+struct source_table {
+	pthread_mutex_t lock;
+	uint64_t seed;
+	uint32_t size, mask; /* mask: buckets - 1 */
+	uint32_t *bucket;
+	struct src_ent *e;
+	uint32_t free_head;
+	uint32_t idle_head, idle_tail; /* least recently used first */
+	size_t used, live;
+	uint64_t conns, evicted, full;
+};
+
+bool source_key(const struct sockaddr *sa, struct ip *key)
+{
+	if (!ip_from_sockaddr(sa, key))
+		return false;
+	if (!key->v4)
+		memset(key->a + 8, 0, 8); /* per /64 */
+	return true;
+}
+
+static uint64_t mix(uint64_t h)
+{
+	h ^= h >> 30;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	h ^= h >> 27;
+	h *= 0x94d049bb133111ebULL;
+	return h ^ (h >> 31);
+}
+
+static uint32_t hash(const struct source_table *t, const struct ip *k)
+{
+	uint64_t w0, w1;
+
+	memcpy(&w0, k->a, 8);
+	memcpy(&w1, k->a + 8, 8);
+	return (uint32_t)mix(mix(t->seed ^ w0 ^ k->v4) ^ w1) & t->mask;
+}
+
+static bool same(const struct ip *a, const struct ip *b)
+{
+	return a->v4 == b->v4 && !memcmp(a->a, b->a, 16);
+}
+
+struct source_table *source_table_new(size_t size)
+{
+	struct source_table *t;
+	size_t nb = 1;
+
+	if (!size || size > (1u << 31))
+		return NULL;
+	while (nb < size)
+		nb <<= 1;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	pthread_mutex_init(&t->lock, NULL);
+	t->bucket = malloc(nb * sizeof(*t->bucket));
+	t->e = calloc(size, sizeof(*t->e));
+	if (!t->bucket || !t->e) {
+		source_table_free(t);
+		return NULL;
+	}
+	if (getrandom(&t->seed, sizeof t->seed, GRND_NONBLOCK) != sizeof t->seed)
+		t->seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)t;
+	t->size = (uint32_t)size;
+	t->mask = (uint32_t)(nb - 1);
+	memset(t->bucket, 0xff, nb * sizeof(*t->bucket));
+	for (uint32_t i = 0; i < t->size; i++)
+		t->e[i].next = i + 1 < t->size ? i + 1 : NIL;
+	t->free_head = 0;
+	t->idle_head = t->idle_tail = NIL;
+	return t;
+}
+
+void source_table_free(struct source_table *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_destroy(&t->lock);
+	free(t->bucket);
+	free(t->e);
+	free(t);
+}
+
+/* ---- the idle list: entries without live sessions, oldest first ---- */
+
+static void idle_unlink(struct source_table *t, uint32_t i)
+{
+	struct src_ent *e = &t->e[i];
+
+	if (e->prev != NIL)
+		t->e[e->prev].next = e->next;
+	else
+		t->idle_head = e->next;
+	if (e->next != NIL)
+		t->e[e->next].prev = e->prev;
+	else
+		t->idle_tail = e->prev;
+	e->prev = e->next = NIL;
+}
+
+static void idle_append(struct source_table *t, uint32_t i)
+{
+	struct src_ent *e = &t->e[i];
+
+	e->prev = t->idle_tail;
+	e->next = NIL;
+	if (t->idle_tail != NIL)
+		t->e[t->idle_tail].next = i;
+	else
+		t->idle_head = i;
+	t->idle_tail = i;
+}
+
+/* ---- the hash ---- */
+
+static uint32_t find(const struct source_table *t, const struct ip *k, uint32_t b)
+{
+	for (uint32_t i = t->bucket[b]; i != NIL; i = t->e[i].hnext)
+		if (same(&t->e[i].key, k))
+			return i;
+	return NIL;
+}
+
+static void unhash(struct source_table *t, uint32_t i)
+{
+	uint32_t *p = &t->bucket[hash(t, &t->e[i].key)];
+
+	while (*p != i)
+		p = &t->e[*p].hnext;
+	*p = t->e[i].hnext;
+}
+
+/* A new entry for k in bucket b: a free one, else the least recently used
+ * idle one. NIL when every entry has live sessions. */
+static uint32_t take(struct source_table *t, const struct ip *k, uint32_t b, uint64_t now)
+{
+	uint32_t i = t->free_head;
+
+	if (i != NIL) {
+		t->free_head = t->e[i].next;
+		t->used++;
+	} else if ((i = t->idle_head) != NIL) {
+		idle_unlink(t, i);
+		unhash(t, i);
+		t->evicted++;
+	} else {
+		return NIL;
+	}
+	struct src_ent *e = &t->e[i];
+	memset(e, 0, sizeof(*e));
+	e->key = *k;
+	e->start_ms = now;
+	e->hnext = t->bucket[b];
+	t->bucket[b] = i;
+	idle_append(t, i);
+	return i;
+}
+
+/* Moves the window to now and returns the rate scaled by 1000. */
+static uint64_t rate_x1000(struct src_ent *e, uint64_t now)
+{
+	uint64_t t = now > e->start_ms ? now - e->start_ms : 0;
+
+	if (t >= 2 * PERIOD_MS) {
+		e->cur = e->last = 0;
+		e->start_ms = now;
+		t = 0;
+	} else if (t >= PERIOD_MS) {
+		e->last = e->cur;
+		e->cur = 0;
+		e->start_ms += PERIOD_MS;
+		t -= PERIOD_MS;
+	}
+	return (uint64_t)e->cur * PERIOD_MS + (uint64_t)e->last * (PERIOD_MS - t);
+}
+
+enum source_verdict source_admit(struct source_table *t, const struct sockaddr *sa,
+				 uint64_t now_ms, unsigned max_conns, unsigned max_rate)
+{
+	enum source_verdict v = SOURCE_OK;
+	struct ip k;
+
+	if (!source_key(sa, &k))
+		return SOURCE_OK;
+	pthread_mutex_lock(&t->lock);
+	uint32_t b = hash(t, &k), i = find(t, &k, b);
+	if (i == NIL && (i = take(t, &k, b, now_ms)) == NIL) {
+		t->full++;
+		pthread_mutex_unlock(&t->lock);
+		return SOURCE_TABLE_FULL;
+	}
+	struct src_ent *e = &t->e[i];
+	uint64_t rate = rate_x1000(e, now_ms);
+	if (max_conns && e->conns >= max_conns)
+		v = SOURCE_TOO_MANY_CONNS;
+	else if (max_rate && rate >= (uint64_t)max_rate * PERIOD_MS)
+		v = SOURCE_TOO_FAST;
+	if (v == SOURCE_OK) {
+		e->cur++;
+		if (!e->conns++) {
+			idle_unlink(t, i);
+			t->live++;
+		}
+		t->conns++;
+	} else if (!e->conns) { /* refused and idle: still recently used */
+		idle_unlink(t, i);
+		idle_append(t, i);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return v;
+}
+
+void source_release(struct source_table *t, const struct sockaddr *sa)
+{
+	struct ip k;
+
+	if (!source_key(sa, &k))
+		return;
+	pthread_mutex_lock(&t->lock);
+	uint32_t i = find(t, &k, hash(t, &k));
+	/* an admitted source is always there: live entries are not evicted */
+	if (i != NIL && t->e[i].conns) {
+		t->conns--;
+		if (!--t->e[i].conns) {
+			idle_append(t, i);
+			t->live--;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+unsigned source_conns(struct source_table *t, const struct sockaddr *sa)
+{
+	struct ip k;
+	unsigned n = 0;
+
+	if (!source_key(sa, &k))
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	uint32_t i = find(t, &k, hash(t, &k));
+	if (i != NIL)
+		n = t->e[i].conns;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+void source_table_get_stats(struct source_table *t, struct source_table_stats *st)
+{
+	pthread_mutex_lock(&t->lock);
+	st->size = t->size;
+	st->used = t->used;
+	st->live = t->live;
+	st->conns = t->conns;
+	st->evicted = t->evicted;
+	st->full = t->full;
+	pthread_mutex_unlock(&t->lock);
+}

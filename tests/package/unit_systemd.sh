@@ -1,0 +1,39 @@
+#!/bin/sh
+# The unit `make install DESTDIR=... PREFIX=/usr` writes, through systemd's
+# own checks, offline (PID 1 need not be systemd):
+#   systemd-analyze verify: no message at all (it exits 0 on unknown keys;
+#     its executables must exist, so a copy points into the install tree);
+#   systemd-analyze security --offline: exposure at most 3.0.
+# Exit 0 pass, 1 fail, 77 skip (the reason on stdout).
+set -u
+command -v systemd-analyze > /dev/null ||
+	{ echo "SKIP: systemd-analyze is not installed (Debian package systemd)"; exit 77; }
+[ -r Makefile ] || { echo "FAIL: run from the source tree" >&2; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/splicer-unit.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM HUP PIPE
+unset MAKEFLAGS MFLAGS MAKELEVEL
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+root=$work/root
+make --no-print-directory install DESTDIR="$root" PREFIX=/usr > "$work/make.log" 2>&1 ||
+	{ cat "$work/make.log" >&2; echo "FAIL: make install" >&2; exit 1; }
+unit=${SPLICER_TEST_UNIT:-$root/lib/systemd/system/splicer.service}
+
+mkdir "$work/v"
+sed "s|/usr/sbin/splicer|$root/usr/sbin/splicer|g" "$unit" > "$work/v/splicer.service"
+out=$(systemd-analyze verify --man=no "$work/v/splicer.service" 2>&1)
+rc=$?
+[ "$rc" = 0 ] && [ -z "$out" ] || fail "systemd-analyze verify (exit $rc): $out"
+
+out=$(systemd-analyze security --offline=true "$unit" 2>&1)
+level=$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for splicer.service: \([0-9.]*\).*/\1/p')
+if [ -z "$level" ]; then
+	fail "systemd-analyze security gave no exposure level: $(printf '%s\n' "$out" | tail -5)"
+elif ! awk -v l="$level" 'BEGIN { exit !(l <= 3.0) }'; then
+	fail "systemd-analyze security rates the unit $level (at most 3.0): $(printf '%s\n' "$out" | grep '✗')"
+fi
+
+[ "$fails" = 0 ] || exit 1
+echo "unit: systemd-analyze verify clean, security exposure $level"

@@ -1,0 +1,307 @@
+/* Unit tests for src/core/source_table.c: per-source session counts and
+ * rates, IPv6 keyed by /64, least-recently-used eviction that never takes
+ * an entry with live sessions, and threads admitting and releasing at once.
+ * The cost of an admit+release pair is printed, not asserted. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "source_table.h"
+
+struct sa {
+	struct sockaddr_storage ss;
+};
+
+static struct sa A(const char *s)
+{
+	struct sa a = { 0 };
+	if (strchr(s, ':')) {
+		struct sockaddr_in6 *s6 = (void *)&a.ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(40000);
+		cr_assert_eq(inet_pton(AF_INET6, s, &s6->sin6_addr), 1, "%s", s);
+	} else {
+		struct sockaddr_in *s4 = (void *)&a.ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(40000);
+		cr_assert_eq(inet_pton(AF_INET, s, &s4->sin_addr), 1, "%s", s);
+	}
+	return a;
+}
+
+#define SA(x) ((const struct sockaddr *)&(x).ss)
+
+static enum source_verdict admit(struct source_table *t, const char *who, uint64_t now,
+				 unsigned conns, unsigned rate)
+{
+	struct sa a = A(who);
+	return source_admit(t, SA(a), now, conns, rate);
+}
+
+static void release(struct source_table *t, const char *who)
+{
+	struct sa a = A(who);
+	source_release(t, SA(a));
+}
+
+static unsigned conns(struct source_table *t, const char *who)
+{
+	struct sa a = A(who);
+	return source_conns(t, SA(a));
+}
+
+Test(unit_source_table, concurrent_sessions_per_source)
+{
+	struct source_table *t = source_table_new(16);
+
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 2, 0), SOURCE_OK);
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 2, 0), SOURCE_OK);
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 2, 0), SOURCE_TOO_MANY_CONNS);
+	cr_assert_eq(admit(t, "10.0.0.2", 0, 2, 0), SOURCE_OK, "another source has its own count");
+	cr_assert_eq(conns(t, "10.0.0.1"), 2, "a refusal is not counted");
+	release(t, "10.0.0.1");
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 2, 0), SOURCE_OK);
+	cr_assert_eq(admit(t, "::ffff:10.0.0.1", 0, 2, 0), SOURCE_TOO_MANY_CONNS,
+		     "a v4-mapped client is its IPv4 address");
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	cr_assert_eq(source_admit(t, (void *)&un, 0, 1, 1), SOURCE_OK, "Unix clients are not counted");
+	source_release(t, (void *)&un);
+	struct source_table_stats st;
+	source_table_get_stats(t, &st);
+	cr_assert_eq(st.conns, 3);
+	cr_assert_eq(st.live, 2);
+	cr_assert_eq(st.used, 2);
+	source_table_free(t);
+}
+
+Test(unit_source_table, ipv6_is_keyed_by_its_64)
+{
+	struct source_table *t = source_table_new(16);
+
+	cr_assert_eq(admit(t, "2001:db8:1:2::1", 0, 2, 0), SOURCE_OK);
+	cr_assert_eq(admit(t, "2001:db8:1:2:ffff:ffff:ffff:ffff", 0, 2, 0), SOURCE_OK);
+	cr_assert_eq(admit(t, "2001:db8:1:2:abcd::9", 0, 2, 0), SOURCE_TOO_MANY_CONNS,
+		     "three addresses of one /64 are one source");
+	cr_assert_eq(admit(t, "2001:db8:1:3::1", 0, 2, 0), SOURCE_OK, "the next /64 is another");
+	cr_assert_eq(conns(t, "2001:db8:1:2::77"), 2);
+	/* an IPv6 /64 with the bytes of an IPv4 address is not that address */
+	cr_assert_eq(admit(t, "a00:1::", 0, 2, 0), SOURCE_OK);
+	cr_assert_eq(conns(t, "10.0.0.1"), 0);
+	source_table_free(t);
+}
+
+Test(unit_source_table, rate_is_a_one_second_sliding_window)
+{
+	struct source_table *t = source_table_new(16);
+	const char *c = "192.0.2.9";
+
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(admit(t, c, 1000, 0, 5), SOURCE_OK);
+	cr_assert_eq(admit(t, c, 1000, 0, 5), SOURCE_TOO_FAST);
+	for (int i = 0; i < 5; i++)
+		release(t, c);
+	cr_assert_eq(admit(t, c, 1999, 0, 5), SOURCE_TOO_FAST, "ended sessions still count");
+	/* a second on, the five weigh 5 * (1000 - t) / 1000, t ms into it */
+	cr_assert_eq(admit(t, c, 2000, 0, 5), SOURCE_TOO_FAST, "5 * 1.0");
+	cr_assert_eq(admit(t, c, 2001, 0, 5), SOURCE_OK, "5 * 0.999");
+	for (uint64_t now = 2001; now <= 2200; now++)
+		cr_assert_eq(admit(t, c, now, 0, 5), SOURCE_TOO_FAST, "1 + 5 * (1000 - %llu) / 1000",
+			     (unsigned long long)(now - 2000));
+	cr_assert_eq(admit(t, c, 2201, 0, 5), SOURCE_OK, "1 + 3.995: the refusals were not counted");
+	cr_assert_eq(admit(t, c, 2400, 0, 5), SOURCE_TOO_FAST, "2 + 3");
+	/* the next period: the 2 of the last one weigh 2 * 0.9 at 3100 */
+	cr_assert_eq(admit(t, c, 3100, 0, 5), SOURCE_OK, "0 + 1.8");
+	cr_assert_eq(admit(t, c, 3100, 0, 5), SOURCE_OK, "1 + 1.8");
+	cr_assert_eq(admit(t, c, 3100, 0, 5), SOURCE_OK, "2 + 1.8");
+	cr_assert_eq(admit(t, c, 3100, 0, 5), SOURCE_OK, "3 + 1.8");
+	cr_assert_eq(admit(t, c, 3100, 0, 5), SOURCE_TOO_FAST, "4 + 1.8");
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(admit(t, c, 5200, 0, 5), SOURCE_OK, "two quiet seconds: a fresh window");
+	cr_assert_eq(admit(t, c, 5200, 0, 5), SOURCE_TOO_FAST);
+	cr_assert_eq(admit(t, c, 5100, 0, 5), SOURCE_TOO_FAST, "an older clock reading");
+	/* connections are checked before the rate */
+	cr_assert_eq(admit(t, c, 5200, 1, 5), SOURCE_TOO_MANY_CONNS);
+	source_table_free(t);
+}
+
+Test(unit_source_table, least_recently_used_idle_entry_is_evicted)
+{
+	struct source_table *t = source_table_new(3);
+	struct source_table_stats st;
+
+	/* max_rate 1 shows whether an entry is still there: it refuses a
+	 * second session in the same second; a new entry admits it */
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 0, 1), SOURCE_OK);
+	cr_assert_eq(admit(t, "10.0.0.2", 0, 0, 1), SOURCE_OK);
+	cr_assert_eq(admit(t, "10.0.0.3", 0, 0, 1), SOURCE_OK);
+	release(t, "10.0.0.1");
+	release(t, "10.0.0.3");
+	release(t, "10.0.0.2"); /* idle, oldest first: .1 .3 .2 */
+	cr_assert_eq(admit(t, "10.0.0.4", 0, 0, 1), SOURCE_OK, "evicts .1");
+	cr_assert_eq(admit(t, "10.0.0.3", 0, 0, 1), SOURCE_TOO_FAST, ".3 is there (and now recent)");
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 0, 1), SOURCE_OK, ".1 was evicted: evicts .2");
+	cr_assert_eq(admit(t, "10.0.0.3", 0, 0, 1), SOURCE_TOO_FAST, ".3 is still there");
+	cr_assert_eq(admit(t, "10.0.0.2", 0, 0, 1), SOURCE_OK, ".2 was evicted: evicts .3");
+	source_table_get_stats(t, &st);
+	cr_assert_eq(st.evicted, 3);
+	cr_assert_eq(st.used, 3);
+	source_table_free(t);
+}
+
+Test(unit_source_table, live_entries_are_never_evicted)
+{
+	struct source_table *t = source_table_new(2);
+	struct source_table_stats st;
+
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 5, 0), SOURCE_OK);
+	cr_assert_eq(admit(t, "2001:db8::1", 0, 5, 0), SOURCE_OK);
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(admit(t, "10.0.0.3", (uint64_t)i, 5, 0), SOURCE_TABLE_FULL);
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 5, 0), SOURCE_OK, "a source in the table still gets in");
+	cr_assert_eq(conns(t, "10.0.0.1"), 2);
+	cr_assert_eq(conns(t, "2001:db8::1"), 1);
+	source_table_get_stats(t, &st);
+	cr_assert_eq(st.full, 10);
+	cr_assert_eq(st.evicted, 0);
+	release(t, "2001:db8::1");
+	cr_assert_eq(admit(t, "10.0.0.3", 0, 5, 0), SOURCE_OK, "an idle entry makes room");
+	release(t, "10.0.0.1");
+	cr_assert_eq(admit(t, "10.0.0.4", 0, 5, 0), SOURCE_TABLE_FULL, ".1 still has a session");
+	release(t, "10.0.0.1");
+	cr_assert_eq(admit(t, "10.0.0.4", 0, 5, 0), SOURCE_OK);
+	release(t, "10.0.0.99"); /* never admitted: nothing happens */
+	source_table_free(t);
+}
+
+/* ---- threads ---- */
+
+#define NADDR 300
+#define HOLD 8
+static struct sa addrs[NADDR];
+static struct source_table *shared;
+
+struct worker {
+	unsigned seed;
+	long ops, refused;
+	unsigned max_seen;
+};
+
+static void *hammer(void *arg)
+{
+	struct worker *w = arg;
+	int held[HOLD], nheld = 0;
+
+	for (long i = 0; i < 200000; i++) {
+		unsigned r = rand_r(&w->seed);
+		if (nheld && (nheld == HOLD || r % 2)) {
+			int k = (int)(r / 2 % (unsigned)nheld);
+			source_release(shared, SA(addrs[held[k]]));
+			held[k] = held[--nheld];
+		} else {
+			int a = (int)(r / 2 % NADDR);
+			enum source_verdict v = source_admit(shared, SA(addrs[a]), 0, 3, 0);
+			if (v == SOURCE_OK) {
+				held[nheld++] = a;
+				unsigned c = source_conns(shared, SA(addrs[a]));
+				if (c > w->max_seen)
+					w->max_seen = c;
+			} else {
+				cr_assert(v == SOURCE_TOO_MANY_CONNS || v == SOURCE_TABLE_FULL);
+				w->refused++;
+			}
+		}
+		w->ops++;
+	}
+	while (nheld)
+		source_release(shared, SA(addrs[held[--nheld]]));
+	return NULL;
+}
+
+static void make_addrs(void)
+{
+	for (int i = 0; i < NADDR; i++) {
+		char s[64];
+		if (i % 3 == 2)
+			snprintf(s, sizeof s, "2001:db8:%x::%x", i, i); /* each its own /64 */
+		else if (i % 3 == 1)
+			snprintf(s, sizeof s, "::ffff:10.1.%d.%d", i / 256, i % 256);
+		else
+			snprintf(s, sizeof s, "10.0.%d.%d", i / 256, i % 256);
+		addrs[i] = A(s);
+	}
+}
+
+Test(unit_source_table, threads_hammering_end_with_every_count_zero, .timeout = 120)
+{
+	pthread_t th[4];
+	struct worker w[4];
+	struct source_table_stats st;
+
+	make_addrs();
+	shared = source_table_new(24); /* below the sources (evictions) and the 32 sessions held at most (full) */
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker){ .seed = 100u + (unsigned)i };
+		cr_assert_eq(pthread_create(&th[i], NULL, hammer, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	source_table_get_stats(shared, &st);
+	cr_assert_eq(st.conns, 0, "%llu sessions left", (unsigned long long)st.conns);
+	cr_assert_eq(st.live, 0);
+	for (int i = 0; i < NADDR; i++)
+		cr_assert_eq(source_conns(shared, SA(addrs[i])), 0, "address %d", i);
+	for (int i = 0; i < 4; i++)
+		cr_assert_leq(w[i].max_seen, 3, "a source above max_conns");
+	cr_assert_gt(st.evicted, 0, "the run evicted entries");
+	cr_assert_gt(st.full, 0, "the run found the table full");
+	fprintf(stderr, "[source_table] 4 threads x 200000 ops: %llu evicted, %llu refused as full\n",
+		(unsigned long long)st.evicted, (unsigned long long)st.full);
+	source_table_free(shared);
+}
+
+/* ---- the cost, printed ---- */
+
+static double now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+#define PAIRS 1000000
+
+static void *pairs(void *arg)
+{
+	unsigned i = (unsigned)(uintptr_t)arg;
+	for (long k = 0; k < PAIRS; k++, i += 7) {
+		const struct sockaddr *sa = SA(addrs[i % NADDR]);
+		if (source_admit(shared, sa, (uint64_t)k / 1000, 1000, 0) == SOURCE_OK)
+			source_release(shared, sa);
+	}
+	return NULL;
+}
+
+Test(unit_source_table, cost_of_admit_and_release, .timeout = 120)
+{
+	pthread_t th[2];
+
+	make_addrs();
+	shared = source_table_new(4096);
+	double t0 = now_ns();
+	pairs((void *)0);
+	double one = (now_ns() - t0) / PAIRS;
+	t0 = now_ns();
+	for (uintptr_t i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, pairs, (void *)i);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	double two = (now_ns() - t0) / (2.0 * PAIRS);
+	fprintf(stderr, "[source_table] admit+release: %.0f ns per pair on one thread, %.0f ns per "
+		"pair (wall / pairs) with two threads contending\n", one, two);
+	source_table_free(shared);
+}
