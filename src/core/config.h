@@ -140,6 +140,8 @@ struct route {
 	uint8_t has_queue;                 /* a backend has maxconn */
 };
 
+struct sni_table;
+
 /* One listening address and the routes that share it: a route with sni
  * gets the clients whose ClientHello names it, the route without sni (at
  * most one: dflt) everyone else. Built by config_finalize from the routes'
@@ -152,6 +154,10 @@ struct listen_group {
 	unsigned nroute;
 	uint8_t hello;                     /* a route has sni: read the ClientHello first */
 	uint64_t hello_timeout_ms, hello_max; /* the largest of its routes' */
+	/* hello: the distinct server names of its routes (sni_match.h), and
+	 * for each name the routes (bits by index in route[]) that give it */
+	struct sni_table *sni;
+	uint64_t *name_routes;
 };
 
 #define ROUTE_GAVE_LISTEN  1

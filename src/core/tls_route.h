@@ -1,18 +1,15 @@
 /* tls_route: the route a TLS client asked for. A listener whose routes
  * have `sni` peeks at the client's first bytes until the whole ClientHello
- * is there (tls_hello.h), then chooses: the route with the most specific
- * matching name (an exact name, then the longest wildcard; file order
- * among equals) whose alpn list, if it has one, meets the client's offer;
- * else the listener's route without sni. Nothing is consumed: the engine
- * forwards the hello itself, byte for byte. */
+ * is there (tls_hello.h), then chooses: the most specific of its names that
+ * matches (an exact name, then the longest wildcard: sni_match.h); among
+ * the routes that give that name, the first (file order) whose alpn list,
+ * if it has one, meets the client's offer; else the listener's route
+ * without sni. Nothing is consumed: the engine forwards the hello itself,
+ * byte for byte. */
 #ifndef SPLICER_TLS_ROUTE_H
 #define SPLICER_TLS_ROUTE_H
 #include "config.h"
 #include "tls_hello.h"
-
-/* How specific pattern is for host (lower case): 0 no match, else higher
- * is more specific (an exact name beats every wildcard). */
-unsigned sni_specificity(const char *pattern, const char *host);
 
 /* The route for a parsed hello (NULL: none takes it, and the listener has
  * no route without sni). hello NULL: not TLS. */

@@ -250,6 +250,7 @@ void config_free(struct config *c)
 		c->route[i] = NULL;
 	}
 	c->nroutes = 0;
+	config_listen_free(c);
 }
 
 struct route *config_add_route(struct config *c, const char *name, unsigned line)

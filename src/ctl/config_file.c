@@ -364,8 +364,11 @@ static int handler_value(struct file_ctx *x, const char *name, const char *value
 		return 1;
 	}
 	if (x->sec == SEC_ROUTE && route_text_key(name)) {
-		if (route_text_set(x->route, name, value, x->line, why, sizeof(why)))
+		char note[256] = "";
+		if (route_text_set(x->route, name, value, x->line, why, sizeof(why), note, sizeof(note)))
 			problem(x, "%s", why);
+		else if (note[0])
+			fprintf(stderr, "%s:%u: note: %s\n", x->path, x->line, note);
 		return 1;
 	}
 	if (!strcmp(name, "listen") || !strcmp(name, "backend")) {

@@ -8,7 +8,7 @@
 #include <strings.h>
 
 #include "cidr.h"
-#include "tls_hello.h"
+#include "sni_match.h"
 
 int route_text_key(const char *name)
 {
@@ -19,18 +19,12 @@ int route_text_key(const char *name)
 /* "a.example.com" or "*.example.com" (one or more labels before it). */
 static int sni_check(const char *w, char *why, size_t len)
 {
-	const char *name = w[0] == '*' && w[1] == '.' ? w + 2 : w;
+	char err[300];
 
-	if (strchr(name, '*')) {
-		snprintf(why, len, "sni '%s': a wildcard is '*.' before a name (*.example.com)", w);
-		return -1;
-	}
-	if (!tls_host_name_valid(name, strlen(name))) {
-		snprintf(why, len, "sni '%s' is not a host name (labels of letters, digits, '-' or "
-			 "'_', 1..63 bytes each, 253 in all, no trailing dot)", w);
-		return -1;
-	}
-	return 0;
+	if (sni_pattern_valid(w, err, sizeof(err)))
+		return 0;
+	snprintf(why, len, "sni %s", err);
+	return -1;
 }
 
 static int alpn_check(const char *w, char *why, size_t len)
@@ -64,7 +58,7 @@ static int append(char *list, size_t cap, const char *word, const char *key, int
 }
 
 int route_text_set(struct route *r, const char *name, const char *value, unsigned line,
-		   char *why, size_t len)
+		   char *why, size_t len, char *note, size_t notelen)
 {
 	char words[SETTING_TEXT_MAX * 4], *save, *w;
 	int sni = !strcmp(name, "sni"), alpn = !strcmp(name, "alpn");
@@ -89,11 +83,13 @@ int route_text_set(struct route *r, const char *name, const char *value, unsigne
 				return -1;
 		} else {
 			struct cidr c;
-			char err[160];
-			if (cidr_parse(w, &c, err, sizeof(err), NULL, 0)) {
+			char err[160], warn[160] = "";
+			if (cidr_parse(w, &c, err, sizeof(err), warn, sizeof(warn))) {
 				snprintf(why, len, "%s: %s", name, err);
 				return -1;
 			}
+			if (warn[0] && !note[0])
+				snprintf(note, notelen, "%s: %s", name, warn);
 		}
 		if (append(list, cap, w, name, sni, why, len))
 			return -1;

@@ -12,8 +12,9 @@
 int route_text_key(const char *name);
 
 /* Checks every word of value and adds them to r. Returns 0, or -1 with a
- * sentence in why naming the first bad word. */
+ * sentence in why naming the first bad word. note gets "" or a remark on
+ * a word that is accepted but likely a typo (a range with host bits set). */
 int route_text_set(struct route *r, const char *name, const char *value, unsigned line,
-		   char *why, size_t len);
+		   char *why, size_t len, char *note, size_t notelen);
 
 #endif

@@ -445,21 +445,25 @@ Test(integ, sni_check_reports_conflicts_and_precedence, .init = h_init, .fini = 
 	check_says("same-name.conf",
 		   "[route a]\nlisten = 127.0.0.1:9443\nsni = x.example.com\nbackend = 127.0.0.1:1\n"
 		   "[route b]\nlisten = 127.0.0.1:9443\nsni = X.example.com\nbackend = 127.0.0.1:2\n", 1,
-		   ":7: sni x.example.com of route 'b' is also in route 'a' (line 3)");
+		   ":7: listen 127.0.0.1:9443: server name 'x.example.com' is given twice (route a and "
+		   "route b): no rule says which gets it");
 	check_says("overlap.conf",
 		   "[route a]\nlisten = 127.0.0.1:9443\nsni = *.example.com\nbackend = 127.0.0.1:1\n"
 		   "[route b]\nlisten = 127.0.0.1:9443\nsni = api.example.com\nbackend = 127.0.0.1:2\n", 0,
-		   "note: sni api.example.com of route 'b' is within *.example.com of route 'a' on listen "
-		   "127.0.0.1:9443: api.example.com wins");
+		   ":7: note: listen 127.0.0.1:9443: server name 'api.example.com' (route b) is also "
+		   "matched by '*.example.com' (route a): the exact name wins");
 	check_says("bad-name.conf",
 		   "[route a]\nlisten = 127.0.0.1:9443\nsni = a..example.com\nbackend = 127.0.0.1:1\n", 1,
 		   ":3: sni 'a..example.com' is not a host name");
 	check_says("bad-wildcard.conf",
 		   "[route a]\nlisten = 127.0.0.1:9443\nsni = a.*.com\nbackend = 127.0.0.1:1\n", 1,
-		   ":3: sni 'a.*.com': a wildcard is '*.' before a name");
+		   ":3: sni 'a.*.com': '*' may only stand as the first label, as in *.example.com");
 	check_says("bad-cidr.conf",
 		   "[route a]\nlisten = 127.0.0.1:9443\nallow = 10.0.0.0/33\nbackend = 127.0.0.1:1\n", 1,
 		   ":3: allow: '10.0.0.0/33': bad prefix length 33 for IPv4");
+	check_says("host-bits.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\ndeny = 10.1.2.3/8\nbackend = 127.0.0.1:1\n", 0,
+		   ":3: note: deny: '10.1.2.3/8' has host bits set: it means 10.0.0.0/8");
 	check_says("proxy-mix.conf",
 		   "[route a]\nlisten = 127.0.0.1:9443\nsni = a.example.com\naccept_proxy = yes\n"
 		   "backend = 127.0.0.1:1\n"
