@@ -38,7 +38,7 @@ const struct setting settings[] = {
 	  "how bytes move: copy (recv/send), splice (socket->pipe->socket), auto (copy, then splice for streams), "
 	  "sockmap (experimental: eBPF redirects in the kernel; needs CAP_BPF and CAP_NET_ADMIN, else splice), "
 
-	  "uring (io_uring multishot recv into provided buffers + send; experimental, never picked by auto)" },
+	  "uring (io_uring recvs into provided buffers + a gathering sendmsg; experimental, never picked by auto)" },
 	{ "balance", 0, SET_ENUM, 0, 0, "roundrobin", 0, balance_names, SCOPE_ROUTE, R(balance),
 	  "how a session picks its backend: roundrobin (by weight), leastconn (fewest sessions per weight), "
 	  "maglev (consistent hash of the client IP)" },
@@ -47,7 +47,7 @@ const struct setting settings[] = {
 	{ "buffer-size", 0, SET_SIZE, 1 * KiB, 64 * MiB, "64k", 0, NULL, SCOPE_GLOBAL, G(buffer_size),
 	  "copy engine buffer per direction" },
 	{ "pipe-size", 0, SET_SIZE, 4 * KiB, 64 * MiB, "512k", SET_ZERO_OK, NULL, SCOPE_GLOBAL, G(pipe_size),
-	  "splice engine pipe size, at least a page (0: kernel default, 64k); see README, Performance" },
+	  "splice engine pipe size, at least a page (0: kernel default, 64k); see doc/performance.md" },
 	{ "lowat", 0, SET_SIZE, 0, 64 * MiB, "0", 0, NULL, SCOPE_ROUTE, R(lowat),
 	  "SO_RCVLOWAT on spliced sources so readiness waits for a batch (0: off; bulk routes only)" },
 	{ "busy-poll", 0, SET_UINT, 0, 100000, "0", 0, NULL, SCOPE_GLOBAL, G(busy_poll_us),

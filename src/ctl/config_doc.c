@@ -40,8 +40,11 @@ static const struct {
 	{ "proxy-timeout", "5s" },       { "check", "tcp" },
 	{ "check-interval", "5s" },      { "check-timeout", "500ms" },
 	{ "rise", "2" },                 { "fall", "3" },
-	{ "stats", "127.0.0.1:9100" },   { "user", "splicer" },
+	{ "stats", "127.0.0.1:9180" },   { "user", "splicer" },
 	{ "verbose", "1" },              { "drain-timeout", "1m" },
+	{ "source-max-conns", "100" },   { "source-conn-rate", "20" },
+	{ "source-table-size", "200000" }, { "tls-hello-timeout", "3s" },
+	{ "tls-hello-max", "32k" },      { "queue-timeout", "10s" },
 };
 
 static const char *example_of(const struct setting *s)
@@ -151,19 +154,49 @@ static int cap(char c)
 static const struct {
 	const char *key, *meta, *accepts, *cli, *example, *help;
 	int n1, n2;
+	const char *type, *def; /* NULL: "addresses", required */
 } route_only[] = {
 	{ "listen", "ADDRESS ...",
 	  "one or more addresses, separated by spaces or commas; the line may be repeated; at most "
 	  "%d per route and %d in all routes",
 	  "-l, --listen (one route only)", "listen = :8080 [::]:8080",
-	  "where the route accepts clients; required", MAX_LISTENS, MAX_LISTENERS },
-	{ "backend", "ADDRESS [weight=N] ...",
+	  "where the route accepts clients; required (routes with sni may share one)", MAX_LISTENS,
+	  MAX_LISTENERS, NULL, NULL },
+	{ "backend", "ADDRESS [weight=N] [maxconn=N] ...",
 	  "one or more addresses, separated by spaces or commas, each optionally followed by "
-	  "weight=N (1 to %d, default 1); the line may be repeated; at most %d per route",
-	  "-b, --backend (one route only; weight 1)", "backend = 10.0.0.1:80 weight=3 10.0.0.2:80",
+	  "weight=N (1 to %d, default 1) and maxconn=N (1 to 10000000, default no limit); the line "
+	  "may be repeated; at most %d per route",
+	  "-b, --backend (one route only; weight 1)",
+	  "backend = 10.0.0.1:80 weight=3 maxconn=200 10.0.0.2:80",
 	  "the route's backend pool; required. A weight is the backend's share of new sessions "
-	  "under roundrobin, leastconn and maglev alike. A backend may not be its route's own "
-	  "listen address: its sessions would connect back to the proxy", MAX_WEIGHT, MAX_BACKENDS },
+	  "under roundrobin, leastconn and maglev alike. maxconn caps the backend's sessions: when "
+	  "every usable backend is at its cap, clients wait in the route's queue (queue_timeout). "
+	  "A backend may not be its route's own listen address: its sessions would connect back to "
+	  "the proxy", MAX_WEIGHT, MAX_BACKENDS, NULL, NULL },
+	{ "sni", "NAME ...",
+	  "host names or *.wildcards (one or more labels), case-insensitive, separated by spaces or "
+	  "commas; the line may be repeated",
+	  "none (config file only)", "sni = a.example.com *.a.example.com",
+	  "TLS routing: this route takes the clients whose ClientHello names one of these. Routes "
+	  "may then share a listen address; the one without sni takes everyone else", 0, 0, "names",
+	  "none (every client of its listeners)" },
+	{ "alpn", "PROTOCOL ...",
+	  "ALPN protocol names (1 to 255 bytes), separated by spaces or commas",
+	  "none (config file only)", "alpn = h2",
+	  "with sni: the client must also offer one of these protocols, or the next route giving "
+	  "the name (file order) or the listener's default takes it", 0, 0, "protocols",
+	  "none (any)" },
+	{ "allow", "RANGE ...",
+	  "address ranges (10.0.0.0/8, 2001:db8::/32, a single address), separated by spaces or "
+	  "commas; the line may be repeated",
+	  "none (config file only)", "allow = 10.0.0.0/8 2001:db8::/32",
+	  "only clients in these ranges get in (others are reset at once and counted)", 0, 0,
+	  "ranges", "none (every source)" },
+	{ "deny", "RANGE ...",
+	  "address ranges as for allow",
+	  "none (config file only)", "deny = 10.9.0.0/16",
+	  "clients in these ranges are reset at once and counted; deny wins over allow", 0, 0,
+	  "ranges", "none" },
 };
 #define NROUTE_ONLY (sizeof(route_only) / sizeof(route_only[0]))
 
@@ -173,7 +206,8 @@ static void route_only_doc(unsigned i, struct key_doc *d)
 	snprintf(d->key, sizeof(d->key), "%s", route_only[i].key);
 	d->meta = route_only[i].meta;
 	d->scope = K_ROUTE_ONLY;
-	d->type = "addresses";
+	d->type = route_only[i].type ? route_only[i].type : "addresses";
+	d->def = route_only[i].def;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 	snprintf(d->accepts, sizeof(d->accepts), route_only[i].accepts, route_only[i].n1,

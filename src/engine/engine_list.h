@@ -17,6 +17,6 @@ ENGINE_CHOICE("splice", engine_splice, engine_splice, NULL, "copy", 0,
 ENGINE_CHOICE("sockmap", engine_sockmap, engine_copy, NULL, "splice", 0,
 	      "experimental: an eBPF sk_skb program redirects between the paired sockets (root)")
 ENGINE_CHOICE("uring", engine_uring, engine_copy, NULL, "copy", 0,
-	      "experimental: io_uring multishot recv into provided buffers, one sendmsg")
+	      "experimental: io_uring recvs into provided buffers (one buffer each), one sendmsg")
 ENGINE_CHOICE("test-tiny", engine_tiny, engine_tiny, NULL, "copy", 1,
 	      "tests only: copies through a 7-byte buffer")
