@@ -230,7 +230,15 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 	 * and once the engine agrees (bytes it moves in the kernel). */
 	if (d->eof && !d->rst && !d->shut && !dir_pending(d) &&
 	    (!s->eng->fin_ready || s->eng->fin_ready(s, d))) {
+		const struct dir *other = d == &s->up ? &s->down : &s->up;
+
 		d->shut = 1;
+		/* The other direction already ended cleanly (its FIN read from
+		 * dst and forwarded): the session closes in this run, and close()
+		 * sends this FIN too (dst's receive queue is empty), so the
+		 * shutdown() would be a system call for nothing. */
+		if (other->shut && other->eof && !other->rst && !other->dead)
+			return 0;
 		if (shutdown(d->dst->fd, SHUT_WR) && errno != ENOTCONN)
 			return dir_fail(d, errno, 1);
 	}
@@ -1036,7 +1044,9 @@ static void session_on_event(struct side *sd, uint32_t events)
 	}
 	if (s->state == S_CONNECTING) {
 		if (sd == &s->srv) {
-			int err = sock_error(sd->fd);
+			/* writable without an error flag: connected (SO_ERROR is 0
+			 * then; asking costs a system call per session) */
+			int err = events & (EPOLLERR | EPOLLHUP) ? sock_error(sd->fd) : 0;
 			if (err == ECONNRESET || err == EPIPE) {
 				/* Connected, then reset before this turn saw it (a
 				 * backend that answers at once and resets): what it
