@@ -36,6 +36,8 @@ static int build_schedule(struct route *r)
 
 	for (unsigned i = 0; i < r->nbackend; i++)
 		total += r->backend[i].weight;
+	if (!total)
+		return 0; /* no backend (a resolve= name without addresses yet) */
 	if (!(r->sched = calloc(total, sizeof(*r->sched))))
 		return -1;
 	for (unsigned k = 0; k < total; k++) {
@@ -63,6 +65,8 @@ static int build_maglev(struct route *r)
 	uint32_t offset[MAX_BACKENDS], skip[MAX_BACKENDS], next[MAX_BACKENDS] = { 0 };
 	uint32_t filled = 0;
 
+	if (!r->nbackend)
+		return 0; /* nothing to fill the table with: backend_pick picks none */
 	if (!(r->maglev = malloc(m * sizeof(*r->maglev))))
 		return -1;
 	memset(r->maglev, 0xff, m * sizeof(*r->maglev));
@@ -316,6 +320,8 @@ unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t pe
 	int64_t best_load;
 
 	(void)peerlen;
+	if (!n)
+		return 0; /* session_connect tries none: the client is closed */
 	if (r->o.balance == BALANCE_MAGLEV)
 		return maglev_pick(r, peer, turn);
 	if (r->o.balance != BALANCE_LEASTCONN || n == 1)

@@ -20,6 +20,7 @@
 #define MAX_LISTENERS 64  /* all routes together */
 #define MAX_BACKENDS  64  /* per route */
 #define MAX_WEIGHT    256
+#define MAX_DNS_NAMES 16  /* per route: backend names with resolve= */
 #define ROUTE_NAME_MAX 64
 
 /* An "auto" setting before config_finalize() resolves it. */
@@ -101,6 +102,20 @@ struct backend_conf {
 	uint8_t this_host;           /* the address is on this host: connections to it are
 					watched for loops (loop_guard.h) */
 	unsigned maxconn;            /* sessions at most (0: no limit); more wait in the queue */
+	uint8_t dns;                 /* 1 + the index in route->dns of the resolve= name that gave
+					it (dns.c); 0: an address of the file, resolved once */
+};
+
+/* A backend name given with resolve=: looked up again every every_ms by
+ * the resolver thread (dns.c); each address a backend with the line's
+ * options. A change builds a new config generation from the running one. */
+struct dns_name {
+	char name[ADDR_TEXT_MAX];    /* as written: "app.internal:8080"; srv: "_app._tcp.internal" */
+	uint64_t every_ms;
+	unsigned line;
+	unsigned weight;             /* 0: not given (1, or with srv the record's weight) */
+	unsigned maxconn;
+	uint8_t srv;                 /* name is an SRV name: targets and ports from its records */
 };
 
 struct route {
@@ -111,6 +126,8 @@ struct route {
 	unsigned nlisten;
 	struct backend_conf backend[MAX_BACKENDS];
 	unsigned nbackend;
+	struct dns_name dns[MAX_DNS_NAMES]; /* resolve= names; their backends have dns set */
+	unsigned ndns;
 	uint8_t given;                     /* ROUTE_GAVE_*: keys present, even if every
 					      address on them was refused (reported once) */
 	struct route_opts o;
@@ -183,6 +200,8 @@ struct config {
 	char stats[SETTING_TEXT_MAX];      /* ADDRESS of the metrics endpoint, or "off" */
 	struct addr stats_addr;            /* stats, parsed by config_finalize() */
 	char user[SETTING_TEXT_MAX];       /* drop root to this user after binding, or "off" */
+	char resolvers[SETTING_TEXT_MAX];  /* DNS servers for resolve= names ("IP[:PORT] ..."),
+					    * or "system" (/etc/resolv.conf) */
 	uint64_t source_table_size;        /* sources tracked per route for the source limits */
 	unsigned set_line[48];             /* [global] settings by table index: the file line
 					    * that set it; 0: default or command line */

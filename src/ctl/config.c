@@ -22,6 +22,7 @@
 static const char *const log_forms[] = { "FILE|-|syslog|off", NULL };
 static const char *const stats_forms[] = { "ADDRESS|off", NULL };
 static const char *const user_forms[] = { "NAME|off", NULL };
+static const char *const resolver_forms[] = { "IP[:PORT] ...|system", NULL };
 static const char *const proxy_versions[] = { "off", "v1", "v2", NULL };
 static const char *const no_yes[] = { "no", "yes", NULL };
 static const char *const check_kinds[] = { "none", "tcp", NULL };
@@ -102,6 +103,9 @@ const struct setting settings[] = {
 	  "listeners with sni routes: the most bytes of TLS records a ClientHello may take" },
 	{ "queue-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, SCOPE_ROUTE, R(queue_timeout_ms),
 	  "every backend at its maxconn: how long a client waits for a slot before it is closed" },
+	{ "resolvers", 0, SET_TEXT, 0, 0, "system", 0, resolver_forms, SCOPE_GLOBAL, G(resolvers),
+	  "DNS servers that backend names with resolve= are looked up on (numeric, port 53 unless "
+	  "given), or system: those of /etc/resolv.conf" },
 };
 const unsigned nsettings = sizeof(settings) / sizeof(settings[0]);
 
