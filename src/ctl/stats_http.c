@@ -189,6 +189,13 @@ static void backend_pair(struct out *o, const struct config *c, const char *metr
  * the addresses of the answer in force. No family without such a name. */
 static void dns_metrics(struct out *o)
 {
+	static const char *const fam[3][3] = {
+		{ "splicer_dns_resolutions_total", "counter",
+		  "Lookups of a backend name with resolve=, one per interval, failed ones too." },
+		{ "splicer_dns_failures_total", "counter",
+		  "Lookups that failed (timeout, SERVFAIL, NXDOMAIN, no address); the last answer stayed." },
+		{ "splicer_dns_addresses", "gauge", "Addresses of a name's answer in force." },
+	};
 	unsigned n = dns_stats(NULL, 0), m;
 	struct dns_stat *d;
 	char rn[160], nn[300];
@@ -197,22 +204,14 @@ static void dns_metrics(struct out *o)
 		return;
 	m = dns_stats(d, n);
 	n = m < n ? m : n;
-	family(o, "splicer_dns_resolutions_total", "counter",
-	       "Lookups of a backend name with resolve=, one per interval, failed ones too.");
-	for (unsigned i = 0; i < n; i++)
-		put(o, "splicer_dns_resolutions_total{route=\"%s\",name=\"%s\"} %llu\n",
-		    esc(d[i].route, rn, sizeof(rn)), esc(d[i].name, nn, sizeof(nn)),
-		    (unsigned long long)d[i].resolutions);
-	family(o, "splicer_dns_failures_total", "counter",
-	       "Lookups that failed (timeout, SERVFAIL, NXDOMAIN, no address); the last answer stayed.");
-	for (unsigned i = 0; i < n; i++)
-		put(o, "splicer_dns_failures_total{route=\"%s\",name=\"%s\"} %llu\n",
-		    esc(d[i].route, rn, sizeof(rn)), esc(d[i].name, nn, sizeof(nn)),
-		    (unsigned long long)d[i].failures);
-	family(o, "splicer_dns_addresses", "gauge", "Addresses of a name's answer in force.");
-	for (unsigned i = 0; i < n; i++)
-		put(o, "splicer_dns_addresses{route=\"%s\",name=\"%s\"} %u\n",
-		    esc(d[i].route, rn, sizeof(rn)), esc(d[i].name, nn, sizeof(nn)), d[i].addresses);
+	for (unsigned f = 0; f < 3; f++) {
+		family(o, fam[f][0], fam[f][1], fam[f][2]);
+		for (unsigned i = 0; i < n; i++)
+			put(o, "%s{route=\"%s\",name=\"%s\"} %llu\n", fam[f][0],
+			    esc(d[i].route, rn, sizeof(rn)), esc(d[i].name, nn, sizeof(nn)),
+			    (unsigned long long)(f == 0 ? d[i].resolutions
+					       : f == 1 ? d[i].failures : d[i].addresses));
+	}
 	free(d);
 }
 

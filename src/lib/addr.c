@@ -2,7 +2,9 @@
  * getaddrinfo() once, at parse time: a proxy must not block its event loop on
  * DNS, and a name that does not resolve is a startup error, not a runtime one.
  * The config is parsed at start, at every reload (SIGHUP) and by `check`, so
- * those are the moments names are resolved; in between, the addresses hold. */
+ * those are the moments names are resolved; in between, the addresses hold.
+ * Backend names given with resolve= are the exception: addr_split() takes
+ * them apart, and the resolver thread (src/ctl/dns.c) looks them up. */
 #include "addr.h"
 
 #include <arpa/inet.h>

@@ -62,7 +62,7 @@ static const struct {
 	  "half_close_timeout, log, proxy_protocol, accept_proxy, proxy_timeout, check, "
 	  "check_interval, check_timeout, rise, fall, stats, user, verbose, drain_timeout, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
-	  "queue_timeout" },
+	  "queue_timeout, resolvers" },
 	{ "unknown-route-key.conf", "", "bogus = 1\n",
 	  "4: unknown key 'bogus' in a route; expects listen, backend, sni, alpn, allow, deny, engine, "
 	  "balance, lowat, connect_timeout, idle_timeout, half_close_timeout, proxy_protocol, "
@@ -81,7 +81,7 @@ static const struct {
 	  "idle_timeout, half_close_timeout, log, proxy_protocol, accept_proxy, proxy_timeout, check, "
 	  "check_interval, check_timeout, rise, fall, stats, user, verbose, drain_timeout, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
-	  "queue_timeout" },
+	  "queue_timeout, resolvers" },
 	/* issue 14: a number without a unit is refused with both readings */
 	{ "unitless-duration.conf", "", "idle_timeout = 30000\n",
 	  "4: idle_timeout: invalid value '30000': a duration needs a unit: 30000ms (30s) or 30000s "

@@ -406,6 +406,36 @@ static long long metric_until(const struct h_addr *stats, const char *family, co
 	return v;
 }
 
+/* The common start: the DNS server with name -> 127.0.0.2, tag servers on
+ * 127.0.0.2:P and 127.0.0.3:P, and the proxy on "app.dns.test:P resolve=1s". */
+struct fx {
+	struct tdns d;
+	struct tagecho two, three;
+	struct h_proxy p;
+	struct h_addr stats;
+	char name[64];
+};
+
+static void fx_up(struct fx *f, const char *bin)
+{
+	char line[128];
+
+	tdns_start(&f->d);
+	tagecho_pair(&f->two, &f->three);
+	snprintf(f->name, sizeof f->name, "app.dns.test:%d", f->two.port);
+	tdns_add_a(&f->d, "app.dns.test", "127.0.0.2");
+	snprintf(line, sizeof line, "%s resolve=1s", f->name);
+	proxy_up(&f->p, bin, &f->d, line, &f->stats);
+}
+
+static void fx_down(struct fx *f)
+{
+	h_proxy_down(&f->p);
+	tagecho_stop(&f->two);
+	tagecho_stop(&f->three);
+	tdns_stop(&f->d);
+}
+
 /* ---- cases ------------------------------------------------------------------ */
 
 /* One address, then two, then one again: new sessions follow each answer
@@ -413,32 +443,23 @@ static long long metric_until(const struct h_addr *stats, const char *family, co
  * while it was in the answer keeps working after it left, and ends cleanly. */
 static void case_one_two_one(const char *bin)
 {
-	struct tdns d;
-	struct tagecho two, three;
-	struct h_proxy p;
-	struct h_addr stats;
-	char name[64], line[128];
+	struct fx f;
 	int64_t t;
 	int held = -1, seen2 = 0, seen3 = 0;
 
-	tdns_start(&d);
-	tagecho_pair(&two, &three);
-	snprintf(name, sizeof name, "app.dns.test:%d", two.port);
-	tdns_add_a(&d, "app.dns.test", "127.0.0.2");
-	snprintf(line, sizeof line, "%s resolve=1s", name);
-	proxy_up(&p, bin, &d, line, &stats);
+	fx_up(&f, bin);
 
 	for (int i = 0; i < 6; i++)
-		H_CHECK(tag_of(&p) == '2', "session %d: not on 127.0.0.2, the one address", i);
-	H_CHECK(atomic_load(&three.accepted) == 0, "127.0.0.3 had sessions before DNS gave it");
+		H_CHECK(tag_of(&f.p) == '2', "session %d: not on 127.0.0.2, the one address", i);
+	H_CHECK(atomic_load(&f.three.accepted) == 0, "127.0.0.3 had sessions before DNS gave it");
 
-	tdns_add_a(&d, "app.dns.test", "127.0.0.3");
-	t = until_tag(&p, '3', (int)H_T(10000));
+	tdns_add_a(&f.d, "app.dns.test", "127.0.0.3");
+	t = until_tag(&f.p, '3', (int)H_T(10000));
 	H_CHECK(t >= 0, "no session reached 127.0.0.3 within 10 s of DNS giving it");
 	fprintf(stderr, "dns: one -> two addresses: first new session on the new address %lld ms "
 		"after the change (resolve=1s)\n", (long long)t);
 	for (int i = 0; i < 8; i++) {
-		char c = tag_of(&p);
+		char c = tag_of(&f.p);
 		seen2 += c == '2';
 		seen3 += c == '3';
 	}
@@ -447,20 +468,20 @@ static void case_one_two_one(const char *bin)
 	/* a session on 127.0.0.3, held across its removal */
 	for (int i = 0; i < 10 && held < 0; i++) {
 		int fd;
-		if (h_tag_of(&p.addr, &fd) == '3')
+		if (h_tag_of(&f.p.addr, &fd) == '3')
 			held = fd;
 		else if (fd >= 0)
 			close(fd);
 	}
 	H_CHECK(held >= 0, "no session to 127.0.0.3 to hold");
 
-	tdns_clear(&d, "app.dns.test");
-	tdns_add_a(&d, "app.dns.test", "127.0.0.2");
-	t = until_only(&p, '2', 8, (int)H_T(10000));
+	tdns_clear(&f.d, "app.dns.test");
+	tdns_add_a(&f.d, "app.dns.test", "127.0.0.2");
+	t = until_only(&f.p, '2', 8, (int)H_T(10000));
 	H_CHECK(t >= 0, "sessions still reach 127.0.0.3 10 s after DNS dropped it");
 	fprintf(stderr, "dns: two -> one address: new sessions only on the remaining address %lld ms "
 		"after the change\n", (long long)t);
-	H_CHECK(h_log_lines(&p, "DNS: new backends in force", NULL) >= 2,
+	H_CHECK(h_log_lines(&f.p, "DNS: new backends in force", NULL) >= 2,
 		"no new generation logged for the two changes");
 
 	/* the held session still carries bytes both ways, then ends cleanly */
@@ -473,14 +494,11 @@ static void case_one_two_one(const char *bin)
 	H_CHECK(h_expect_eof(held, h_now_ms() + 3000) == 0, "the held session did not end with EOF");
 	close(held);
 
-	H_CHECK(metric_of(&stats, "splicer_dns_addresses", name) == 1, "splicer_dns_addresses not 1");
-	H_CHECK(metric_of(&stats, "splicer_dns_resolutions_total", name) >= 2,
+	H_CHECK(metric_of(&f.stats, "splicer_dns_addresses", f.name) == 1, "splicer_dns_addresses not 1");
+	H_CHECK(metric_of(&f.stats, "splicer_dns_resolutions_total", f.name) >= 2,
 		"splicer_dns_resolutions_total below 2");
-	H_CHECK(metric_of(&stats, "splicer_dns_failures_total", name) == 0, "failures counted");
-	h_proxy_down(&p);
-	tagecho_stop(&two);
-	tagecho_stop(&three);
-	tdns_stop(&d);
+	H_CHECK(metric_of(&f.stats, "splicer_dns_failures_total", f.name) == 0, "failures counted");
+	fx_down(&f);
 }
 
 Test(integ, dns_one_two_one, .init = h_init, .fini = h_fini, .timeout = 90)
@@ -498,46 +516,34 @@ Test(integ, dns_one_two_one_asan, .init = h_init, .fini = h_fini, .timeout = 120
  * an answer again is taken. */
 static void case_failure_keeps_last(const char *bin)
 {
-	struct tdns d;
-	struct tagecho two, three;
-	struct h_proxy p;
-	struct h_addr stats;
-	char name[64], line[128];
-	long long f;
+	struct fx f;
+	long long fails;
 
-	tdns_start(&d);
-	tagecho_pair(&two, &three);
-	snprintf(name, sizeof name, "app.dns.test:%d", two.port);
-	tdns_add_a(&d, "app.dns.test", "127.0.0.2");
-	snprintf(line, sizeof line, "%s resolve=1s", name);
-	proxy_up(&p, bin, &d, line, &stats);
-	H_CHECK(tag_of(&p) == '2', "not served by 127.0.0.2 at start");
+	fx_up(&f, bin);
+	H_CHECK(tag_of(&f.p) == '2', "not served by 127.0.0.2 at start");
 
-	tdns_rcode(&d, 2); /* SERVFAIL */
-	f = metric_until(&stats, "splicer_dns_failures_total", name, 2, (int)H_T(15000));
-	H_CHECK(f >= 2, "failures_total %lld after SERVFAIL answers, expected 2 or more", f);
+	tdns_rcode(&f.d, 2); /* SERVFAIL */
+	fails = metric_until(&f.stats, "splicer_dns_failures_total", f.name, 2, (int)H_T(15000));
+	H_CHECK(fails >= 2, "failures_total %lld after SERVFAIL answers, expected 2 or more", fails);
 	for (int i = 0; i < 4; i++)
-		H_CHECK(tag_of(&p) == '2', "session %d not served during SERVFAIL", i);
-	tdns_rcode(&d, 0);
-	tdns_clear(&d, "app.dns.test"); /* NXDOMAIN: a failure too, not an empty pool */
-	f = metric_until(&stats, "splicer_dns_failures_total", name, f + 2, (int)H_T(15000));
+		H_CHECK(tag_of(&f.p) == '2', "session %d not served during SERVFAIL", i);
+	tdns_rcode(&f.d, 0);
+	tdns_clear(&f.d, "app.dns.test"); /* NXDOMAIN: a failure too, not an empty pool */
+	fails = metric_until(&f.stats, "splicer_dns_failures_total", f.name, fails + 2, (int)H_T(15000));
 	for (int i = 0; i < 4; i++)
-		H_CHECK(tag_of(&p) == '2', "session %d not served during NXDOMAIN", i);
-	H_CHECK(metric_of(&stats, "splicer_dns_addresses", name) == 1,
+		H_CHECK(tag_of(&f.p) == '2', "session %d not served during NXDOMAIN", i);
+	H_CHECK(metric_of(&f.stats, "splicer_dns_addresses", f.name) == 1,
 		"the last answer's address count is not kept");
-	H_CHECK(h_log_lines(&p, "lookup of app.dns.test", "failed", NULL) == 1,
+	H_CHECK(h_log_lines(&f.p, "lookup of app.dns.test", "failed", NULL) == 1,
 		"%d failure lines for %lld failures: expected one (rate-limited)",
-		h_log_lines(&p, "lookup of app.dns.test", "failed", NULL), f);
+		h_log_lines(&f.p, "lookup of app.dns.test", "failed", NULL), fails);
 
-	tdns_add_a(&d, "app.dns.test", "127.0.0.3");
-	H_CHECK(until_only(&p, '3', 4, (int)H_T(10000)) >= 0,
+	tdns_add_a(&f.d, "app.dns.test", "127.0.0.3");
+	H_CHECK(until_only(&f.p, '3', 4, (int)H_T(10000)) >= 0,
 		"a new answer after failures was not taken");
-	H_CHECK(h_log_lines(&p, "app.dns.test", "resolves again", NULL) == 1,
+	H_CHECK(h_log_lines(&f.p, "app.dns.test", "resolves again", NULL) == 1,
 		"the recovery is not logged");
-	h_proxy_down(&p);
-	tagecho_stop(&two);
-	tagecho_stop(&three);
-	tdns_stop(&d);
+	fx_down(&f);
 }
 
 Test(integ, dns_failure_keeps_last, .init = h_init, .fini = h_fini, .timeout = 90)
@@ -667,4 +673,49 @@ Test(integ, dns_start_without_address, .init = h_init, .fini = h_fini, .timeout 
 Test(integ, dns_start_without_address_asan, .init = h_init, .fini = h_fini, .timeout = 120)
 {
 	case_start_without(h_binary(1));
+}
+
+/* The backend line's options and `resolvers` are checked where the file
+ * says them. */
+Test(integ, dns_config_errors, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	static const struct {
+		const char *line, *expected;
+	} cases[] = {
+		{ "backend = app.dns.test:80 resolve=100ms",
+		  ":5: backend app.dns.test:80: invalid resolve '100ms' (expects a duration 1s..24h" },
+		{ "backend = app.dns.test:80 srv",
+		  ":5: backend app.dns.test:80: srv needs resolve=DURATION" },
+		{ "backend = _a._tcp.dns.test:80 resolve=1s srv",
+		  ":5: backend _a._tcp.dns.test:80: an SRV name has no port" },
+		{ "backend = unix:/run/x resolve=1s",
+		  ":5: backend unix:/run/x: resolve= is for host names, not Unix sockets" },
+		{ "backend = app.dns.test resolve=1s", ":5: backend 'app.dns.test': address "
+		  "'app.dns.test': missing ':port'" },
+		{ "backend = app.dns.test:80 resolve=1s ttl=3",
+		  ":5: backend: unknown backend option 'ttl=3' (expects weight=N, maxconn=N, "
+		  "resolve=DURATION or srv)" },
+	};
+	const char *bin = h_binary(0);
+	char text[512], *out = NULL, *err = NULL;
+
+	for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		snprintf(text, sizeof text, "[global]\nresolvers = 127.0.0.1:9\n[route web]\n"
+			 "listen = 127.0.0.1:0\n%s\n", cases[i].line);
+		const char *args[] = { "check", "--syntax-only", "-c", conf_write("bad.conf", text), NULL };
+		int st = h_run_capture(bin, args, 20000, &out, &err);
+		H_CHECK(st != 0 && strstr(err, cases[i].expected), "'%s': status %d, stderr: %s",
+			cases[i].line, st, err);
+		free(out);
+		free(err);
+	}
+	snprintf(text, sizeof text, "[global]\nresolvers = dns.example\n[route web]\n"
+		 "listen = 127.0.0.1:0\nbackend = app.dns.test:80 resolve=1s\n");
+	const char *args[] = { "check", "--syntax-only", "-c", conf_write("res.conf", text), NULL };
+	int st = h_run_capture(bin, args, 20000, &out, &err);
+	H_CHECK(st != 0 && strstr(err, "res.conf:2: resolvers: invalid value 'dns.example' (expects "
+				       "numeric addresses"),
+		"resolvers = a name: status %d, stderr: %s", st, err);
+	free(out);
+	free(err);
 }
