@@ -356,10 +356,13 @@ static void fail_log(struct watch *w, const char *why, uint64_t now)
 		if (w->fail_unlogged > 1)
 			snprintf(n, sizeof(n), " (%llu failures since the last line)",
 				 (unsigned long long)w->fail_unlogged);
-		log_warn("route %s: lookup of %s failed (%s)%s; keeping its %u address%s of the last "
-			 "answer; counted in splicer_dns_failures_total, logged at most every %d s",
-			 w->route, w->q.name, why, n, w->last.n, w->last.n == 1 ? "" : "es",
-			 DNS_FAIL_LOG_MS / 1000);
+		char kept[64] = "no address yet";
+		if (w->have)
+			snprintf(kept, sizeof(kept), "keeping the last answer's %u address%s", w->last.n,
+				 w->last.n == 1 ? "" : "es");
+		log_warn("route %s: lookup of %s failed (%s)%s; %s; counted in "
+			 "splicer_dns_failures_total, logged at most every %d s", w->route, w->q.name,
+			 why, n, kept, DNS_FAIL_LOG_MS / 1000);
 		w->fail_logged_ms = now;
 		w->fail_unlogged = 0;
 	}
@@ -569,6 +572,10 @@ void dns_set_config(const struct config *c)
 				answer_of(r, k, &w->last);
 				w->have = w->last.n > 0;
 				w->due_ms = now + r->dns[k].every_ms;
+				/* no answer: dns_fill said so just now; the next line
+				 * after DNS_FAIL_LOG_MS, as for any failure streak */
+				w->failing = !w->have;
+				w->fail_logged_ms = now;
 			}
 			w->q = r->dns[k]; /* options and interval as the new config says */
 			w->live = 1;
