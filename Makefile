@@ -16,7 +16,7 @@ VERSION := 0.1.0
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
 	   -DSPLICER_VERSION='"$(VERSION)"'
-LDLIBS  += -pthread -lcrypto -lm -linih -lbpf -luring
+LDLIBS  += -pthread -lcrypto -lm -linih -lbpf -luring -lcares
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 ifeq ($(V),1)

@@ -18,6 +18,7 @@
 #include "cmd.h"
 #include "config.h"
 #include "config_doc.h"
+#include "dns.h"
 #include "engine.h"
 #include "listener.h"
 #include "health.h"
@@ -293,6 +294,10 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	log_startup(cfg, engine_routes_use_pipes(cfg) ? granted_pipe_size(cfg) : 0);
 	if ((hr = health_start(cfg)))
 		log_warn("health checks not started: %s", strerror(-hr));
+	dns_set_config(cfg);
+	if ((hr = dns_start()))
+		log_warn("resolver thread not started: %s; resolve= names keep their addresses",
+			 strerror(-hr));
 	if (notify_send("READY=1\nSTATUS=forwarding") < 0)
 		log_warn("NOTIFY_SOCKET is set but READY=1 could not be sent to it");
 	rl.cfg = cfg;
@@ -337,6 +342,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 				set_log_level(cfg);
 			}
 		}
+		if (!stopping && dns_changed() && reload_dns(&rl) == 0)
+			cfg = rl.cfg;
 		reload_reap(&rl, now_monotonic_ms());
 		if (!stopping) {
 			watch_workers(ws, started, stalled);
@@ -350,6 +357,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		if (!alive)
 			break;
 	}
+	dns_stop();
 	health_stop();
 	stats_http_stop();
 	admin_stop();
@@ -416,7 +424,7 @@ int main(int argc, char **argv)
 	}
 	config_defaults(cfg);
 	r = config_parse_args(cfg, argc, argv, 1);
-	if (r || config_finalize(cfg)) {
+	if (r || dns_fill(cfg, DNS_START) || config_finalize(cfg)) {
 		config_free(cfg);
 		free(cfg);
 		return r > 0 ? 0 : 2;

@@ -93,6 +93,8 @@ static uint8_t *build_maglev(const struct route *r, const unsigned *weight)
 	if (!tab)
 		return NULL;
 	memset(tab, 0xff, m * sizeof(*tab));
+	if (!r->nbackend)
+		return tab; /* no backend yet (a resolve= name without addresses): backend_pick picks none */
 	for (unsigned i = 0; i < r->nbackend; i++) {
 		const char *t = r->backend[i].addr.text;
 		offset[i] = (uint32_t)(hash64(t, strlen(t), 0x6d61676c6576ULL) % m);
@@ -426,6 +428,8 @@ unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t pe
 	int64_t best_load;
 
 	(void)peerlen;
+	if (!n)
+		return 0; /* session_connect tries none: the client is closed */
 	if (r->o.balance == BALANCE_MAGLEV)
 		return maglev_pick(r, t, peer, turn);
 	if (r->o.balance != BALANCE_LEASTCONN || n == 1)

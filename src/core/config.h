@@ -20,11 +20,14 @@
 #define MAX_LISTENERS 64  /* all routes together */
 #define MAX_BACKENDS  64  /* per route */
 #define MAX_WEIGHT    256
+#define MAX_DNS_NAMES 16  /* per route: backend names with resolve= */
 #define ROUTE_NAME_MAX 64
 
 /* An "auto" setting before config_finalize() resolves it. */
 #define SETTING_AUTO UINT64_MAX
 #define SETTING_TEXT_MAX 256
+/* The settings table's rows at most: bit masks of them are 64 bits. */
+#define SETTINGS_MAX 64
 
 /* The engine choices' names (the engine registry), "auto" first: a route's
  * `engine` is an index into it. */
@@ -108,6 +111,20 @@ struct backend_conf {
 	uint8_t this_host;           /* the address is on this host: connections to it are
 					watched for loops (loop_guard.h) */
 	unsigned maxconn;            /* sessions at most (0: no limit); more wait in the queue */
+	uint8_t dns;                 /* 1 + the index in route->dns of the resolve= name that gave
+					it (dns.c); 0: an address of the file, resolved once */
+};
+
+/* A backend name given with resolve=: looked up again every every_ms by
+ * the resolver thread (dns.c); each address a backend with the line's
+ * options. A change builds a new config generation from the running one. */
+struct dns_name {
+	char name[ADDR_TEXT_MAX];    /* as written: "app.internal:8080"; srv: "_app._tcp.internal" */
+	uint64_t every_ms;
+	unsigned line;
+	unsigned weight;             /* 0: not given (1, or with srv the record's weight) */
+	unsigned maxconn;
+	uint8_t srv;                 /* name is an SRV name: targets and ports from its records */
 };
 
 struct balance_table; /* backend.c */
@@ -120,10 +137,13 @@ struct route {
 	unsigned nlisten;
 	struct backend_conf backend[MAX_BACKENDS];
 	unsigned nbackend;
+	struct dns_name dns[MAX_DNS_NAMES]; /* resolve= names; their backends have dns set */
+	unsigned ndns;
 	uint8_t given;                     /* ROUTE_GAVE_*: keys present, even if every
 					      address on them was refused (reported once) */
 	struct route_opts o;
-	uint32_t set;                      /* route_opts given in the route's own section */
+	uint64_t set;                      /* route_opts given in the route's own section (bit per
+					    * settings[] index; SETTINGS_MAX) */
 	/* Run time, shared by the workers: the balancing tables (backend.c),
 	 * immutable once published; a weight change publishes new ones */
 	struct balance_table *tab;         /* atomic pointer */
@@ -179,7 +199,7 @@ struct config {
 	unsigned nlst;
 	char file[256];              /* -c FILE, "" when routes come from -l/-b */
 	struct route_opts o;         /* [global] and command-line values for every route */
-	uint32_t cli_set;            /* route_opts given on the command line: they win */
+	uint64_t cli_set;            /* route_opts given on the command line: they win */
 	uint64_t workers;            /* worker threads; SETTING_AUTO = one per CPU */
 	uint64_t buffer_size;        /* copy engine buffer per direction */
 	uint64_t pipe_size;          /* splice engine pipe size; 0 = kernel default */
@@ -193,8 +213,10 @@ struct config {
 	struct addr stats_addr;            /* stats, parsed by config_finalize() */
 	char user[SETTING_TEXT_MAX];       /* drop root to this user after binding, or "off" */
 	char admin[SETTING_TEXT_MAX];      /* PATH of the admin socket (admin.h), or "off" */
+	char resolvers[SETTING_TEXT_MAX];  /* DNS servers for resolve= names ("IP[:PORT] ..."),
+					    * or "system" (/etc/resolv.conf) */
 	uint64_t source_table_size;        /* sources tracked per route for the source limits */
-	unsigned set_line[48];             /* [global] settings by table index: the file line
+	unsigned set_line[SETTINGS_MAX];             /* [global] settings by table index: the file line
 					    * that set it; 0: default or command line */
 	uint8_t file_problems;             /* -c FILE was read, with problems (reported) */
 };

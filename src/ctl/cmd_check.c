@@ -23,6 +23,7 @@
 #include "cmd.h"
 #include "config.h"
 #include "config_table.h"
+#include "dns.h"
 #include "listener.h"
 
 /* "FILE:LINE: " when the file gave it, else "splicer: ". */
@@ -93,7 +94,7 @@ int cmd_check(int argc, char **argv)
 		config_free(&cfg);
 		return 0;
 	}
-	bad = r < 0 || config_finalize(&cfg);
+	bad = r < 0 || dns_fill(&cfg, DNS_CHECK) || config_finalize(&cfg);
 	/* a file read with problems is probed too, for every problem in one
 	 * go; a command line or a file that could not be read is not */
 	if (!syntax_only && (r == 0 || cfg.file_problems))

@@ -23,6 +23,7 @@ static const char *const log_forms[] = { "FILE|-|syslog|off", NULL };
 static const char *const stats_forms[] = { "ADDRESS|off", NULL };
 static const char *const user_forms[] = { "NAME|off", NULL };
 static const char *const admin_forms[] = { "PATH|off", NULL };
+static const char *const resolver_forms[] = { "IP[:PORT] ...|system", NULL };
 static const char *const proxy_versions[] = { "off", "v1", "v2", NULL };
 static const char *const no_yes[] = { "no", "yes", NULL };
 static const char *const check_kinds[] = { "none", "tcp", NULL };
@@ -105,8 +106,13 @@ const struct setting settings[] = {
 	  "listeners with sni routes: the most bytes of TLS records a ClientHello may take" },
 	{ "queue-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, SCOPE_ROUTE, R(queue_timeout_ms),
 	  "every backend at its maxconn: how long a client waits for a slot before it is closed" },
+	{ "resolvers", 0, SET_TEXT, 0, 0, "system", 0, resolver_forms, SCOPE_GLOBAL, G(resolvers),
+	  "DNS servers that backend names with resolve= are looked up on (numeric, port 53 unless "
+	  "given), or system: those of /etc/resolv.conf" },
 };
 const unsigned nsettings = sizeof(settings) / sizeof(settings[0]);
+_Static_assert(sizeof(settings) / sizeof(settings[0]) <= SETTINGS_MAX,
+	       "settings[] outgrew the 64-bit masks and line arrays (SETTINGS_MAX)");
 
 const struct setting *setting_find(const char *name)
 {
@@ -526,7 +532,7 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 			return -1;
 		}
 		if (s->scope == SCOPE_ROUTE)
-			c->cli_set |= 1u << (s - settings);
+			c->cli_set |= 1ULL << (s - settings);
 		else
 			c->set_line[s - settings] = 0; /* the command line's, not the file's */
 	}
@@ -579,7 +585,7 @@ static void resolve_route_opts(struct config *c, struct route *r)
 {
 	for (unsigned k = 0; k < nsettings; k++) {
 		const struct setting *s = &settings[k];
-		uint32_t bit = 1u << k;
+		uint64_t bit = 1ULL << k;
 		if (s->scope != SCOPE_ROUTE)
 			continue;
 		if ((c->cli_set & bit) || !(r->set & bit))

@@ -16,7 +16,9 @@
  * stands for every address it resolves to then (a listener each; a backend
  * each, with the line's weight), and `*:port` for 0.0.0.0 and [::]. The file
  * is read at start, at every reload (SIGHUP) and by `check`: a name whose
- * addresses changed takes the new ones at the next reload, not before. */
+ * addresses changed takes the new ones at the next reload, not before;
+ * unless the backend line says resolve=DURATION: then the name is kept, and
+ * the resolver thread (dns.c) gives its addresses and follows their changes. */
 #define _GNU_SOURCE
 #include "config.h"
 #include "config_table.h"
@@ -42,7 +44,7 @@ struct file_ctx {
 	int binary;              /* a NUL or control byte was met: stop */
 	enum { SEC_NONE, SEC_GLOBAL, SEC_ROUTE, SEC_BAD } sec;
 	struct route *route;     /* SEC_ROUTE */
-	unsigned key_line[32];   /* per setting: where this section set it (duplicates) */
+	unsigned key_line[SETTINGS_MAX]; /* per setting: where this section set it (duplicates) */
 };
 
 static void problem(struct file_ctx *x, const char *fmt, ...)
@@ -211,61 +213,148 @@ static void add_listens(struct file_ctx *x, struct route *r, char *val)
 	}
 }
 
-/* "ADDR [weight=N] ADDR ...": a weight applies to the address before it,
- * and to every address of a name (each is a backend of its own). */
+/* A backend option: "key=value", or the bare word srv. */
+static int backend_option(const char *tok)
+{
+	return strchr(tok, '=') || !strcmp(tok, "srv");
+}
+
+/* The options after one backend address: weight=N, maxconn=N, resolve=DURATION
+ * and srv into d (resolve= also sets d->every_ms). Returns 0, or -1 after
+ * reporting the first bad one. */
+static int backend_options(struct file_ctx *x, const char *addr, char **opt, unsigned nopt,
+			   struct dns_name *d)
+{
+	const char *weighted = NULL;
+	uint64_t v;
+
+	for (unsigned i = 0; i < nopt; i++) {
+		const char *t = opt[i];
+		if (!strncmp(t, "weight=", 7)) {
+			if (weighted) {
+				problem(x, "backend %s: weight given twice ('%s', then '%s')", addr,
+					weighted, t);
+				return -1;
+			}
+			if (parse_uint(t + 7, &v) || v < 1 || v > MAX_WEIGHT) {
+				problem(x, "backend %s: invalid weight '%s' (expects an integer 1..%d)",
+					addr, t + 7, MAX_WEIGHT);
+				return -1;
+			}
+			weighted = t;
+			d->weight = (unsigned)v;
+		} else if (!strncmp(t, "maxconn=", 8)) {
+			if (parse_uint(t + 8, &v) || v < 1 || v > 10000000) {
+				problem(x, "backend %s: invalid maxconn '%s' (expects an integer "
+					   "1..10000000)", addr, t + 8);
+				return -1;
+			}
+			d->maxconn = (unsigned)v;
+		} else if (!strncmp(t, "resolve=", 8)) {
+			/* at least a second: a lookup every few milliseconds is a
+			 * typo for seconds, and a load on the DNS servers */
+			if (parse_duration_ms(t + 8, &v) || v < 1000 || v > 24ULL * 3600 * 1000) {
+				problem(x, "backend %s: invalid resolve '%s' (expects a duration "
+					   "1s..24h, as resolve=30s)", addr, t + 8);
+				return -1;
+			}
+			d->every_ms = v;
+		} else if (!strcmp(t, "srv")) {
+			d->srv = 1;
+		} else {
+			problem(x, "backend: unknown backend option '%s' (expects weight=N, maxconn=N, "
+				   "resolve=DURATION or srv)", t);
+			return -1;
+		}
+	}
+	if (d->srv && !d->every_ms) {
+		problem(x, "backend %s: srv needs resolve=DURATION (SRV names are looked up by "
+			   "the resolver thread)", addr);
+		return -1;
+	}
+	return 0;
+}
+
+/* A name with resolve=: kept as written for the resolver thread (dns.c),
+ * which gives its addresses; checked here so the file's line says what is
+ * wrong with it. */
+static void add_dns_name(struct file_ctx *x, struct route *r, const char *tok, struct dns_name *d)
+{
+	char host[256], why[384];
+	unsigned port;
+
+	if (r->ndns >= MAX_DNS_NAMES) {
+		problem(x, "backend %s: at most %d names with resolve= per route", tok, MAX_DNS_NAMES);
+		return;
+	}
+	if (strlen(tok) >= sizeof(d->name)) {
+		problem(x, "backend '%.40s...': name longer than %d characters", tok,
+			(int)sizeof(d->name) - 1);
+		return;
+	}
+	if (d->srv ? strchr(tok, ':') != NULL : !strncmp(tok, "unix:", 5)) {
+		problem(x, d->srv ? "backend %s: an SRV name has no port (its records give the ports), "
+				    "as in _http._tcp.example.com"
+				  : "backend %s: resolve= is for host names, not Unix sockets", tok);
+		return;
+	}
+	if (!d->srv && addr_split(tok, ADDR_CONNECT, host, sizeof(host), &port, why, sizeof(why))) {
+		problem(x, "backend '%s': %s", tok, why);
+		return;
+	}
+	if (!d->srv && (!host[0] || !strcmp(host, "*"))) {
+		problem(x, "backend %s: resolve= needs a host name", tok);
+		return;
+	}
+	snprintf(d->name, sizeof(d->name), "%s", tok);
+	d->line = x->line;
+	r->dns[r->ndns++] = *d;
+}
+
+/* "ADDR [weight=N] [maxconn=N] [resolve=DURATION [srv]] ADDR ...": the options
+ * apply to the address before them, and to every address of a name (each is
+ * a backend of its own). A name with resolve= is looked up again and again
+ * (dns.c); any other is resolved now. */
 static void add_backends(struct file_ctx *x, struct route *r, char *val)
 {
-	char *save, *tok, why[384];
-	unsigned first = 0, last = 0; /* the last address token's backends [first, last) */
-	const char *weighted = NULL; /* the weight= already given to the last address */
+	char *save, *tok[256], why[384];
+	unsigned n = 0, i, j;
 
 	r->given |= ROUTE_GAVE_BACKEND;
-	for (tok = strtok_r(val, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
-		if (!strncmp(tok, "weight=", 7)) {
-			uint64_t w;
-			if (first == last) {
-				problem(x, "backend: '%s' follows no backend address", tok);
-			} else if (weighted) {
-				problem(x, "backend %s: weight given twice ('%s', then '%s')",
-					r->backend[first].addr.text, weighted, tok);
-			} else if (parse_uint(tok + 7, &w) || w < 1 || w > MAX_WEIGHT) {
-				problem(x, "backend %s: invalid weight '%s' (expects an integer 1..%d)",
-					r->backend[first].addr.text, tok + 7, MAX_WEIGHT);
-			} else {
-				for (unsigned b = first; b < last; b++)
-					r->backend[b].weight = (unsigned)w;
-			}
-			weighted = first != last ? tok : NULL;
-			continue;
-		}
-		if (!strncmp(tok, "maxconn=", 8)) {
-			uint64_t m;
-			if (first == last)
-				problem(x, "backend: '%s' follows no backend address", tok);
-			else if (parse_uint(tok + 8, &m) || m < 1 || m > 10000000)
-				problem(x, "backend %s: invalid maxconn '%s' (expects an integer "
-					   "1..10000000)", r->backend[first].addr.text, tok + 8);
+	for (char *t = strtok_r(val, " \t,", &save); t && n < 256; t = strtok_r(NULL, " \t,", &save))
+		tok[n++] = t;
+	for (i = 0; i < n; i = j) {
+		struct dns_name d = { 0 };
+		unsigned first = r->nbackend;
+		for (j = i + 1; j < n && backend_option(tok[j]); j++)
+			;
+		if (backend_option(tok[i])) {
+			if (!strncmp(tok[i], "weight=", 7) || !strncmp(tok[i], "maxconn=", 8))
+				problem(x, "backend: '%s' follows no backend address", tok[i]);
 			else
-				for (unsigned b = first; b < last; b++)
-					r->backend[b].maxconn = (unsigned)m;
+				problem(x, "backend: unknown backend option '%s' (expects weight=N, "
+					   "maxconn=N, resolve=DURATION or srv)", tok[i]);
+			j = i + 1;
 			continue;
 		}
-		first = last = r->nbackend;
-		weighted = NULL;
+		if (backend_options(x, tok[i], tok + i + 1, j - i - 1, &d))
+			continue;
+		if (d.every_ms) {
+			add_dns_name(x, r, tok[i], &d);
+			continue;
+		}
 		if (r->nbackend >= MAX_BACKENDS) {
 			problem(x, "backend: at most %d backends per route", MAX_BACKENDS);
 			return;
 		}
-		if (strchr(tok, '=')) {
-			problem(x, "backend: unknown backend option '%s' (expects weight=N or "
-				   "maxconn=N)", tok);
+		if (route_add_addrs(r, 1, tok[i], x->line, why, sizeof(why)) < 0) {
+			problem(x, "backend '%s': %s", tok[i], why);
 			continue;
 		}
-		if (route_add_addrs(r, 1, tok, x->line, why, sizeof(why)) < 0) {
-			problem(x, "backend '%s': %s", tok, why);
-			continue;
+		for (unsigned b = first; b < r->nbackend; b++) {
+			r->backend[b].weight = d.weight ? d.weight : 1;
+			r->backend[b].maxconn = d.maxconn;
 		}
-		last = r->nbackend;
 	}
 }
 
@@ -406,7 +495,7 @@ static int handler_value(struct file_ctx *x, const char *name, const char *value
 		return 1;
 	}
 	if (x->sec == SEC_ROUTE)
-		x->route->set |= 1u << k;
+		x->route->set |= 1ULL << k;
 	else
 		x->c->set_line[k] = x->line;
 	return 1;

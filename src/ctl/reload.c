@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "dns.h"
 #include "engine.h"
 #include "health.h"
 #include "listener.h"
@@ -97,6 +98,7 @@ void reload_last(int *ok, uint64_t *unix_ms)
 }
 
 static int reload_try(struct reload_ctx *r);
+static int swap_in(struct reload_ctx *r, struct config *nw, int sighup);
 
 int reload_run(struct reload_ctx *r)
 {
@@ -113,10 +115,6 @@ int reload_run(struct reload_ctx *r)
 static int reload_try(struct reload_ctx *r)
 {
 	struct config *old = r->cfg, *nw;
-	int (*nfds)[MAX_LISTENERS];
-	char used[MAX_LISTENERS] = { 0 }, err[256];
-	struct addr *naddr[MAX_LISTENERS];
-	unsigned kept = 0, opened = 0, closed = 0, k;
 	int rc;
 
 	reload_reap(r, now_monotonic_ms());
@@ -125,34 +123,24 @@ static int reload_try(struct reload_ctx *r)
 		return -1;
 	}
 	notify_send("RELOADING=1");
-	if (r->nretired == r->retired_cap) {
-		/* room for the running config to retire into, taken before
-		 * anything changes: past this point the reload cannot fail on it */
-		unsigned cap = r->retired_cap ? 2 * r->retired_cap : 16;
-		struct retired *t = realloc(r->retired, cap * sizeof(*t));
-		if (!t) {
-			log_err("SIGHUP: out of memory; keeping the running config");
-			notify_send("READY=1");
-			return -1;
-		}
-		r->retired = t;
-		r->retired_cap = cap;
-	}
-	nw = calloc(1, sizeof(*nw));
-	nfds = calloc(r->nw, sizeof(*nfds));
-	if (!nw || !nfds) {
+	if (!(nw = calloc(1, sizeof(*nw)))) {
 		log_err("SIGHUP: out of memory; keeping the running config");
-		goto fail_mem;
+		notify_send("READY=1");
+		return -1;
 	}
 	config_defaults(nw);
 	rc = config_parse_args(nw, r->argc, r->argv, 1);
 	/* "auto" values are derived again (from a listener count that may have
 	 * changed): they follow the running ones without a warning */
 	uint64_t raw[3] = { nw->workers, nw->max_conns, nw->max_pipes };
-	if (rc || config_finalize(nw)) {
+	/* names with resolve=: the resolver thread's answers, no lookup */
+	if (rc || dns_fill(nw, DNS_RELOAD) || config_finalize(nw)) {
 		log_warn("SIGHUP: %s is not valid (the problems are above); keeping the running config",
 			 old->file);
-		goto fail_cfg;
+		config_free(nw);
+		free(nw);
+		notify_send("READY=1");
+		return -1;
 	}
 	if (raw[0] == SETTING_AUTO)
 		nw->workers = old->workers;
@@ -161,6 +149,107 @@ static int reload_try(struct reload_ctx *r)
 	if (raw[2] == SETTING_AUTO)
 		nw->max_pipes = old->max_pipes;
 	keep_process_settings(old, nw);
+	rc = swap_in(r, nw, 1);
+	notify_send("READY=1");
+	return rc;
+}
+
+/* A copy of the running config without its run-time tables (config_finalize
+ * builds them again, adopting the same run-time state by name) and without
+ * the backends of resolve= names (dns_fill gives their current answers).
+ * A route field that points to memory must be cleared here. */
+static struct config *config_clone(const struct config *old)
+{
+	struct config *c = malloc(sizeof(*c));
+
+	if (!c)
+		return NULL;
+	memcpy(c, old, sizeof(*c));
+	memset(c->lst, 0, sizeof(c->lst));
+	c->nlst = 0;
+	memset(c->route, 0, sizeof(c->route));
+	c->nroutes = 0;
+	for (unsigned i = 0; i < old->nroutes; i++) {
+		struct route *r = malloc(sizeof(*r));
+		unsigned n = 0;
+		if (!r) {
+			config_free(c);
+			free(c);
+			return NULL;
+		}
+		memcpy(r, old->route[i], sizeof(*r));
+		r->tab = NULL;
+		r->built_next = NULL;
+		r->rr = 0;
+		r->health = NULL;
+		r->st = NULL;
+		r->live = 0;
+		memset(&r->acl, 0, sizeof(r->acl));
+		r->sources = NULL;
+		r->has_queue = 0;
+		for (unsigned b = 0; b < r->nbackend; b++)
+			if (!r->backend[b].dns)
+				r->backend[n++] = r->backend[b];
+		r->nbackend = n;
+		c->route[c->nroutes++] = r;
+	}
+	return c;
+}
+
+int reload_dns(struct reload_ctx *r)
+{
+	struct config *nw;
+	int changed = 0;
+
+	reload_reap(r, now_monotonic_ms());
+	if (!(nw = config_clone(r->cfg))) {
+		log_err("DNS: out of memory; keeping the running backends");
+		return -1;
+	}
+	dns_fill(nw, DNS_REGEN);
+	for (unsigned i = 0; i < nw->nroutes; i++) {
+		const struct route *a = nw->route[i], *b = r->cfg->route[i];
+		changed |= a->nbackend != b->nbackend;
+		for (unsigned k = 0; k < a->nbackend && !changed; k++)
+			changed |= strcmp(a->backend[k].spec, b->backend[k].spec) ||
+				   a->backend[k].weight != b->backend[k].weight;
+	}
+	if (!changed || config_finalize(nw)) {
+		if (changed)
+			log_warn("DNS: the new addresses could not be put in force (the problems are "
+				 "above); keeping the running backends");
+		config_free(nw);
+		free(nw);
+		return changed ? -1 : 0;
+	}
+	return swap_in(r, nw, 0);
+}
+
+/* Puts nw (finalized) in force: listeners kept or bound, the workers moved
+ * to it, the old config retired until its sessions end. sighup: a reload
+ * (its messages); else a DNS change. On failure nw is freed and the running
+ * config stays. */
+static int swap_in(struct reload_ctx *r, struct config *nw, int sighup)
+{
+	struct config *old = r->cfg;
+	int (*nfds)[MAX_LISTENERS] = NULL;
+	char used[MAX_LISTENERS] = { 0 }, err[256];
+	struct addr *naddr[MAX_LISTENERS];
+	unsigned kept = 0, opened = 0, closed = 0, k;
+	int rc;
+
+	if (r->nretired == r->retired_cap) {
+		/* room for the running config to retire into, taken before
+		 * anything changes: past this point the swap cannot fail on it */
+		unsigned cap = r->retired_cap ? 2 * r->retired_cap : 16;
+		struct retired *t = realloc(r->retired, cap * sizeof(*t));
+		if (!t)
+			goto fail_mem;
+		r->retired = t;
+		r->retired_cap = cap;
+	}
+	if (!(nfds = calloc(r->nw, sizeof(*nfds))))
+		goto fail_mem;
 	/* engines probed again: a sandbox may refuse now what it allowed at
 	 * start (a route moved to an engine its seccomp profile blocks) */
 	engine_routes_check(nw);
@@ -237,16 +326,20 @@ static int reload_try(struct reload_ctx *r)
 	__atomic_store_n(&r->sh->cfg, nw, __ATOMIC_RELEASE);
 	r->cfg = nw;
 	r->retired[r->nretired++] = (struct retired){ old, now_monotonic_ms() }; /* room: made above */
-	log_info("SIGHUP: reloaded %s: %u route%s; listeners kept %u, opened %u, closed %u",
-		 nw->file, nw->nroutes, nw->nroutes == 1 ? "" : "s", kept, opened, closed);
-	notify_send("READY=1");
+	dns_set_config(nw);
+	if (sighup)
+		log_info("SIGHUP: reloaded %s: %u route%s; listeners kept %u, opened %u, closed %u",
+			 nw->file, nw->nroutes, nw->nroutes == 1 ? "" : "s", kept, opened, closed);
+	else
+		log_info("DNS: new backends in force for new sessions; running sessions finish where "
+			 "they are");
 	return 0;
+fail_mem:
+	log_err("%s: out of memory; keeping the running config", sighup ? "SIGHUP" : "DNS");
 fail_cfg:
 	config_free(nw);
-fail_mem:
 	free(nw);
 	free(nfds);
-	notify_send("READY=1");
 	return -1;
 }
 

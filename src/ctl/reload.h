@@ -40,6 +40,13 @@ struct reload_ctx {
  * one stays (every reason logged). */
 int reload_run(struct reload_ctx *r);
 
+/* A resolve= name's addresses changed (dns_changed()): builds a new config
+ * generation from the running one (not from the file, which may have been
+ * edited meanwhile) with the resolver thread's answers, and swaps it in as
+ * a reload does. Returns 0 when it runs (or nothing changed), -1 when the
+ * running config stays (logged). */
+int reload_dns(struct reload_ctx *r);
+
 /* The outcome of the last SIGHUP, for /metrics: 1 when it runs the new
  * config, 0 when the old one stayed (also for a SIGHUP with routes from
  * the command line, which has nothing to reload); *unix_ms is when it

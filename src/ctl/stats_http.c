@@ -16,6 +16,7 @@
 
 #include "access_log.h"
 #include "backend.h"
+#include "dns.h"
 #include "engine.h"
 #include "http_req.h"
 #include "listener.h"
@@ -184,6 +185,36 @@ static void backend_pair(struct out *o, const struct config *c, const char *metr
 	}
 }
 
+/* Backend names with resolve= (dns.c): their lookups, failed lookups, and
+ * the addresses of the answer in force. No family without such a name. */
+static void dns_metrics(struct out *o)
+{
+	static const char *const fam[3][3] = {
+		{ "splicer_dns_resolutions_total", "counter",
+		  "Lookups of a backend name with resolve=, one per interval, failed ones too." },
+		{ "splicer_dns_failures_total", "counter",
+		  "Lookups that failed (timeout, SERVFAIL, NXDOMAIN, no address); the last answer stayed." },
+		{ "splicer_dns_addresses", "gauge", "Addresses of a name's answer in force." },
+	};
+	unsigned n = dns_stats(NULL, 0), m;
+	struct dns_stat *d;
+	char rn[160], nn[300];
+
+	if (!n || !(d = calloc(n, sizeof(*d))))
+		return;
+	m = dns_stats(d, n);
+	n = m < n ? m : n;
+	for (unsigned f = 0; f < 3; f++) {
+		family(o, fam[f][0], fam[f][1], fam[f][2]);
+		for (unsigned i = 0; i < n; i++)
+			put(o, "%s{route=\"%s\",name=\"%s\"} %llu\n", fam[f][0],
+			    esc(d[i].route, rn, sizeof(rn)), esc(d[i].name, nn, sizeof(nn)),
+			    (unsigned long long)(f == 0 ? d[i].resolutions
+					       : f == 1 ? d[i].failures : d[i].addresses));
+	}
+	free(d);
+}
+
 size_t stats_http_metrics(char *buf, size_t len)
 {
 	struct out o = { buf, len, 0 };
@@ -256,6 +287,7 @@ size_t stats_http_metrics(char *buf, size_t len)
 	backend_pair(&o, c, "checks_total", "Active health check results.", "result", "ok",
 		     offsetof(struct backend_health, checks_ok), "failed",
 		     offsetof(struct backend_health, checks_failed));
+	dns_metrics(&o);
 	engine_metrics(&o, &t);
 	WORKER_COUNTER("auto_switches_total", "Directions auto moved from copy to splice.", auto_switches);
 	WORKER_COUNTER("idle_timeouts_total", "Sessions closed by idle_timeout.", idle_timeouts);

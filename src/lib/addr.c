@@ -2,7 +2,9 @@
  * getaddrinfo() once, at parse time: a proxy must not block its event loop on
  * DNS, and a name that does not resolve is a startup error, not a runtime one.
  * The config is parsed at start, at every reload (SIGHUP) and by `check`, so
- * those are the moments names are resolved; in between, the addresses hold. */
+ * those are the moments names are resolved; in between, the addresses hold.
+ * Backend names given with resolve= are the exception: addr_split() takes
+ * them apart, and the resolver thread (src/ctl/dns.c) looks them up. */
 #include "addr.h"
 
 #include <arpa/inet.h>
@@ -127,11 +129,44 @@ static void add_wildcards(unsigned port, const char *s, struct addr *out, unsign
 	add_inet((struct sockaddr *)&sin6, sizeof(sin6), s, ADDR_LISTEN, out, max, n, err, sizeof(err));
 }
 
+int addr_split(const char *s, enum addr_use use, char *host, unsigned hostlen, unsigned *port,
+	       char *err, unsigned errlen)
+{
+	const char *colon, *portstr;
+	size_t n;
+
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+		if (!close)
+			return fail(err, errlen, "address '%s': missing ']' after IPv6 address%s", s, "");
+		if (close[1] != ':')
+			return fail(err, errlen, "address '%s': expected ':port' after ']'%s", s, "");
+		n = (size_t)(close - s - 1);
+		if (n >= hostlen || close == s + 1)
+			return fail(err, errlen, "address '%s': bad IPv6 address%s", s, "");
+		memcpy(host, s + 1, n);
+		host[n] = '\0';
+		portstr = close + 2;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			return fail(err, errlen, "address '%s': missing ':port' (forms: host:port, [v6]:port, :port, *:port, unix:/path)%s", s, "");
+		if (strchr(s, ':') != colon)
+			return fail(err, errlen, "address '%s': IPv6 addresses need brackets, as in [::1]:80%s", s, "");
+		n = (size_t)(colon - s);
+		if (n >= hostlen)
+			return fail(err, errlen, "address '%s': host name too long%s", s, "");
+		memcpy(host, s, n);
+		host[n] = '\0';
+		portstr = colon + 1;
+	}
+	return parse_port(portstr, s, use, port, err, errlen);
+}
+
 int addr_parse_all(const char *s, enum addr_use use, struct addr *out, unsigned max, char *err,
 		   unsigned errlen)
 {
-	char host[256];
-	const char *colon, *portstr;
+	char host[256], portstr[8];
 	unsigned port, n = 0;
 	struct addrinfo hints, *res = NULL, *ai;
 	int r;
@@ -141,32 +176,9 @@ int addr_parse_all(const char *s, enum addr_use use, struct addr *out, unsigned 
 	memset(out, 0, sizeof(*out));
 	if (!strncmp(s, "unix:", 5))
 		return (r = parse_unix(s, out, err, errlen)) ? r : 1;
-
-	if (s[0] == '[') {
-		const char *close = strchr(s, ']');
-		if (!close)
-			return fail(err, errlen, "address '%s': missing ']' after IPv6 address%s", s, "");
-		if (close[1] != ':')
-			return fail(err, errlen, "address '%s': expected ':port' after ']'%s", s, "");
-		if ((size_t)(close - s - 1) >= sizeof(host) || close == s + 1)
-			return fail(err, errlen, "address '%s': bad IPv6 address%s", s, "");
-		memcpy(host, s + 1, (size_t)(close - s - 1));
-		host[close - s - 1] = '\0';
-		portstr = close + 2;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon)
-			return fail(err, errlen, "address '%s': missing ':port' (forms: host:port, [v6]:port, :port, *:port, unix:/path)%s", s, "");
-		if (strchr(s, ':') != colon)
-			return fail(err, errlen, "address '%s': IPv6 addresses need brackets, as in [::1]:80%s", s, "");
-		if ((size_t)(colon - s) >= sizeof(host))
-			return fail(err, errlen, "address '%s': host name too long%s", s, "");
-		memcpy(host, s, (size_t)(colon - s));
-		host[colon - s] = '\0';
-		portstr = colon + 1;
-	}
-	if ((r = parse_port(portstr, s, use, &port, err, errlen)))
+	if ((r = addr_split(s, use, host, sizeof(host), &port, err, errlen)))
 		return r;
+	snprintf(portstr, sizeof(portstr), "%u", port);
 
 	if (!host[0]) {
 		struct sockaddr_in *sin = (struct sockaddr_in *)&out->ss;
@@ -209,6 +221,21 @@ int addr_parse_all(const char *s, enum addr_use use, struct addr *out, unsigned 
 	if (!n)
 		return fail(err, errlen, "address '%s': cannot resolve '%s': no IPv4 or IPv6 address", s, host);
 	return (int)n;
+}
+
+void addr_from_inet(struct addr *a, const struct sockaddr *sa, unsigned port)
+{
+	memset(a, 0, sizeof(*a));
+	if (sa->sa_family == AF_INET) {
+		a->len = sizeof(struct sockaddr_in);
+		memcpy(&a->ss, sa, a->len);
+		((struct sockaddr_in *)&a->ss)->sin_port = htons((uint16_t)port);
+	} else {
+		a->len = sizeof(struct sockaddr_in6);
+		memcpy(&a->ss, sa, a->len);
+		((struct sockaddr_in6 *)&a->ss)->sin6_port = htons((uint16_t)port);
+	}
+	addr_format((struct sockaddr *)&a->ss, a->len, a->text, sizeof(a->text));
 }
 
 int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsigned errlen)

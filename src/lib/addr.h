@@ -39,6 +39,15 @@ int addr_parse_all(const char *s, enum addr_use use, struct addr *out, unsigned 
  * one address; routes take every one. */
 int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsigned errlen);
 
+/* The host and port of "host:port" or "[v6]:port" (no name resolved; host
+ * may be "" for ":port"). Returns 0 or -EINVAL with err, as addr_parse_all.
+ * For names looked up elsewhere (resolve=, src/ctl/dns.c). */
+int addr_split(const char *s, enum addr_use use, char *host, unsigned hostlen, unsigned *port,
+	       char *err, unsigned errlen);
+
+/* a = the AF_INET or AF_INET6 address sa with port (host order), and its text. */
+void addr_from_inet(struct addr *a, const struct sockaddr *sa, unsigned port);
+
 /* 0: host names are refused (AI_NUMERICHOST), so parsing never sends a DNS
  * query; the fuzzers set it, since their inputs must not reach the network. */
 extern int addr_resolve_names;

@@ -60,9 +60,9 @@ static const struct {
 	  "3: unknown key 'nonsense' in [global]; expects engine, balance, workers, buffer_size, "
 	  "pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, idle_timeout, "
 	  "half_close_timeout, log, proxy_protocol, accept_proxy, proxy_timeout, check, "
-	  "check_interval, check_timeout, rise, fall, stats, user, verbose, drain_timeout, "
+	  "check_interval, check_timeout, rise, fall, stats, user, admin, verbose, drain_timeout, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
-	  "queue_timeout" },
+	  "queue_timeout, resolvers" },
 	{ "unknown-route-key.conf", "", "bogus = 1\n",
 	  "4: unknown key 'bogus' in a route; expects listen, backend, sni, alpn, allow, deny, engine, "
 	  "balance, lowat, connect_timeout, idle_timeout, half_close_timeout, proxy_protocol, "
@@ -79,9 +79,9 @@ static const struct {
 	  "2: unknown key 'wrokers' in [global] (did you mean 'workers'?); expects engine, balance, "
 	  "workers, buffer_size, pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, "
 	  "idle_timeout, half_close_timeout, log, proxy_protocol, accept_proxy, proxy_timeout, check, "
-	  "check_interval, check_timeout, rise, fall, stats, user, verbose, drain_timeout, "
+	  "check_interval, check_timeout, rise, fall, stats, user, admin, verbose, drain_timeout, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
-	  "queue_timeout" },
+	  "queue_timeout, resolvers" },
 	/* issue 14: a number without a unit is refused with both readings */
 	{ "unitless-duration.conf", "", "idle_timeout = 30000\n",
 	  "4: idle_timeout: invalid value '30000': a duration needs a unit: 30000ms (30s) or 30000s "
