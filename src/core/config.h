@@ -116,7 +116,7 @@ struct route {
 	uint8_t given;                     /* ROUTE_GAVE_*: keys present, even if every
 					      address on them was refused (reported once) */
 	struct route_opts o;
-	uint32_t set;                      /* route_opts given in the route's own section */
+	uint64_t set;                      /* route_opts given in the route's own section */
 	/* Run time, shared by the workers. */
 	unsigned *sched;                   /* weighted round-robin order of backend indices */
 	unsigned nsched;
@@ -174,7 +174,7 @@ struct config {
 	unsigned nlst;
 	char file[256];              /* -c FILE, "" when routes come from -l/-b */
 	struct route_opts o;         /* [global] and command-line values for every route */
-	uint32_t cli_set;            /* route_opts given on the command line: they win */
+	uint64_t cli_set;            /* route_opts given on the command line: they win */
 	uint64_t workers;            /* worker threads; SETTING_AUTO = one per CPU */
 	uint64_t buffer_size;        /* copy engine buffer per direction */
 	uint64_t pipe_size;          /* splice engine pipe size; 0 = kernel default */

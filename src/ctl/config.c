@@ -110,6 +110,11 @@ const struct setting settings[] = {
 	  "every backend at its maxconn: how long a client waits for a slot before it is closed" },
 };
 const unsigned nsettings = sizeof(settings) / sizeof(settings[0]);
+/* a bit per setting in route->set and cli_set, a line in set_line */
+_Static_assert(sizeof(settings) / sizeof(settings[0]) <= 64 &&
+	       sizeof(settings) / sizeof(settings[0]) <=
+		       sizeof(((struct config *)0)->set_line) / sizeof(unsigned),
+	       "more settings than the bit masks and set_line hold");
 
 const struct setting *setting_find(const char *name)
 {
@@ -530,7 +535,7 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 			return -1;
 		}
 		if (s->scope == SCOPE_ROUTE)
-			c->cli_set |= 1u << (s - settings);
+			c->cli_set |= 1ULL << (s - settings);
 		else
 			c->set_line[s - settings] = 0; /* the command line's, not the file's */
 	}
@@ -583,7 +588,7 @@ static void resolve_route_opts(struct config *c, struct route *r)
 {
 	for (unsigned k = 0; k < nsettings; k++) {
 		const struct setting *s = &settings[k];
-		uint32_t bit = 1u << k;
+		uint64_t bit = 1ULL << k;
 		if (s->scope != SCOPE_ROUTE)
 			continue;
 		if ((c->cli_set & bit) || !(r->set & bit))
