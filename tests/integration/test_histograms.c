@@ -180,28 +180,31 @@ static void hg_wait_idle(const struct h_addr *stats, const char *route)
 	H_CHECK(0, "route %s: sessions still active after 5 s", route);
 }
 
-/* A backend that reads the request, waits 300 ms, answers and closes. */
+/* A backend that reads the request (4 bytes), waits 300 ms, answers 100
+ * bytes and closes. */
+#define HG_ANSWER 100
 static void hg_late_conn(struct h_server *s, int fd, int index, void *arg)
 {
-	char buf[16];
+	char buf[HG_ANSWER];
 
 	(void)s, (void)index, (void)arg;
 	h_set_timeouts(fd, 1000);
-	if (recv(fd, buf, sizeof buf, 0) > 0) {
+	if (h_recv_exact(fd, buf, 4, h_now_ms() + 2000) == 0) {
 		h_sleep_ms(300);
-		send(fd, "pong", 4, MSG_NOSIGNAL);
+		memset(buf, 'p', sizeof buf);
+		h_send_all(fd, buf, sizeof buf, h_now_ms() + 2000);
 	}
 }
 
-/* ping, pong, EOF through a. */
+/* ping, the answer, EOF through a. */
 static void hg_ping(const struct h_addr *a)
 {
-	char buf[8];
+	char buf[HG_ANSWER];
 	int fd = h_connect(a, 2000);
 
 	H_CHECK(fd >= 0, "connect to %s: %s", a->text, strerror(errno));
 	H_CHECK(h_send_all(fd, "ping", 4, h_now_ms() + 2000) == 0 &&
-			h_recv_exact(fd, buf, 4, h_now_ms() + H_T(5000)) == 0 && !memcmp(buf, "pong", 4) &&
+			h_recv_exact(fd, buf, sizeof buf, h_now_ms() + H_T(5000)) == 0 &&
 			h_expect_eof(fd, h_now_ms() + H_T(5000)) == 0,
 		"ping through %s", a->text);
 	close(fd);
@@ -325,6 +328,13 @@ static void case_histograms(const char *bin)
 		"sum %.3f (at least 0.6)", h.count, hg_le(&h, 0.25), h.sum);
 	hg_hist(body, "splicer_route_connect_seconds", "route=\"late\"", &h);
 	H_CHECK(h.count == 2, "connect, late: count %llu (2)", h.count);
+	hg_hist(body, "splicer_route_session_bytes", "route=\"late\",direction=\"up\"", &h);
+	H_CHECK(h.count == 2 && h.sum == 8 && hg_le(&h, 64) == 2, "late, bytes up: count %llu (2), "
+		"sum %.0f (8), le 64: %llu (2)", h.count, h.sum, hg_le(&h, 64));
+	hg_hist(body, "splicer_route_session_bytes", "route=\"late\",direction=\"down\"", &h);
+	H_CHECK(h.count == 2 && h.sum == 2 * HG_ANSWER && hg_le(&h, 64) == 0 && hg_le(&h, 256) == 2,
+		"late, bytes down: count %llu (2), sum %.0f (%d), le 64: %llu (0), le 256: %llu (2)",
+		h.count, h.sum, 2 * HG_ANSWER, hg_le(&h, 64), hg_le(&h, 256));
 	hg_hist(body, "splicer_route_connect_seconds", "route=\"full\"", &h);
 	H_CHECK(h.count == 1 && hg_le(&h, 0.5) == 0,
 		"connect after a dropped SYN: count %llu (1), le 0.5: %llu (0)", h.count,
