@@ -128,6 +128,7 @@ struct dns_name {
 };
 
 struct balance_table; /* backend.c */
+struct route_hist;
 
 struct route {
 	char name[ROUTE_NAME_MAX];
@@ -153,6 +154,8 @@ struct route {
 	 * route's counters; shared with the other generations (backend.c). */
 	struct backend_health **health;
 	struct route_stats *st;
+	struct route_hist *hist;           /* latency and size histograms, by route name like st
+					      (route_hist.h) */
 	uint64_t live;                     /* atomic: sessions of this generation's route */
 	/* TLS routing: names from the ClientHello's SNI ('*.' = one or more
 	 * labels) and ALPN protocols of which one must be offered; "" = any */
@@ -209,6 +212,9 @@ struct config {
 	uint64_t drain_timeout_ms;   /* SIGTERM: how long running sessions may finish */
 	uint64_t verbose;            /* -v count */
 	char access_log[SETTING_TEXT_MAX]; /* FILE, "-", "syslog" or "off" */
+	uint64_t log_interval_ms;          /* an interim access-log line per open session this
+					      often; 0 = off */
+	uint64_t log_connect;              /* 1: an access-log line when the backend is up */
 	char stats[SETTING_TEXT_MAX];      /* ADDRESS of the metrics endpoint, or "off" */
 	struct addr stats_addr;            /* stats, parsed by config_finalize() */
 	char user[SETTING_TEXT_MAX];       /* drop root to this user after binding, or "off" */

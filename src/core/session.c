@@ -23,6 +23,7 @@
 #include "log.h"
 #include "proxy_proto.h"
 #include "route_admit.h"
+#include "route_hist.h"
 #include "tls_hello.h"
 #include "tls_route.h"
 #include "waitq.h"
@@ -33,6 +34,7 @@
 #define PUMP_BUDGET 16
 
 static void session_timer_update(struct session *s);
+static void session_log_line(struct session *s, const char *event);
 
 /* Which side ended a session first, for the access log (access_log.h:
  * ended_by): the first FIN, reset or error seen, the first deadline that
@@ -102,11 +104,33 @@ static void bytes_report(struct session *s)
 	}
 }
 
+/* The backend's answer time (route_hist.h, first_byte): from the first
+ * client byte written to it, or from its connection being up when it
+ * speaks first, to its first byte written to the client. A flag test per
+ * pump once seen. */
+static void first_bytes(struct session *s)
+{
+	uint64_t now;
+
+	if (s->answered || (!s->down.bytes && s->first_up_us) || (!s->down.bytes && !s->up.bytes))
+		return;
+	now = route_hist_now_us();
+	if (!s->down.bytes) {
+		s->first_up_us = now;
+		return;
+	}
+	s->answered = 1;
+	now -= s->first_up_us ? s->first_up_us : s->open_us;
+	route_hist_add(s->route, s->w->id, HIST_FIRST_BYTE, (int64_t)now > 0 ? now : 0);
+}
+
 /* For engines that count bytes outside dir_pump (a completion, a sync). */
 static void bytes_check(struct session *s)
 {
-	if (s->up.bytes != s->reported[0] || s->down.bytes != s->reported[1])
+	if (s->up.bytes != s->reported[0] || s->down.bytes != s->reported[1]) {
 		bytes_dirty(s);
+		first_bytes(s);
+	}
 }
 
 void session_flush_bytes(struct worker *w)
@@ -211,6 +235,7 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 	if (d->bytes != before) {
 		s->active_ms = w->now_ms;
 		bytes_dirty(s);
+		first_bytes(s);
 		if (d == &s->up)
 			CTR_ADD(w, bytes_up, d->bytes - before);
 		else
@@ -489,6 +514,9 @@ static int mark_open(struct session *s)
 	s->state = S_OPEN;
 	s->opened = 1;
 	s->open_ms = s->w->now_ms;
+	s->open_us = route_hist_now_us();
+	route_hist_add(s->route, s->w->id, HIST_CONNECT,
+		       s->open_us > s->connect_us ? s->open_us - s->connect_us : 0);
 	STAT_ADD(s->route->health[s->backend]->sessions, 1);
 	backend_connect_result(s->route, s->backend, 1);
 	if (!s->route->o.proxy_protocol)
@@ -508,6 +536,8 @@ static int mark_open(struct session *s)
 opened:
 	if (s->eng->opened) /* after the header, which goes first */
 		s->eng->opened(s);
+	if (s->w->cfg->log_connect)
+		session_log_line(s, "connect");
 	return 0;
 }
 
@@ -619,6 +649,7 @@ static int session_connect(struct session *s)
 			STAT_ADD(rt->st->retries, 1);
 		} else {
 			s->connect_start_ms = w->now_ms;
+			s->connect_us = route_hist_now_us();
 		}
 		s->attempted = 1;
 		fd = socket(b->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -816,7 +847,7 @@ int session_new(struct worker *w, const struct listen_group *g, int fd,
 	dir_init(&s->up, &s->cli, &s->srv, route);
 	dir_init(&s->down, &s->srv, &s->cli, route);
 	s->state = route->o.accept_proxy ? S_HEADER : S_CONNECTING;
-	s->start_ms = s->active_ms = w->now_ms;
+	s->start_ms = s->active_ms = s->log_last_ms = w->now_ms;
 	s->timer.due_ms = TIMER_NONE;
 	s->connect_deadline_ms = w->now_ms + route->o.proxy_timeout_ms;
 	memcpy(&s->peer, peer, peerlen);
@@ -1156,6 +1187,20 @@ static uint64_t half_closed_limit(const struct session *s)
  * an engine's counters (engine.h, sync). */
 #define RECHECK_MS 100
 
+/* When an open session's next interim access-log line is due: the next
+ * multiple of log_interval (counted from accept) after its last line. The
+ * running config's setting, so a reload that changes it reaches the
+ * sessions already open. The line rides on the session's own timer: an
+ * idle session is visited once per interval, not once per tick. */
+static uint64_t interim_due(const struct session *s)
+{
+	uint64_t iv = s->w->cfg->log_interval_ms;
+
+	if (!iv || s->state != S_OPEN || !access_log_enabled())
+		return TIMER_NONE;
+	return s->start_ms + ((s->log_last_ms - s->start_ms) / iv + 1) * iv;
+}
+
 /* The session's next deadline: what its timer is set to. */
 static uint64_t session_deadline(const struct session *s)
 {
@@ -1182,7 +1227,8 @@ static uint64_t session_deadline(const struct session *s)
 	    (o->lowat && ((s->up.lowat_set && !s->up.eof) || (s->down.lowat_set && !s->down.eof))))
 		if (now + RECHECK_MS < due)
 			due = now + RECHECK_MS;
-	return due;
+	limit = interim_due(s);
+	return limit < due ? limit : due;
 }
 
 /* After any event: a deadline that came nearer (a session that became
@@ -1238,6 +1284,10 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 
 void session_timer_fired(struct session *s)
 {
+	if (s->w->now_ms >= interim_due(s)) {
+		s->log_last_ms = s->w->now_ms;
+		session_log_line(s, "interim");
+	}
 	session_check_timeouts(s, s->w->now_ms);
 	if (s->state != S_CLOSED)
 		timer_set(&s->w->timers, &s->timer, session_deadline(s));
@@ -1270,9 +1320,12 @@ static void engines_text(const struct dir *d, char *buf, size_t len)
 		snprintf(buf, len, "none");
 }
 
-/* The access log's line (access_log.h). */
-static void session_access_log(struct session *s, const char *peer, const char *reason)
+/* The access log's line (access_log.h): event "close" with the close
+ * reason, or "connect" / "interim" (the reason is the event's name). */
+static void session_access_log(struct session *s, const char *peer, const char *reason,
+			       const char *event)
 {
+	int closing = !strcmp(event, "close");
 	struct access_entry e = {
 		.route = s->routed ? s->route->name : "-",
 		.client = peer,
@@ -1283,14 +1336,46 @@ static void session_access_log(struct session *s, const char *peer, const char *
 		.down = s->down.bytes,
 		.duration_ms = s->w->now_ms - s->start_ms,
 		.connect_ms = s->opened ? (int64_t)(s->open_ms - s->connect_start_ms) : -1,
-		.err = s->fail_err ? s->fail_err : s->opened ? 0 : s->conn_err,
+		.err = !closing ? 0 : s->fail_err ? s->fail_err : s->opened ? 0 : s->conn_err,
+		.event = event,
+		.id = s->id,
 	};
 
+	if (!closing) {
+		e.ended_by = end_names[END_NONE];
+		access_log_session(&e);
+		return;
+	}
 	/* nothing recorded who ended it (a drain deadline, say): its state says */
 	if (!s->ended_by)
 		s->ended_by = s->up.eof ? END_CLIENT : s->down.eof ? END_BACKEND : END_PROXY;
 	e.ended_by = end_names[s->ended_by];
 	access_log_session(&e);
+}
+
+/* A line of an open session: its backend is up (connect), or it has been
+ * open another log_interval (interim). */
+static void session_log_line(struct session *s, const char *event)
+{
+	char peer[ADDR_TEXT_MAX];
+
+	if (!access_log_enabled())
+		return;
+	addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));
+	session_access_log(s, peer, event, event);
+}
+
+/* The session's histograms of the whole session (route_hist.h): those of
+ * every session its route counted. */
+static void session_hist_close(struct session *s)
+{
+	struct worker *w = s->w;
+
+	if (!s->routed)
+		return;
+	route_hist_add(s->route, w->id, HIST_DURATION, (w->now_ms - s->start_ms) * 1000);
+	route_hist_add(s->route, w->id, HIST_BYTES_UP, s->up.bytes);
+	route_hist_add(s->route, w->id, HIST_BYTES_DOWN, s->down.bytes);
 }
 
 void session_close(struct session *s, const char *reason)
@@ -1340,7 +1425,7 @@ void session_close(struct session *s, const char *reason)
 	if (log_level >= LOG_VERBOSE || access_log_enabled())
 		addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));
 	if (access_log_enabled())
-		session_access_log(s, peer, reason);
+		session_access_log(s, peer, reason, "close");
 	if (log_level >= LOG_VERBOSE) {
 		engines_text(&s->up, eu, sizeof(eu));
 		engines_text(&s->down, ed, sizeof(ed));
@@ -1364,6 +1449,7 @@ void session_close(struct session *s, const char *reason)
 	CTR_ADD(w, closed, 1);
 	bytes_undirty(s);
 	bytes_report(s); /* what session_flush_bytes has not added yet */
+	session_hist_close(s);
 	if (s->routed)
 		__atomic_sub_fetch(&s->route->st->active, 1, __ATOMIC_RELAXED);
 	/* Last touch of the route: after a reload, its config is freed once

@@ -111,6 +111,12 @@ struct session {
 	struct session *wq_prev, *wq_next; /* S_QUEUED: worker's wait queue (waitq.h) */
 	uint64_t queued_ms;          /* S_QUEUED: since when */
 	struct session *dirty_prev, *dirty_next; /* worker's list of sessions that moved bytes */
+	/* the route's histograms (route_hist.h), CLOCK_MONOTONIC microseconds */
+	uint64_t connect_us;         /* the first connect attempt */
+	uint64_t open_us;            /* the backend connection up */
+	uint64_t first_up_us;        /* the first client byte written before any backend byte; 0: none */
+	uint8_t answered;            /* the backend's first byte was seen (and recorded) */
+	uint64_t log_last_ms;        /* the last interim access-log line (start_ms before one) */
 	uint64_t priv[SESSION_PRIV_WORDS]; /* the engine's own state (engine.h) */
 };
 

@@ -7,6 +7,7 @@
 #include "backend.h"
 #include "config_listen.h"
 #include "route_admit.h"
+#include "route_hist.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -68,6 +69,11 @@ const struct setting settings[] = {
 	  "either way (or without the peer taking what is left to deliver)" },
 	{ "log", 0, SET_TEXT, 0, 0, "off", 0, log_forms, SCOPE_GLOBAL, G(access_log),
 	  "access log, a line per session: a file (SIGUSR1 reopens it), - (stdout), syslog, or off" },
+	{ "log-interval", 0, SET_DURATION, 1000, DAY_MS, "0", SET_ZERO_OK, NULL, SCOPE_GLOBAL, G(log_interval_ms),
+	  "access log: an interim line (reason=interim, bytes so far) for each open session this often "
+	  "(at least 1s; 0: off, lines only at close)" },
+	{ "log-connect", 0, SET_ENUM, 0, 0, "no", 0, no_yes, SCOPE_GLOBAL, G(log_connect),
+	  "access log: a line (reason=connect) when a session's backend connection is up" },
 	{ "proxy-protocol", 0, SET_ENUM, 0, 0, "off", 0, proxy_versions, SCOPE_ROUTE, R(proxy_protocol),
 	  "send a PROXY protocol header with the client's addresses to backends (v1: text, v2: binary)" },
 	{ "accept-proxy", 0, SET_ENUM, 0, 0, "no", 0, no_yes, SCOPE_ROUTE, R(accept_proxy),
@@ -255,6 +261,7 @@ void config_free(struct config *c)
 	for (unsigned i = 0; i < c->nroutes; i++) {
 		backend_tables_free(c->route[i]);
 		route_admit_free(c->route[i]);
+		route_hist_free(c->route[i]);
 		free(c->route[i]);
 		c->route[i] = NULL;
 	}
@@ -764,7 +771,7 @@ int config_finalize(struct config *c)
 			return -1;
 		}
 	}
-	if (config_listen_groups(c) || route_admit_build(c))
+	if (config_listen_groups(c) || route_admit_build(c) || route_hist_build(c))
 		return -1;
 	nlisteners = c->nlst;
 	if (c->workers == SETTING_AUTO) {

@@ -36,6 +36,7 @@ static const struct {
 	{ "max-conns", "10000" },        { "connect-timeout", "3s" },
 	{ "idle-timeout", "5m" },        { "half-close-timeout", "5m" },
 	{ "log", "/var/log/splicer/access.log" },
+	{ "log-interval", "1m" },        { "log-connect", "yes" },
 	{ "proxy-protocol", "v2" },      { "accept-proxy", "yes" },
 	{ "proxy-timeout", "5s" },       { "check", "tcp" },
 	{ "check-interval", "5s" },      { "check-timeout", "500ms" },

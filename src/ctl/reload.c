@@ -177,12 +177,15 @@ static struct config *config_clone(const struct config *old)
 			free(c);
 			return NULL;
 		}
+		/* every pointer to run-time state is dropped here and taken again
+		 * by config_finalize (a copied one would be released twice) */
 		memcpy(r, old->route[i], sizeof(*r));
 		r->tab = NULL;
 		r->built_next = NULL;
 		r->rr = 0;
 		r->health = NULL;
 		r->st = NULL;
+		r->hist = NULL;
 		r->live = 0;
 		memset(&r->acl, 0, sizeof(r->acl));
 		r->sources = NULL;

@@ -22,6 +22,7 @@
 #include "listener.h"
 #include "log.h"
 #include "reload.h"
+#include "route_hist.h"
 
 #define REQ_TIMEOUT  2000 /* ms for the whole request */
 
@@ -215,6 +216,75 @@ static void dns_metrics(struct out *o)
 	free(d);
 }
 
+/* ---- histograms (route_hist.h) ---------------------------------------------
+ * One histogram's samples for one label set (labels: `route="web"` and
+ * maybe more): cumulative _bucket lines, +Inf last, _sum and _count. Times
+ * are kept in microseconds and shown in seconds. */
+static void hist_samples(struct out *o, const char *name, const char *labels,
+			 const struct route *r, enum hist_kind kind, int seconds)
+{
+	struct hist_read h;
+	unsigned n;
+	const uint64_t *b = route_hist_bounds(kind, &n);
+	uint64_t cum = 0;
+
+	route_hist_read(r, kind, &h);
+	for (unsigned i = 0; i < n; i++) {
+		cum += h.bucket[i];
+		if (seconds)
+			put(o, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, (double)b[i] / 1e6,
+			    (unsigned long long)cum);
+		else
+			put(o, "%s_bucket{%s,le=\"%llu\"} %llu\n", name, labels,
+			    (unsigned long long)b[i], (unsigned long long)cum);
+	}
+	put(o, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, (unsigned long long)h.count);
+	if (seconds)
+		put(o, "%s_sum{%s} %llu.%06llu\n", name, labels, (unsigned long long)(h.sum / 1000000),
+		    (unsigned long long)(h.sum % 1000000));
+	else
+		put(o, "%s_sum{%s} %llu\n", name, labels, (unsigned long long)h.sum);
+	put(o, "%s_count{%s} %llu\n", name, labels, (unsigned long long)h.count);
+}
+
+static void route_histogram(struct out *o, const struct config *c, const char *name,
+			    const char *help, enum hist_kind kind)
+{
+	char rn[160], labels[200];
+
+	family(o, name, "histogram", help);
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		snprintf(labels, sizeof(labels), "route=\"%s\"", esc(c->route[i]->name, rn, sizeof(rn)));
+		hist_samples(o, name, labels, c->route[i], kind, 1);
+	}
+}
+
+static void histogram_metrics(struct out *o, const struct config *c)
+{
+	char rn[160], labels[220];
+
+	route_histogram(o, c, "splicer_route_connect_seconds",
+			"From a session's first backend connect attempt to its backend connection "
+			"being up (retries on other backends included).", HIST_CONNECT);
+	route_histogram(o, c, "splicer_route_first_byte_seconds",
+			"The backend's answer time: from the first client byte written to it (or its "
+			"connection being up, when it speaks first) to its first byte written to the "
+			"client.", HIST_FIRST_BYTE);
+	route_histogram(o, c, "splicer_route_session_duration_seconds",
+			"Sessions from accept to close (every session of sessions_total, once it ended).",
+			HIST_DURATION);
+	family(o, "splicer_route_session_bytes", "histogram",
+	       "Bytes per session by direction, up = client to backend (the sessions of "
+	       "session_duration_seconds).");
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		esc(c->route[i]->name, rn, sizeof(rn));
+		snprintf(labels, sizeof(labels), "route=\"%s\",direction=\"up\"", rn);
+		hist_samples(o, "splicer_route_session_bytes", labels, c->route[i], HIST_BYTES_UP, 0);
+		snprintf(labels, sizeof(labels), "route=\"%s\",direction=\"down\"", rn);
+		hist_samples(o, "splicer_route_session_bytes", labels, c->route[i], HIST_BYTES_DOWN, 0);
+	}
+}
+
 size_t stats_http_metrics(char *buf, size_t len)
 {
 	struct out o = { buf, len, 0 };
@@ -273,6 +343,7 @@ size_t stats_http_metrics(char *buf, size_t len)
 	}
 	ROUTE_FAMILY("queue_timeouts_total", "counter", "Clients closed after queue_timeout without a slot.",
 		     STAT_GET(r->st->queue_timeouts));
+	histogram_metrics(&o, c);
 	BACKEND_FAMILY("up", "gauge", "1 when the backend takes sessions, 0 when marked down.",
 		       backend_is_up(r, b));
 	BACKEND_FAMILY("sessions_total", "counter", "Sessions connected to the backend.",

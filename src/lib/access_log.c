@@ -204,6 +204,10 @@ void access_log_session(const struct access_entry *e)
 		n += field(line + n, room - n, "error", log_errno_name(e->err));
 	if (n < room)
 		n += field(line + n, room - n, "ended_by", e->ended_by);
+	if (n < room)
+		n += field(line + n, room - n, "event", e->event ? e->event : "close");
+	if (n < room)
+		n += (size_t)snprintf(line + n, room - n, " session=%llx", (unsigned long long)e->id);
 	if (n > room)
 		n = room;
 	/* the leading space of the first field, when there is no timestamp */

@@ -1,7 +1,7 @@
 /* access_log: one line per session, for operators and log pipelines:
  *   2026-12-03T08:30:00.123Z route=web client=192.0.2.7:51514 backend=10.0.0.1:80
  *   up=1043 down=88211 duration_ms=35 reason=done listener=0.0.0.0:8080
- *   connect_ms=1 error=- ended_by=client
+ *   connect_ms=1 error=- ended_by=client event=close session=100000000000002a
  * (one line; key=value, values without spaces). The fields, always all of
  * them and in this order (new fields are only ever appended):
  *   time         UTC, milliseconds (not with syslog, which stamps its own)
@@ -25,6 +25,16 @@
  *                half-close, connect or PROXY header deadline) or proxy
  *                (this process: drain deadline, every backend marked down,
  *                a connection loop, out of memory)
+ *   event        which line of the session this is: close (the last, the one
+ *                every session has), connect (log_connect = yes: its backend
+ *                connection is up; reason=connect) or interim (every
+ *                log_interval while it is open; reason=interim). A connect
+ *                or interim line has the fields of the session so far:
+ *                up, down and duration_ms until now, error=- and ended_by=-.
+ *                Readers that know only the fields before it tell them by
+ *                their reason, which no close line has
+ *   session      the session's id (hex; the same in each of its lines and in
+ *                the -v log's "session ID" lines)
  * Lines go through a bounded
  * queue to a writer thread of their own (log.h: struct log_sink), so a disk,
  * pipe, FIFO or syslog that stalls drops lines (counted in
@@ -70,6 +80,8 @@ struct access_entry {
 	uint64_t up, down, duration_ms;
 	int64_t connect_ms; /* -1: no backend connection came up */
 	int err;            /* 0: none */
+	const char *event;  /* "close", "connect", "interim" */
+	uint64_t id;        /* the session's */
 };
 
 void access_log_session(const struct access_entry *e);

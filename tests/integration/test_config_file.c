@@ -59,7 +59,7 @@ static const struct {
 	{ "unknown-key.conf", "[global]\nworkers = 1\nnonsense = 3\n", "",
 	  "3: unknown key 'nonsense' in [global]; expects engine, balance, workers, buffer_size, "
 	  "pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, idle_timeout, "
-	  "half_close_timeout, log, proxy_protocol, accept_proxy, proxy_timeout, check, "
+	  "half_close_timeout, log, log_interval, log_connect, proxy_protocol, accept_proxy, proxy_timeout, check, "
 	  "check_interval, check_timeout, rise, fall, stats, user, admin, verbose, drain_timeout, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
 	  "queue_timeout, resolvers" },
@@ -78,7 +78,7 @@ static const struct {
 	{ "typo-global-key.conf", "[global]\nwrokers = 2\n", "",
 	  "2: unknown key 'wrokers' in [global] (did you mean 'workers'?); expects engine, balance, "
 	  "workers, buffer_size, pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, "
-	  "idle_timeout, half_close_timeout, log, proxy_protocol, accept_proxy, proxy_timeout, check, "
+	  "idle_timeout, half_close_timeout, log, log_interval, log_connect, proxy_protocol, accept_proxy, proxy_timeout, check, "
 	  "check_interval, check_timeout, rise, fall, stats, user, admin, verbose, drain_timeout, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
 	  "queue_timeout, resolvers" },
