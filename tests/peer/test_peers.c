@@ -827,6 +827,17 @@ Test(peer, sni_big_hello_3_pieces, .init = h_init, .fini = pr_fini, .timeout = 1
 	pr_run(&sc);
 }
 
+/* A hello for b.example.com (h2) in two records, cut `at` bytes into the
+ * handshake message (0: in its middle). */
+static void sni_two_records(size_t at)
+{
+	uint8_t one[4096];
+	size_t n = tls_make_hello("b.example.com", "h2", 0, one, sizeof one);
+
+	sni.n = tls_two_records(one, n, at ? at : (n - 5) / 2, sni.buf);
+	sni.want = 'b';
+}
+
 /* One handshake message in two TLS records (RFC 8446 5.1 allows any cut),
  * the first holding two bytes: the handshake header itself is split.
  * HAProxy (2.6) parses the first record only: it finds no whole hello
@@ -836,10 +847,7 @@ Test(peer, sni_two_records_cut_in_header, .init = h_init, .fini = pr_fini, .time
 {
 	SNI_SCENARIO("sni_two_records_cut_in_header", "a hello for b.example.com (h2) in two "
 		     "records, cut 2 bytes into the handshake header, reached route b");
-	uint8_t one[4096];
-	size_t n = tls_make_hello("b.example.com", "h2", 0, one, sizeof one);
-	sni.n = tls_two_records(one, n, 2, sni.buf);
-	sni.want = 'b';
+	sni_two_records(2);
 	pr_run(&sc);
 }
 
@@ -850,10 +858,7 @@ Test(peer, sni_two_records_cut_in_middle, .init = h_init, .fini = pr_fini, .time
 {
 	SNI_SCENARIO("sni_two_records_cut_in_middle", "a hello for b.example.com (h2) in two "
 		     "records cut in the middle of the message reached route b");
-	uint8_t one[4096];
-	size_t n = tls_make_hello("b.example.com", "h2", 0, one, sizeof one);
-	sni.n = tls_two_records(one, n, (n - 5) / 2, sni.buf);
-	sni.want = 'b';
+	sni_two_records(0);
 	pr_run(&sc);
 }
 

@@ -666,25 +666,53 @@ static const struct tls_row *find_row(const struct tls_bench *tb, const char *na
 	return NULL;
 }
 
-static void set_range(struct btable *t, int row, int col, const char *fmt, const struct tls_row *r, int f)
+/* The bulk rows (conn 0) or the handshake rows, with ratios to row `ref`. */
+static void tls_table(FILE *f, int md, const struct tls_bench *tb, int conn, const char *title,
+		      const char *grp, const char *ref)
 {
-	char a[16], b[16], c[16];
+	static const char *const heads[2][4] = {
+		{ "Gbit/s [min-max]", "CPU-s/GB", "busy/GB", "%.3f" },
+		{ "conn/s [min-max]", "proxy CPU-us", "machine CPU-us", "%.1f" },
+	};
+	const struct tls_row *x = find_row(tb, ref);
+	struct btable *t = btable_new(title);
+	char xref[40];
 
-	if (isnan(r->med[f]))
-		return;
-	snprintf(a, sizeof(a), fmt, r->med[f]);
-	snprintf(b, sizeof(b), fmt, r->lo[f]);
-	snprintf(c, sizeof(c), fmt, r->hi[f]);
-	if (r->nrep > 1)
-		btable_set(t, row, col, "%s [%s-%s]", a, b, c);
-	else
-		btable_set(t, row, col, "%s", a);
+	snprintf(xref, sizeof(xref), "x %s", ref);
+	btable_col(t, NULL, "row");
+	btable_col(t, grp, heads[conn][0]);
+	btable_col(t, grp, xref);
+	btable_col(t, grp, heads[conn][1]);
+	btable_col(t, grp, xref);
+	btable_col(t, grp, heads[conn][2]);
+	for (int i = 0; i < tb->nrows; i++) {
+		const struct tls_row *r = &tb->row[i];
+		int row;
+		if (r->conn != conn)
+			continue;
+		if (r->skip || !r->nrep) {
+			btable_note_row(t, "%s: %s: %s", r->name, r->skip ? "skipped" : "failed",
+					r->skip ? r->skip : r->fail);
+			continue;
+		}
+		row = btable_row(t);
+		btable_set(t, row, 0, "%s", r->name);
+		btable_set_range(t, row, 1, conn ? "%.0f" : "%.2f", r->med[TF_RATE], r->lo[TF_RATE],
+				 r->hi[TF_RATE], r->nrep);
+		btable_set(t, row, 3, heads[conn][3], r->med[TF_PCPU]);
+		btable_set(t, row, 5, heads[conn][3], r->med[TF_MCPU]);
+		if (!x)
+			continue;
+		btable_set(t, row, 2, "%.2fx", stats_ratio(r->med[TF_RATE], x->med[TF_RATE]));
+		btable_set(t, row, 4, "%.2fx", stats_ratio(r->med[TF_PCPU], x->med[TF_PCPU]));
+	}
+	btable_print(t, f, md);
+	btable_free(t);
 }
 
 void bench_tls_print(FILE *f, int md, const struct tls_bench *tb)
 {
 	char title[200], grp[48];
-	struct btable *t;
 
 	if (tb->skip[0]) {
 		fprintf(f, md ? "\n### TLS passthrough skipped: %s\n" : "\n== TLS passthrough skipped: %s\n",
@@ -693,70 +721,12 @@ void bench_tls_print(FILE *f, int md, const struct tls_bench *tb)
 	}
 	fprintf(f, md ? "\n### TLS passthrough\n" : "\n== TLS passthrough (TLS 1.3, AES-128-GCM; "
 		"the proxies never decrypt)\n");
-	t = btable_new("One TLS stream (Gbit/s; CPU-s/GB: the proxy's CPU seconds per GB)");
-	btable_col(t, NULL, "row");
-	btable_col(t, "1 TLS stream", "Gbit/s [min-max]");
-	btable_col(t, "1 TLS stream", "x plain");
-	btable_col(t, "1 TLS stream", "CPU-s/GB");
-	btable_col(t, "1 TLS stream", "x plain");
-	btable_col(t, "1 TLS stream", "busy/GB");
-	const struct tls_row *plain = find_row(tb, "bulk-plain");
-	for (int i = 0; i < tb->nrows; i++) {
-		const struct tls_row *r = &tb->row[i];
-		int row;
-		if (r->conn)
-			continue;
-		if (r->skip || !r->nrep) {
-			btable_note_row(t, "%s: %s: %s", r->name, r->skip ? "skipped" : "failed",
-					r->skip ? r->skip : r->fail);
-			continue;
-		}
-		row = btable_row(t);
-		btable_set(t, row, 0, "%s", r->name);
-		set_range(t, row, 1, "%.2f", r, TF_RATE);
-		if (plain)
-			btable_set(t, row, 2, "%.2fx", stats_ratio(r->med[TF_RATE], plain->med[TF_RATE]));
-		btable_set(t, row, 3, "%.3f", r->med[TF_PCPU]);
-		if (plain)
-			btable_set(t, row, 4, "%.2fx", stats_ratio(r->med[TF_PCPU], plain->med[TF_PCPU]));
-		btable_set(t, row, 5, "%.3f", r->med[TF_MCPU]);
-	}
-	btable_print(t, f, md);
-	btable_free(t);
-
+	snprintf(grp, sizeof(grp), "handshakes x%u", tb->conns);
 	snprintf(title, sizeof(title), "Full TLS handshakes, %u at a time (connect, handshake, 64 B "
 		 "each way, close; CPU-us per connection)", tb->conns);
-	snprintf(grp, sizeof(grp), "handshakes x%u", tb->conns);
-	t = btable_new(title);
-	btable_col(t, NULL, "row");
-	btable_col(t, grp, "conn/s [min-max]");
-	btable_col(t, grp, "x haproxy-sni");
-	btable_col(t, grp, "proxy CPU-us");
-	btable_col(t, grp, "x haproxy-sni");
-	btable_col(t, grp, "machine CPU-us");
-	const struct tls_row *h = find_row(tb, "conn-haproxy-sni");
-	for (int i = 0; i < tb->nrows; i++) {
-		const struct tls_row *r = &tb->row[i];
-		int row;
-		if (!r->conn)
-			continue;
-		if (r->skip || !r->nrep) {
-			btable_note_row(t, "%s: %s: %s", r->name, r->skip ? "skipped" : "failed",
-					r->skip ? r->skip : r->fail);
-			continue;
-		}
-		row = btable_row(t);
-		btable_set(t, row, 0, "%s", r->name);
-		set_range(t, row, 1, "%.0f", r, TF_RATE);
-		if (h)
-			btable_set(t, row, 2, "%.2fx", stats_ratio(r->med[TF_RATE], h->med[TF_RATE]));
-		btable_set(t, row, 3, "%.1f", r->med[TF_PCPU]);
-		if (h)
-			btable_set(t, row, 4, "%.2fx", stats_ratio(r->med[TF_PCPU], h->med[TF_PCPU]));
-		btable_set(t, row, 5, "%.1f", r->med[TF_MCPU]);
-	}
-	btable_print(t, f, md);
-	btable_free(t);
+	tls_table(f, md, tb, 0, "One TLS stream (Gbit/s; CPU-s/GB: the proxy's CPU seconds per GB)",
+		  "1 TLS stream", "bulk-plain");
+	tls_table(f, md, tb, 1, title, grp, "conn-haproxy-sni");
 	fprintf(f, "\n");
 	for (int i = 0; i < tb->nrows; i++)
 		fprintf(f, md ? "- `%s`: %s\n" : "  %-18s %s\n", tb->row[i].name, tb->row[i].what);
