@@ -16,7 +16,7 @@ VERSION := 0.1.0
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
 	   -DSPLICER_VERSION='"$(VERSION)"'
-LDLIBS  += -pthread -lcrypto -lm -linih -lbpf -luring -lcares
+LDLIBS  += -pthread -lssl -lcrypto -lm -linih -lbpf -luring -lcares
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 ifeq ($(V),1)
@@ -114,7 +114,7 @@ asan: $(B)/asan/splicer
 # One Criterion binary holds every test so the run ends with one Synthesis line.
 $(B)/tests: $(TEST_SRCS) $(LIB_OBJS) $(HDRS)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(ALL_INC) -Itests/integration -Itests/peer -o $@ $(TEST_SRCS) $(LIB_OBJS) -lcriterion -lssl $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(ALL_INC) -Itests/integration -Itests/peer -o $@ $(TEST_SRCS) $(LIB_OBJS) -lcriterion $(LDLIBS)
 
 # Install what is missing, and only that (apt-get needs root and the
 # registry); tools/deps.sh keeps packaged services (HAProxy, nginx) from
@@ -205,6 +205,7 @@ CONF         := $(DESTDIR)$(SYSCONFDIR)/splicer/splicer.conf
 MANPAGES     := doc/splicer.8 doc/splicer.conf.5
 # what install writes, but for the config (see uninstall)
 INSTALLED    := $(SBINDIR)/splicer $(DATADIR)/bench/haproxy.cfg $(DATADIR)/bench/nginx.conf \
+		$(DATADIR)/bench/haproxy-sni.cfg $(DATADIR)/bench/splicer-sni.conf \
 		$(UNITDIR)/splicer.service $(SYSCTLDIR)/60-splicer.conf $(LOGROTATEDIR)/splicer \
 		$(foreach m,$(MANPAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
 
@@ -212,6 +213,8 @@ install: all
 	install -D -m 755 $(B)/splicer $(DESTDIR)$(SBINDIR)/splicer
 	install -D -m 644 bench/haproxy.cfg $(DESTDIR)$(DATADIR)/bench/haproxy.cfg
 	install -D -m 644 bench/nginx.conf $(DESTDIR)$(DATADIR)/bench/nginx.conf
+	install -D -m 644 bench/haproxy-sni.cfg $(DESTDIR)$(DATADIR)/bench/haproxy-sni.cfg
+	install -D -m 644 bench/splicer-sni.conf $(DESTDIR)$(DATADIR)/bench/splicer-sni.conf
 	for m in $(MANPAGES); do \
 		install -D -m 644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/} || exit 1; done
 	install -d $(DESTDIR)$(UNITDIR)

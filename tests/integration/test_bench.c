@@ -1,7 +1,8 @@
 /* `splicer bench` smoke tests: a run must finish, the sink must have
  * verified every byte, and every figure of every case must be present and
  * positive (the proxy figures are null only for `direct`, which has none);
- * the output has its tables, conclusions, scaling and doc. */
+ * the output has its tables, conclusions, scaling and doc, and the TLS
+ * passthrough rows theirs. */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -98,6 +99,16 @@ Test(integ, bench_quick_smoke, .init = h_init, .fini = h_fini, .timeout = 240)
 		H_CHECK(strstr(concl, lines[i]), "no conclusion '%s':\n%s", lines[i], concl);
 	H_CHECK(strstr(out, "Scaling: each figure with N workers") && strstr(out, "rr 1k d16"),
 		"no scaling table:\n%s", out);
+	/* the TLS rows: both tables, the bulk conclusion, the handshake one when
+	 * HAProxy is there to compare with */
+	int haproxy = access("/usr/sbin/haproxy", X_OK) == 0;
+	H_CHECK(strstr(out, "== TLS passthrough") && strstr(out, "- 1 TLS stream -") &&
+			strstr(out, "handshakes x8") && strstr(err, "splicer bench: rep 2/2, tls"),
+		"no TLS tables:\n%s\n%s", out, err);
+	const char *tls = strstr(out, "Conclusions: TLS passthrough");
+	H_CHECK(tls && strstr(tls, "tls bulk, 1 stream: the sni route ") &&
+			(!haproxy || strstr(tls, "tls handshakes, 8 at a time: splicer's sni route ")),
+		"no TLS conclusions:\n%s", out);
 
 	char *buf = slurp(json);
 	H_CHECK(buf, "no JSON written at %s", json);
@@ -134,12 +145,35 @@ Test(integ, bench_quick_smoke, .init = h_init, .fini = h_fini, .timeout = 240)
 	}
 	H_CHECK(strstr(out, "== files: splicer recv / send"), "no file table in the output:\n%s", out);
 
+	/* The TLS rows: every figure of every row present and positive. */
+	const char *tjs = strstr(buf, "\"tls\"");
+	H_CHECK(tjs && !strstr(tjs, "\"failed\""), "no TLS rows, or a failed one, in the JSON");
+	const struct {
+		const char *row, *figs[3];
+	} trows[] = {
+		{ "bulk-sni", { "gbit_s", "proxy_cpu_s_per_gb", "machine_cpu_s_per_gb" } },
+		{ "bulk-plain", { "gbit_s", "proxy_cpu_s_per_gb", "machine_cpu_s_per_gb" } },
+		{ "conn-sni", { "conn_per_s", "proxy_cpu_us", "machine_cpu_us" } },
+		{ "conn-plain", { "conn_per_s", "proxy_cpu_us", "machine_cpu_us" } },
+		{ "conn-haproxy-sni", { "conn_per_s", "proxy_cpu_us", "machine_cpu_us" } },
+	};
+	for (size_t i = 0; i < sizeof trows / sizeof trows[0]; i++) {
+		if (!haproxy && strstr(trows[i].row, "haproxy"))
+			continue;
+		for (int k = 0; k < 3; k++) {
+			double x = median_of(tjs, trows[i].row, trows[i].figs[k]);
+			H_CHECK(x > 0, "tls row %s: %s is %g (absent: -1, null: nan)\n%s", trows[i].row,
+				trows[i].figs[k], x, out);
+		}
+	}
+
 	char *d = slurp(doc);
 	H_CHECK(d && strstr(d, "# splicer bench: latest results") && strstr(d, "## Goals (issue 17)") &&
 			strstr(d, "| rr 8 conns, 1024 B, depth 16: >= 1.15x requests/s at <= 0.85x the "
 				  "machine's CPU per request | - | not measured |") &&
 			strstr(d, "### Conclusions: copy against splice") &&
-			strstr(d, "| case | 1 stream: Gbit/s [min-max] | 1 stream: x splice |"),
+			strstr(d, "| case | 1 stream: Gbit/s [min-max] | 1 stream: x splice |") &&
+			strstr(d, "### Conclusions: TLS passthrough") && strstr(d, "### TLS passthrough"),
 		"the doc lacks goals, conclusions or tables:\n%s", d ? d : "(none)");
 	free(out);
 	free(err);

@@ -7,6 +7,7 @@
  * client reads says which route took it. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "tls_hello_gen.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -30,62 +31,6 @@ static const char *conf_write(const char *name, const char *text)
 	FILE *f = fopen(path, "we");
 	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
 	return path;
-}
-
-/* A ClientHello as OpenSSL writes it: sni (NULL: none), ALPN protocols
- * (comma-separated, NULL: none), and nprotos extra 100-byte protocols to
- * make it big. Returns its length in out (the TLS records, as sent). */
-static size_t make_hello(const char *sni, const char *alpn, int nprotos, uint8_t *out, size_t cap)
-{
-	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-	SSL *ssl;
-	BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
-	uint8_t wire[4096];
-	size_t wn = 0;
-	int n;
-
-	H_CHECK(ctx && rb && wb, "OpenSSL context");
-	if (alpn)
-		for (const char *p = alpn; *p;) {
-			size_t l = strcspn(p, ",");
-			wire[wn++] = (uint8_t)l;
-			memcpy(wire + wn, p, l);
-			wn += l;
-			p += l + (p[l] == ',');
-		}
-	for (int i = 0; i < nprotos; i++) {
-		wire[wn++] = 100;
-		memset(wire + wn, 'a' + i % 26, 100);
-		wn += 100;
-	}
-	if (wn)
-		H_CHECK(SSL_CTX_set_alpn_protos(ctx, wire, (unsigned)wn) == 0, "alpn");
-	ssl = SSL_new(ctx);
-	SSL_set_bio(ssl, rb, wb);
-	if (sni)
-		SSL_set_tlsext_host_name(ssl, sni);
-	SSL_set_connect_state(ssl);
-	SSL_do_handshake(ssl); /* wants to read: the hello is in wb */
-	n = BIO_read(wb, out, (int)cap);
-	H_CHECK(n > 0, "no ClientHello from OpenSSL");
-	SSL_free(ssl);
-	SSL_CTX_free(ctx);
-	return (size_t)n;
-}
-
-/* The same handshake message in two TLS records, cut at `at` bytes of it. */
-static size_t two_records(const uint8_t *in, size_t n, size_t at, uint8_t *out)
-{
-	size_t body = n - 5;
-
-	H_CHECK(in[0] == 22 && body == ((size_t)in[3] << 8 | in[4]) && at < body, "one record");
-	memcpy(out, in, 3);
-	out[3] = (uint8_t)(at >> 8), out[4] = (uint8_t)at;
-	memcpy(out + 5, in + 5, at);
-	memcpy(out + 5 + at, in, 3);
-	out[8 + at] = (uint8_t)((body - at) >> 8), out[9 + at] = (uint8_t)(body - at);
-	memcpy(out + 10 + at, in + 5 + at, body - at);
-	return n + 5;
 }
 
 /* Connects to a from source address src ("127.0.0.2"; NULL: any). */
@@ -194,7 +139,7 @@ Test(integ, sni_routes_by_name_wildcard_case_and_alpn, .init = h_init, .fini = h
 		{ NULL, "h2", 'd' },                  /* no SNI */
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		n = make_hello(cases[i].sni, cases[i].alpn, 0, h, sizeof h);
+		n = tls_make_hello(cases[i].sni, cases[i].alpn, 0, h, sizeof h);
 		char got = route_of(&e.addr, h, n, 0);
 		H_CHECK(got == cases[i].want, "sni %s alpn %s: route %c, expected %c",
 			cases[i].sni ? cases[i].sni : "(none)", cases[i].alpn ? cases[i].alpn : "(none)",
@@ -203,17 +148,17 @@ Test(integ, sni_routes_by_name_wildcard_case_and_alpn, .init = h_init, .fini = h
 	/* plain TCP: the default route */
 	H_CHECK(route_of(&e.addr, (const uint8_t *)"PING\r\n", 6, 0) == 'd', "plain TCP");
 	/* one byte per segment */
-	n = make_hello("a.example.com", NULL, 0, h, sizeof h);
+	n = tls_make_hello("a.example.com", NULL, 0, h, sizeof h);
 	H_CHECK(route_of(&e.addr, h, n, 1) == 'a', "a hello sent one byte per segment");
 	/* over 2,000 bytes (a post-quantum hello's size) in three pieces */
-	n = make_hello("x.a.example.com", NULL, 20, h, sizeof h);
+	n = tls_make_hello("x.a.example.com", NULL, 20, h, sizeof h);
 	H_CHECK(n > 2000, "big hello is %zu bytes", n);
 	H_CHECK(route_of(&e.addr, h, n, n / 3 + 1) == 'a', "a %zu-byte hello in three pieces", n);
 	/* split across two TLS records, the cut inside the handshake header */
-	n = make_hello("b.example.com", "h2", 0, h, sizeof h);
-	size_t n2 = two_records(h, n, 2, h2);
+	n = tls_make_hello("b.example.com", "h2", 0, h, sizeof h);
+	size_t n2 = tls_two_records(h, n, 2, h2);
 	H_CHECK(route_of(&e.addr, h2, n2, 0) == 'b', "a hello in two records (cut at 2)");
-	n2 = two_records(h, n, n / 2, h2);
+	n2 = tls_two_records(h, n, n / 2, h2);
 	H_CHECK(route_of(&e.addr, h2, n2, 7) == 'b', "a hello in two records, in 7-byte pieces");
 	sni_env_down(&e);
 }
@@ -266,7 +211,7 @@ Test(integ, sni_forwards_every_byte_and_closes_the_silent, .init = h_init, .fini
 	junk[0] = 'G'; /* not a TLS record */
 	echo_check(&dflt, junk, sizeof junk);
 	/* a TLS hello for a name no route has: to the default, untouched */
-	size_t n = make_hello("nobody.example.com", "h2", 0, h, sizeof h);
+	size_t n = tls_make_hello("nobody.example.com", "h2", 0, h, sizeof h);
 	echo_check(&dflt, h, n);
 
 	/* silent: closed after tls_hello_timeout (1 s), nothing forwarded */
@@ -279,10 +224,10 @@ Test(integ, sni_forwards_every_byte_and_closes_the_silent, .init = h_init, .fini
 		(long long)(h_now_ms() - t0));
 	close(fd);
 	/* no default on this address: a name nobody has is closed */
-	n = make_hello("nobody.example.com", NULL, 0, h, sizeof h);
+	n = tls_make_hello("nobody.example.com", NULL, 0, h, sizeof h);
 	H_CHECK(route_of(&only, h, n, 0) == 0, "no route, no default: a byte came back");
 	H_CHECK(route_of(&only, (const uint8_t *)"PING\r\n", 6, 0) == 0, "plain TCP, no default");
-	n = make_hello("a.example.com", NULL, 0, h, sizeof h);
+	n = tls_make_hello("a.example.com", NULL, 0, h, sizeof h);
 	H_CHECK(route_of(&only, h, n, 0) == 'a', "the named route on the second address");
 	h_sleep_ms(200);
 	H_CHECK(h_metric(&stats, "splicer_tls_hello_timeouts_total") == 1, "hello timeouts: %lld",

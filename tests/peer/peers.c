@@ -147,6 +147,17 @@ int pr_connect(const struct pr_col *c)
 	return h_connect(&c->front, 2000);
 }
 
+int pr_connect_route(const struct pr_col *c, char tag)
+{
+	if (c->kind != PR_DIRECT)
+		return pr_connect(c);
+	for (int i = 0; i < PR_ROUTES; i++)
+		if (c->route[i].tag == tag)
+			return h_connect(&c->route[i].srv.addr, 2000);
+	errno = EINVAL;
+	return -1;
+}
+
 const struct pr_side *pr_backend_wait(struct pr_col *c, int rep, int timeout_ms)
 {
 	int64_t deadline = h_now_ms() + timeout_ms;
@@ -181,6 +192,33 @@ static void pr_conn(struct h_server *s, int fd, int index, void *arg)
 		side.ran = 1;
 		c->bk[rep] = side;
 		atomic_fetch_add(&c->finished[rep], 1);
+	}
+}
+
+const char pr_route_tags[PR_ROUTES] = { 'a', 'b', 'd' };
+
+/* An SNI scenario's backend: its tag, then an echo of every byte until EOF
+ * (or the rep's deadline; h_server_stop's shutdown ends it sooner). */
+static void pr_route_conn(struct h_server *s, int fd, int index, void *arg)
+{
+	(void)s;
+	(void)index;
+	const struct pr_route *r = arg;
+	int64_t deadline = h_now_ms() + r->c->sc->deadline_ms + 1000;
+	char buf[16384];
+
+	h_set_nodelay(fd);
+	if (h_send_all(fd, &r->tag, 1, deadline) < 0)
+		return;
+	while (h_now_ms() < deadline) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && !pr_again(errno)))
+			return;
+		if (n > 0 && h_send_all(fd, buf, (size_t)n, deadline) < 0)
+			return;
 	}
 }
 
@@ -267,11 +305,102 @@ static int pr_write_file(const char *path, const char *text)
 	return fclose(f);
 }
 
+/* HAProxy's config: its defaults, except the timeouts it warns about when
+ * unset; for SNI scenarios the routes as HAProxy's documentation writes
+ * them: wait for the ClientHello (inspect-delay, accepted once
+ * req.ssl_hello_type says a hello is there), then use_backend on req.ssl_sni
+ * (-i: HAProxy compares case-sensitively otherwise) and req.ssl_alpn. */
+static void pr_haproxy_conf(const struct pr_col *c, int port, char *conf, size_t len)
+{
+	int n = snprintf(conf, len,
+			 "defaults\n"
+			 "    mode tcp\n"
+			 "    timeout connect 5s\n"
+			 "    timeout client 1m\n"
+			 "    timeout server 1m\n"
+			 "frontend f\n"
+			 "    bind 127.0.0.1:%d\n",
+			 port);
+	if (!c->sc->sni) {
+		snprintf(conf + n, len - (size_t)n,
+			 "    default_backend b\n"
+			 "backend b\n"
+			 "    server s1 %s\n",
+			 c->srv.addr.text);
+		return;
+	}
+	snprintf(conf + n, len - (size_t)n,
+		 "    tcp-request inspect-delay %ds\n"
+		 "    tcp-request content accept if { req.ssl_hello_type 1 }\n"
+		 "    use_backend a if { req.ssl_sni -i a.example.com }\n"
+		 "    use_backend a if { req.ssl_sni -m end -i .a.example.com }\n"
+		 "    use_backend b if { req.ssl_sni -i b.example.com } { req.ssl_alpn h2 }\n"
+		 "    default_backend d\n"
+		 "backend a\n"
+		 "    server s1 %s\n"
+		 "backend b\n"
+		 "    server s1 %s\n"
+		 "backend d\n"
+		 "    server s1 %s\n",
+		 PR_HELLO_WAIT_S, c->route[0].srv.addr.text, c->route[1].srv.addr.text,
+		 c->route[2].srv.addr.text);
+}
+
+/* nginx's: stream proxy_pass; for SNI scenarios ssl_preread with a map of
+ * $ssl_preread_server_name (hostnames: ".a.example.com" is the name and
+ * every name under it; map keys match case-insensitively) and a second map
+ * that adds the ALPN condition on $ssl_preread_alpn_protocols. */
+static void pr_nginx_conf(const struct pr_col *c, int port, int dynamic, const char *pidf,
+			  char *conf, size_t len)
+{
+	char server[1600];
+
+	if (!c->sc->sni)
+		snprintf(server, sizeof server,
+			 "    server {\n"
+			 "        listen 127.0.0.1:%d;\n"
+			 "        proxy_pass %s;\n"
+			 "%s"
+			 "    }\n",
+			 port, c->srv.addr.text, c->half_close ? "        proxy_half_close on;\n" : "");
+	else
+		snprintf(server, sizeof server,
+			 "    map $ssl_preread_server_name $sni_route {\n"
+			 "        hostnames;\n"
+			 "        .a.example.com a;\n"
+			 "        b.example.com b;\n"
+			 "        default d;\n"
+			 "    }\n"
+			 "    map \"$sni_route $ssl_preread_alpn_protocols\" $sni_upstream {\n"
+			 "        \"~^a \" %s;\n"
+			 "        \"~^b (.*,)?h2(,|$)\" %s;\n"
+			 "        default %s;\n"
+			 "    }\n"
+			 "    server {\n"
+			 "        listen 127.0.0.1:%d;\n"
+			 "        ssl_preread on;\n"
+			 "        preread_timeout %ds;\n"
+			 "        proxy_pass $sni_upstream;\n"
+			 "    }\n",
+			 c->route[0].srv.addr.text, c->route[1].srv.addr.text, c->route[2].srv.addr.text,
+			 port, PR_HELLO_WAIT_S);
+	snprintf(conf, len,
+		 "%s"
+		 "daemon off;\n"
+		 "pid %s;\n"
+		 "error_log %s info;\n"
+		 "events {}\n"
+		 "stream {\n"
+		 "%s"
+		 "}\n",
+		 dynamic ? "load_module " NGINX_STREAM_MODULE ";\n" : "", pidf, c->log, server);
+}
+
 /* Starts HAProxy or nginx for column c on a free port in front of its
  * backend. Fails the test when the peer is not installed. */
 static void pr_peer_start(struct pr_col *c)
 {
-	char exe[512], cfg[320], conf[2048], pidf[320];
+	char exe[512], cfg[320], conf[4096], pidf[320];
 	int port = h_free_port(), dynamic = 0;
 	const char *dir = h_tmpdir();
 
@@ -282,19 +411,7 @@ static void pr_peer_start(struct pr_col *c)
 			"haproxy not found ($SPLICER_HAPROXY, PATH, /usr/sbin): the differential "
 			"suite needs it (`make peer-deps` installs haproxy, nginx and "
 			"libnginx-mod-stream)");
-		/* HAProxy's defaults, except the timeouts it warns about when unset */
-		snprintf(conf, sizeof conf,
-			 "defaults\n"
-			 "    mode tcp\n"
-			 "    timeout connect 5s\n"
-			 "    timeout client 1m\n"
-			 "    timeout server 1m\n"
-			 "frontend f\n"
-			 "    bind 127.0.0.1:%d\n"
-			 "    default_backend b\n"
-			 "backend b\n"
-			 "    server s1 %s\n",
-			 port, c->srv.addr.text);
+		pr_haproxy_conf(c, port, conf, sizeof conf);
 		H_CHECK(pr_write_file(cfg, conf) == 0, "cannot write %s", cfg);
 		char *argv[] = { exe, "-f", cfg, "-db", NULL };
 		c->pid = pr_spawn(c->log, argv);
@@ -305,21 +422,7 @@ static void pr_peer_start(struct pr_col *c)
 			"libnginx-mod-stream)");
 		dynamic = access(NGINX_STREAM_MODULE, R_OK) == 0;
 		snprintf(pidf, sizeof pidf, "%s/%s.pid", dir, c->name);
-		snprintf(conf, sizeof conf,
-			 "%s"
-			 "daemon off;\n"
-			 "pid %s;\n"
-			 "error_log %s info;\n"
-			 "events {}\n"
-			 "stream {\n"
-			 "    server {\n"
-			 "        listen 127.0.0.1:%d;\n"
-			 "        proxy_pass %s;\n"
-			 "%s"
-			 "    }\n"
-			 "}\n",
-			 dynamic ? "load_module " NGINX_STREAM_MODULE ";\n" : "", pidf, c->log, port,
-			 c->srv.addr.text, c->half_close ? "        proxy_half_close on;\n" : "");
+		pr_nginx_conf(c, port, dynamic, pidf, conf, sizeof conf);
 		H_CHECK(pr_write_file(cfg, conf) == 0, "cannot write %s", cfg);
 		char *argv[] = { exe, "-p", (char *)dir, "-e", c->log, "-c", cfg, NULL };
 		c->pid = pr_spawn(c->log, argv);
@@ -363,6 +466,30 @@ static struct pr_col *pr_add(const char *name, enum pr_kind kind)
 	return c;
 }
 
+/* SNI scenarios: one config for every engine, the routes above on one
+ * listener, started with --engine. */
+static void pr_splicer_sni_start(struct pr_col *c, const char *bin)
+{
+	char text[1024], path[320], port[32], err[512];
+	int lport = h_free_port();
+
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 2\n"
+		 "[route a]\nlisten = 127.0.0.1:%d\nsni = a.example.com *.a.example.com\n"
+		 "backend = %s\ntls_hello_timeout = %ds\n"
+		 "[route b]\nlisten = 127.0.0.1:%d\nsni = b.example.com\nalpn = h2\n"
+		 "backend = %s\ntls_hello_timeout = %ds\n"
+		 "[route d]\nlisten = 127.0.0.1:%d\nbackend = %s\ntls_hello_timeout = %ds\n",
+		 lport, c->route[0].srv.addr.text, PR_HELLO_WAIT_S, lport, c->route[1].srv.addr.text,
+		 PR_HELLO_WAIT_S, lport, c->route[2].srv.addr.text, PR_HELLO_WAIT_S);
+	snprintf(path, sizeof path, "%s/%s-sni.conf", h_tmpdir(), c->name);
+	H_CHECK(pr_write_file(path, text) == 0, "cannot write %s", path);
+	const char *args[] = { "-c", path, "--engine", c->engine, NULL };
+	H_CHECK(h_proxy_start(&c->sp, bin, args, err, sizeof err) == 0, "%s: proxy: %s", c->name, err);
+	snprintf(port, sizeof port, "127.0.0.1:%d", lport);
+	h_addr_parse(port, &c->front);
+}
+
 static void pr_splicer_start(struct pr_col *c, const char *bin)
 {
 	const char *backends[] = { c->srv.addr.text, NULL };
@@ -370,13 +497,43 @@ static void pr_splicer_start(struct pr_col *c, const char *bin)
 		snprintf(c->na, sizeof c->na, "sockmap: BPF not permitted here (no CAP_BPF/CAP_NET_ADMIN)");
 		return;
 	}
-	h_proxy_up(&c->sp, bin, c->engine, "127.0.0.1:0", backends, NULL);
-	c->front = c->sp.addr;
+	if (c->sc->sni) {
+		pr_splicer_sni_start(c, bin);
+	} else {
+		h_proxy_up(&c->sp, bin, c->engine, "127.0.0.1:0", backends, NULL);
+		c->front = c->sp.addr;
+	}
 	/* an engine the kernel refuses falls back: that column would not test it */
 	if (h_log_lines(&c->sp, "engine unavailable", NULL) > 0) {
 		snprintf(c->na, sizeof c->na, "%s: the proxy fell back (see %s)", c->engine, c->sp.log);
 		h_proxy_stop(&c->sp, 5000);
 	}
+}
+
+/* The column's backends: one, or in SNI scenarios one per route. */
+static void pr_backends_start(struct pr_col *c)
+{
+	int rc;
+
+	if (!c->sc->sni) {
+		rc = h_server_start(&c->srv, "127.0.0.1:0", 128, pr_conn, c);
+		H_CHECK(rc == 0, "%s: backend: %s", c->name, strerror(-rc));
+		return;
+	}
+	for (int k = 0; k < PR_ROUTES; k++) {
+		struct pr_route *r = &c->route[k];
+		r->c = c;
+		r->tag = pr_route_tags[k];
+		rc = h_server_start(&r->srv, "127.0.0.1:0", 128, pr_route_conn, r);
+		H_CHECK(rc == 0, "%s: backend %c: %s", c->name, r->tag, strerror(-rc));
+	}
+}
+
+static void pr_backends_stop(struct pr_col *c)
+{
+	h_server_stop(&c->srv);
+	for (int k = 0; k < PR_ROUTES; k++)
+		h_server_stop(&c->route[k].srv);
 }
 
 static void pr_setup(const struct pr_scenario *sc)
@@ -389,8 +546,10 @@ static void pr_setup(const struct pr_scenario *sc)
 	pr_add("direct", PR_DIRECT);
 	pr_add("haproxy", PR_HAPROXY);
 	pr_add("nginx", PR_NGINX);
-	c = pr_add("nginx-hc", PR_NGINX);
-	c->half_close = 1;
+	if (!sc->sni) { /* half-close plays no part in routing */
+		c = pr_add("nginx-hc", PR_NGINX);
+		c->half_close = 1;
+	}
 	for (size_t i = 0; i < sizeof engines / sizeof engines[0]; i++) {
 		c = pr_add(engines[i], PR_SPLICER);
 		c->engine = engines[i];
@@ -398,9 +557,10 @@ static void pr_setup(const struct pr_scenario *sc)
 	for (int i = 0; i < pr_ncols; i++) {
 		c = &pr_cols[i];
 		c->sc = sc;
-		int rc = h_server_start(&c->srv, "127.0.0.1:0", 128, pr_conn, c);
-		H_CHECK(rc == 0, "%s: backend: %s", c->name, strerror(-rc));
-		if (c->kind == PR_DIRECT)
+		pr_backends_start(c);
+		if (c->kind == PR_DIRECT && sc->direct_na)
+			snprintf(c->na, sizeof c->na, "%s", sc->direct_na);
+		else if (c->kind == PR_DIRECT)
 			c->front = c->srv.addr;
 		else if (c->kind == PR_SPLICER)
 			pr_splicer_start(c, bin);
@@ -589,7 +749,7 @@ void pr_run(const struct pr_scenario *sc)
 	}
 	for (int i = 0; i < pr_ncols; i++) {
 		const struct pr_col *c = &pr_cols[i];
-		if (c->kind == PR_DIRECT && pr_count(c, sc->reps, 0) != sc->reps)
+		if (c->kind == PR_DIRECT && !c->na[0] && pr_count(c, sc->reps, 0) != sc->reps)
 			pr_cat(fails, sizeof fails,
 				 "; direct delivered %d of %d (the scenario itself is unsound)",
 				 pr_count(c, sc->reps, 0), sc->reps);
@@ -607,11 +767,11 @@ void pr_run(const struct pr_scenario *sc)
 		struct pr_col *c = &pr_cols[i];
 		if (c->kind == PR_SPLICER && c->sp.pid > 0) {
 			/* sessions a failing column left open must not hold up its exit */
-			h_server_stop(&c->srv);
+			pr_backends_stop(c);
 			h_proxy_down(&c->sp);
 		}
 		pr_peer_stop(c);
-		h_server_stop(&c->srv);
+		pr_backends_stop(c);
 	}
 	H_CHECK(!fails[0], "%s: splicer delivers less than the best peer%s", sc->name, fails);
 }

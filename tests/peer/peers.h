@@ -40,6 +40,26 @@ struct pr_side {
 };
 
 struct pr_scenario;
+struct pr_col;
+
+/* SNI scenarios (pr_scenario.sni): every column has one backend per route,
+ * each writing its tag and then echoing every byte until EOF, so the first
+ * byte a client reads says which route took it and the rest whether its
+ * bytes arrived intact. The routes, the same in every proxy's config:
+ *   'a'  a.example.com and *.a.example.com (one label or more)
+ *   'b'  b.example.com, when the client offers ALPN h2
+ *   'd'  the default: not TLS, no SNI, or no match
+ * The ClientHello wait (splicer tls_hello_timeout, HAProxy inspect-delay,
+ * nginx preread_timeout) is PR_HELLO_WAIT_S in each. */
+#define PR_ROUTES       3
+#define PR_HELLO_WAIT_S 2
+extern const char pr_route_tags[PR_ROUTES];
+
+struct pr_route {
+	struct pr_col *c;
+	char tag;
+	struct h_server srv;
+};
 
 struct pr_col {
 	char name[16];
@@ -47,7 +67,8 @@ struct pr_col {
 	int half_close;       /* nginx: proxy_half_close on */
 	const char *engine;   /* splicer */
 	char na[200];         /* not available here, and why (the column is not run) */
-	struct h_server srv;  /* this column's backend */
+	struct h_server srv;  /* this column's backend (not in SNI scenarios) */
+	struct pr_route route[PR_ROUTES]; /* SNI scenarios: the routes' backends */
 	struct h_addr front;  /* where its clients connect */
 	struct h_proxy sp;    /* splicer */
 	pid_t pid;            /* HAProxy, or nginx's master (leader of its group) */
@@ -70,6 +91,8 @@ struct pr_scenario {
 	int reps;
 	int parallel;          /* every rep of every column at once (long waits, stalls) */
 	int deadline_ms;       /* per rep */
+	int sni;               /* an SNI scenario: three routed backends (see above) */
+	const char *direct_na; /* SNI: why `direct` has no meaning here (no proxy decides) */
 	void (*backend)(struct pr_col *c, int fd, struct pr_side *out);
 	void (*client)(struct pr_col *c, int rep, struct pr_rep *out);
 };
@@ -117,6 +140,9 @@ int pr_wait_acked(int fd, int64_t deadline_ms);
 void pr_linger0(int fd);
 /* Connects to the column's front; -1 on failure. */
 int pr_connect(const struct pr_col *c);
+/* SNI scenarios: the column's front, or for `direct` the backend of the
+ * route the client expects (tag 'a', 'b' or 'd'); -1 on failure. */
+int pr_connect_route(const struct pr_col *c, char tag);
 /* Writes a rep's label (at most PR_LABEL - 1 characters). */
 void pr_how(char *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "fin", "rst", "stall", "err-N" for a pr_io recv_end. */

@@ -1,7 +1,9 @@
 /* The differential suite: TCP edge cases through direct, HAProxy (mode tcp,
  * defaults), nginx stream (defaults, and with proxy_half_close on: by
  * default nginx ends a session at either side's FIN) and splicer with each
- * engine. Each test is one scenario, repeated; it prints its row of the
+ * engine; and TLS passthrough routed by SNI (section 8) through HAProxy's
+ * req.ssl_sni, nginx's ssl_preread and splicer's sni routes, the same
+ * ClientHellos through each. Each test is one scenario, repeated; it prints its row of the
  * table (delivered/reps per column, and per column how the reps went) and
  * fails when a splicer engine delivers fewer reps than the best of HAProxy
  * and nginx, or any wrong byte. See peers.h for the machinery.
@@ -12,6 +14,7 @@
  * direct, the proxy's otherwise) acknowledged every byte. */
 #define _GNU_SOURCE
 #include "peers.h"
+#include "tls_hello_gen.h"
 
 #include <criterion/hooks.h>
 #include <stdlib.h>
@@ -649,6 +652,270 @@ Test(peer, late_answer_to_half_closed_client, .init = h_init, .fini = pr_fini, .
 		.delivered = "the client sends 100 B + FIN; the backend answers 100 B + FIN 1.5 s "
 			     "after the client's EOF; the client got the answer and EOF",
 		.backend = late_backend, .client = late_client,
+	};
+	pr_run(&sc);
+}
+
+/* ---- 8: TLS passthrough routed by SNI ------------------------------------------- */
+
+/* One message per scenario, made before the reps start (the generators
+ * assert, so only on the main thread): its bytes, how it is cut, and the
+ * route (the backend's tag) that must take it. */
+static struct {
+	uint8_t buf[20000];
+	size_t n;
+	size_t piece;   /* send in pieces of this many bytes (0: at once) */
+	int pause_ms;   /* between pieces */
+	char want;      /* 'a', 'b', 'd'; 0: none (the silent client) */
+} sni;
+
+#define SNI_REPS 10
+
+static void sni_hello(const char *name, const char *alpn, int nprotos, char want)
+{
+	sni.n = tls_make_hello(name, alpn, nprotos, sni.buf, sizeof sni.buf);
+	sni.piece = 0;
+	sni.pause_ms = 0;
+	sni.want = want;
+}
+
+/* Sends the message as the scenario cuts it, then reads the backend's tag
+ * and the echo of every byte sent. Delivered: the expected route's tag,
+ * then exactly the bytes sent. Label: "->X" where it went, or how the
+ * connection ended before a tag came. */
+static void sni_client(struct pr_col *c, int rep, struct pr_rep *out)
+{
+	int64_t deadline = deadline_of(c);
+	uint8_t *back = malloc(sni.n);
+	char tag = 0;
+	int fd = pr_connect_route(c, sni.want), rc = 0;
+
+	if (fd < 0 || !back) {
+		pr_how(out->how, "connect");
+		goto out;
+	}
+	h_set_nodelay(fd);
+	for (size_t off = 0; off < sni.n && rc == 0;) {
+		size_t k = sni.piece && sni.n - off > sni.piece ? sni.piece : sni.n - off;
+		rc = h_send_all(fd, sni.buf + off, k, deadline);
+		off += k;
+		if (off < sni.n && sni.pause_ms)
+			h_sleep_ms(sni.pause_ms);
+	}
+	if (rc == 0)
+		rc = h_recv_exact(fd, &tag, 1, deadline);
+	if (rc < 0) {
+		out->stalled = rc == -ETIMEDOUT;
+		pr_how(out->how, "%s", rc == -ENODATA ? "fin" : pr_end_label(-rc));
+		goto out;
+	}
+	pr_how(out->how, "->%c", tag);
+	rc = h_recv_exact(fd, back, sni.n, deadline);
+	if (rc < 0) {
+		out->stalled = rc == -ETIMEDOUT;
+		pr_how(out->how, "->%c-%s", tag, rc == -ENODATA ? "fin" : pr_end_label(-rc));
+		goto out;
+	}
+	out->bad = memcmp(back, sni.buf, sni.n) != 0;
+	out->ok = tag == sni.want && !out->bad;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(back);
+}
+
+#define SNI_SCENARIO(nm, what)                                                        \
+	static const struct pr_scenario sc = {                                       \
+		.name = nm, .reps = SNI_REPS, .parallel = 1, .sni = 1,               \
+		.deadline_ms = 3000 + PR_HELLO_WAIT_S * 1000,                        \
+		.delivered = what, .client = sni_client,                             \
+	}
+
+/* Every peer routes a plain hello by its exact name. */
+Test(peer, sni_exact_name, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	SNI_SCENARIO("sni_exact_name", "a hello for a.example.com reached route a with every "
+		     "byte (label: ->route the backend's tag named)");
+	sni_hello("a.example.com", NULL, 0, 'a');
+	pr_run(&sc);
+}
+
+/* Two labels under *.a.example.com: splicer's '*.' takes one label or more;
+ * HAProxy's `req.ssl_sni -m end .a.example.com` and nginx's hostnames map
+ * key ".a.example.com" match any depth too. */
+Test(peer, sni_wildcard, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	SNI_SCENARIO("sni_wildcard", "a hello for x.y.a.example.com reached route a "
+		     "(*.a.example.com) with every byte");
+	sni_hello("x.y.a.example.com", NULL, 0, 'a');
+	pr_run(&sc);
+}
+
+/* Names are case-insensitive (RFC 6066 host names): splicer folds case;
+ * HAProxy's string match is case-sensitive unless -i, which its config
+ * here gives; nginx's map lowercases keys and lookups. */
+Test(peer, sni_upper_case, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	SNI_SCENARIO("sni_upper_case", "a hello for A.Example.COM reached route a with every byte");
+	sni_hello("A.Example.COM", NULL, 0, 'a');
+	pr_run(&sc);
+}
+
+/* ALPN as curl offers it (h2 first): route b needs h2 among the protocols. */
+Test(peer, sni_alpn_h2, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	SNI_SCENARIO("sni_alpn_h2", "a hello for b.example.com offering h2,http/1.1 reached "
+		     "route b (alpn = h2) with every byte");
+	sni_hello("b.example.com", "h2,http/1.1", 0, 'b');
+	pr_run(&sc);
+}
+
+/* The same name without h2: route b's ALPN condition fails, the default
+ * takes it. */
+Test(peer, sni_alpn_missing, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	SNI_SCENARIO("sni_alpn_missing", "a hello for b.example.com offering only http/1.1 "
+		     "reached the default route with every byte");
+	sni_hello("b.example.com", "http/1.1", 0, 'd');
+	pr_run(&sc);
+}
+
+Test(peer, sni_none_to_default, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	SNI_SCENARIO("sni_none_to_default", "a hello without SNI (ALPN h2) reached the default "
+		     "route with every byte");
+	sni_hello(NULL, "h2", 0, 'd');
+	pr_run(&sc);
+}
+
+/* Not TLS at all: each peer sees at the first byte that this is no
+ * handshake record and passes it on at once. */
+Test(peer, sni_plain_tcp_to_default, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	static const char req[] = "GET / HTTP/1.1\r\nHost: a.example.com\r\n\r\n";
+	SNI_SCENARIO("sni_plain_tcp_to_default", "a plain HTTP request reached the default route "
+		     "with every byte");
+	memcpy(sni.buf, req, sizeof req - 1);
+	sni.n = sizeof req - 1;
+	sni.want = 'd';
+	pr_run(&sc);
+}
+
+Test(peer, sni_hello_1_byte_per_segment, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	SNI_SCENARIO("sni_hello_1_byte_per_segment", "a hello for a.example.com sent one byte per "
+		     "segment (1 ms apart) reached route a with every byte");
+	sni_hello("a.example.com", NULL, 0, 'a');
+	sni.piece = 1;
+	sni.pause_ms = 1;
+	pr_run(&sc);
+}
+
+/* A post-quantum-sized hello (over 2,000 bytes, one record) in three
+ * segments 30 ms apart: the peer must wait for the whole record, not
+ * decide on the first segment (the field's failure with X25519MLKEM768
+ * hellos). HAProxy 2.6 passes: req.ssl_hello_type and req.ssl_sni answer
+ * "may change" until the record's declared length is buffered. */
+Test(peer, sni_big_hello_3_pieces, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	SNI_SCENARIO("sni_big_hello_3_pieces", "a 2,000+-byte hello for x.a.example.com in three "
+		     "segments 30 ms apart reached route a with every byte");
+	sni_hello("x.a.example.com", NULL, 20, 'a');
+	H_CHECK(sni.n > 2000, "the big hello is only %zu bytes", sni.n);
+	sni.piece = sni.n / 3 + 1;
+	sni.pause_ms = 30;
+	pr_run(&sc);
+}
+
+/* A hello for b.example.com (h2) in two records, cut `at` bytes into the
+ * handshake message (0: in its middle). */
+static void sni_two_records(size_t at)
+{
+	uint8_t one[4096];
+	size_t n = tls_make_hello("b.example.com", "h2", 0, one, sizeof one);
+
+	sni.n = tls_two_records(one, n, at ? at : (n - 5) / 2, sni.buf);
+	sni.want = 'b';
+}
+
+/* One handshake message in two TLS records (RFC 8446 5.1 allows any cut),
+ * the first holding two bytes: the handshake header itself is split.
+ * HAProxy (2.6) parses the first record only: it finds no whole hello
+ * there, so req.ssl_sni is empty and the default takes it (0/10). nginx's
+ * ssl_preread and splicer reassemble the message across records. */
+Test(peer, sni_two_records_cut_in_header, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	SNI_SCENARIO("sni_two_records_cut_in_header", "a hello for b.example.com (h2) in two "
+		     "records, cut 2 bytes into the handshake header, reached route b");
+	sni_two_records(2);
+	pr_run(&sc);
+}
+
+/* The same cut in the middle of the message: the extensions, SNI among
+ * them, are in the second record. HAProxy: as above, the default (0/10);
+ * nginx and splicer: route b. */
+Test(peer, sni_two_records_cut_in_middle, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	SNI_SCENARIO("sni_two_records_cut_in_middle", "a hello for b.example.com (h2) in two "
+		     "records cut in the middle of the message reached route b");
+	sni_two_records(0);
+	pr_run(&sc);
+}
+
+/* 16 KiB that are not TLS (the first byte is no record type), a proxy's
+ * whole inspection buffer: the default route gets them byte for byte. */
+Test(peer, sni_garbage_16k_to_default, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	SNI_SCENARIO("sni_garbage_16k_to_default", "16 KiB of garbage reached the default route "
+		     "byte for byte");
+	h_gen(SEED_UP, 0, sni.buf, 16384);
+	sni.buf[0] = 'G';
+	sni.n = 16384;
+	sni.want = 'd';
+	pr_run(&sc);
+}
+
+/* A client that connects and says nothing. Delivered: the proxy ends the
+ * connection (FIN or RST) with no backend's byte reaching the client, after
+ * its hello wait of PR_HELLO_WAIT_S (label: how, and after how long).
+ * Where they differ: HAProxy, once inspect-delay expires, runs its rules on
+ * the empty buffer and connects the client to the default backend (->d
+ * 2.0s: a server-first protocol could share the port that way, but a
+ * silent client holds a backend connection); nginx (preread_timeout) and
+ * splicer (tls_hello_timeout, counted in splicer_tls_hello_timeouts_total)
+ * close it (fin 2.0s). */
+static void sni_silent_client(struct pr_col *c, int rep, struct pr_rep *out)
+{
+	int64_t t0 = h_now_ms(), deadline = deadline_of(c);
+	int fd = pr_connect(c);
+	char tag;
+
+	if (fd < 0) {
+		pr_how(out->how, "connect");
+		return;
+	}
+	int rc = h_recv_exact(fd, &tag, 1, deadline);
+	double s = (double)(h_now_ms() - t0) / 1000;
+	close(fd);
+	if (rc == 0) {
+		pr_how(out->how, "->%c %.1fs", tag, s);
+		return;
+	}
+	out->stalled = rc == -ETIMEDOUT;
+	out->ok = rc == -ENODATA || rc == -ECONNRESET;
+	pr_how(out->how, "%s %.1fs", rc == -ENODATA ? "fin" : pr_end_label(-rc), s);
+}
+
+Test(peer, sni_silent_client, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	static const struct pr_scenario sc = {
+		.name = "sni_silent_client", .reps = SNI_REPS, .parallel = 1, .sni = 1,
+		.deadline_ms = 3000 + PR_HELLO_WAIT_S * 1000,
+		.direct_na = "no proxy: nothing waits for a hello",
+		.delivered = "a client that sends nothing was closed by the proxy after its hello "
+			     "wait (2 s), no backend reached (label: how, when; ->d: sent to the "
+			     "default route)",
+		.client = sni_silent_client,
 	};
 	pr_run(&sc);
 }

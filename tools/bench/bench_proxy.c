@@ -56,8 +56,19 @@ static int template_path(const char *name, char *out, size_t len)
 	return 0;
 }
 
+/* The case's "conf:NAME" template, or NULL. */
+static const char *case_conf(const struct bench_case *c)
+{
+	for (int i = 0; c->opts[i]; i++)
+		if (!strncmp(c->opts[i], "conf:", 5))
+			return c->opts[i] + 5;
+	return NULL;
+}
+
 const char *bench_case_unavailable(const struct bench_case *c)
 {
+	const char *conf = case_conf(c);
+
 	static char why[300];
 	char path[4096];
 
@@ -65,8 +76,10 @@ const char *bench_case_unavailable(const struct bench_case *c)
 	case PX_HAPROXY:
 		if (!bench_on_path("haproxy", path, sizeof(path)))
 			return "haproxy not installed (make bench-deps)";
-		if (!template_path("haproxy.cfg", path, sizeof(path)))
-			return "bench/haproxy.cfg not found";
+		if (!template_path(conf ? conf : "haproxy.cfg", path, sizeof(path))) {
+			snprintf(why, sizeof(why), "bench/%s not found", conf ? conf : "haproxy.cfg");
+			return why;
+		}
 		return NULL;
 	case PX_NGINX:
 		if (!bench_on_path("nginx", path, sizeof(path)))
@@ -79,6 +92,10 @@ const char *bench_case_unavailable(const struct bench_case *c)
 	case PX_SOCAT:
 		return bench_on_path("socat", path, sizeof(path)) ? NULL : "socat not installed (make bench-deps)";
 	case PX_SPLICER:
+		if (conf && !template_path(conf, path, sizeof(path))) {
+			snprintf(why, sizeof(why), "bench/%s not found", conf);
+			return why;
+		}
 		for (int i = 0; c->opts[i]; i++)
 			if (!strcmp(c->opts[i], "sockmap") && sm_probe_load(why, sizeof(why)))
 				return why; /* else the row would measure splice under its name */
@@ -205,9 +222,11 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		      const char *host, unsigned threads, char *err, unsigned errlen)
 {
 	struct sockaddr_in *sin = (struct sockaddr_in *)&p->ss;
-	char exe[4096], listen[64], conf[160], logp[160], tmpl[4096], thr[16], opts[512] = "";
+	struct sockaddr_in *sin2 = (struct sockaddr_in *)&p->ss2;
+	char exe[4096], listen[64], listen2[64], conf[160], logp[160], tmpl[4096], thr[16], opts[512] = "";
+	const char *tname = case_conf(c);
 	const char *argv[32];
-	int n = 0, port;
+	int n = 0, port, port2;
 
 	memset(p, 0, sizeof(*p));
 	if (c->kind == PX_DIRECT) {
@@ -228,27 +247,45 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		snprintf(err, errlen, "temp dir or port: %s", strerror(errno));
 		return -1;
 	}
+	/* a template's second listener: a port free a moment ago, not the first */
+	for (int i = 0; (port2 = bench_free_port(host)) == port && i < 10; i++)
+		;
 	snprintf(listen, sizeof(listen), "%s:%d", host, port);
+	snprintf(listen2, sizeof(listen2), "%s:%d", host, port2);
 	snprintf(logp, sizeof(logp), "%s/proxy.log", p->dir);
 	snprintf(thr, sizeof(thr), "%u", threads);
 	sin->sin_family = AF_INET;
 	sin->sin_port = htons((uint16_t)port);
 	inet_pton(AF_INET, host, &sin->sin_addr);
 	p->len = sizeof(*sin);
+	*sin2 = *sin;
+	sin2->sin_port = htons((uint16_t)port2);
+	p->len2 = tname ? sizeof(*sin2) : 0;
 
 	switch (c->kind) {
 	case PX_SPLICER: {
 		ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 		exe[k > 0 ? k : 0] = '\0';
 		argv[n++] = exe;
-		argv[n++] = "-l";
-		argv[n++] = listen;
-		argv[n++] = "-b";
-		argv[n++] = backend;
+		if (tname) {
+			const char *kv[] = { "LISTEN", listen, "LISTEN2", listen2, "BACKEND", backend,
+					     "THREADS", thr, "DIR", p->dir, NULL };
+			snprintf(conf, sizeof(conf), "%s/splicer.conf", p->dir);
+			if (!template_path(tname, tmpl, sizeof(tmpl)) || fill_template(tmpl, conf, kv))
+				goto tmpl_fail;
+			argv[n++] = "-c";
+			argv[n++] = conf;
+		} else {
+			argv[n++] = "-l";
+			argv[n++] = listen;
+			argv[n++] = "-b";
+			argv[n++] = backend;
+		}
 		argv[n++] = "--workers";
 		argv[n++] = thr;
 		for (int i = 0; c->opts[i]; i++)
-			argv[n++] = c->opts[i];
+			if (strncmp(c->opts[i], "conf:", 5))
+				argv[n++] = c->opts[i];
 		break;
 	}
 	case PX_HAPROXY: {
@@ -256,15 +293,18 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		char glob[256] = "";
 		for (int i = 0; c->opts[i]; i++) {
 			int g = !strncmp(c->opts[i], "global:", 7);
+			if (!strncmp(c->opts[i], "conf:", 5))
+				continue;
 			char *buf = g ? glob : opts;
 			size_t size = g ? sizeof(glob) : sizeof(opts);
 			snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? "\n    " : "",
 				 c->opts[i] + (g ? 7 : 0));
 		}
-		const char *kv[] = { "LISTEN", listen, "BACKEND", backend, "THREADS", thr,
-				     "DIR", p->dir, "OPTIONS", opts, "GLOBAL", glob, NULL };
+		const char *kv[] = { "LISTEN", listen, "LISTEN2", listen2, "BACKEND", backend,
+				     "THREADS", thr, "DIR", p->dir, "OPTIONS", opts, "GLOBAL", glob, NULL };
 		snprintf(conf, sizeof(conf), "%s/haproxy.cfg", p->dir);
-		if (!template_path("haproxy.cfg", tmpl, sizeof(tmpl)) || fill_template(tmpl, conf, kv))
+		if (!template_path(tname ? tname : "haproxy.cfg", tmpl, sizeof(tmpl)) ||
+		    fill_template(tmpl, conf, kv))
 			goto tmpl_fail;
 		bench_on_path("haproxy", exe, sizeof(exe));
 		argv[n++] = exe;

@@ -12,7 +12,10 @@ enum proxy_kind { PX_DIRECT, PX_SPLICER, PX_HAPROXY, PX_NGINX, PX_SOCAT };
 struct bench_case {
 	const char *name;        /* "splice-256k", "haproxy", ... */
 	enum proxy_kind kind;
-	const char *opts[8];     /* splicer: its options; haproxy: config lines */
+	const char *opts[8];     /* splicer: its options; haproxy: config lines; either:
+				    "conf:NAME", bench/NAME as the config template in place
+				    of haproxy.cfg or of splicer's -l/-b (splicer runs with
+				    -c and its other options) */
 	const char *what;        /* one line for the legend */
 };
 
@@ -20,6 +23,8 @@ struct bench_proxy {
 	pid_t pid;                    /* 0 for direct */
 	struct sockaddr_storage ss;   /* where clients connect */
 	socklen_t len;
+	struct sockaddr_storage ss2;  /* a second listener, @LISTEN2@ of a conf template */
+	socklen_t len2;
 	char dir[64];                 /* temp dir for configs, pid files, logs */
 };
 

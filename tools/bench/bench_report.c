@@ -38,17 +38,7 @@ static void setv(struct btable *t, int row, int col, const char *fmt, double v)
 static void set_range(struct btable *t, int row, int col, const char *fmt, const struct case_run *r,
 		      int f)
 {
-	char a[16], b[16], c[16];
-
-	if (isnan(r->med[f]))
-		return;
-	snprintf(a, sizeof(a), fmt, r->med[f]);
-	snprintf(b, sizeof(b), fmt, r->lo[f]);
-	snprintf(c, sizeof(c), fmt, r->hi[f]);
-	if (r->nrep > 1)
-		btable_set(t, row, col, "%s [%s-%s]", a, b, c);
-	else
-		btable_set(t, row, col, "%s", a);
+	btable_set_range(t, row, col, fmt, r->med[f], r->lo[f], r->hi[f], r->nrep);
 }
 
 /* r's added p50 latency (over direct's) as a multiple of ref's; undefined

@@ -40,7 +40,10 @@ struct fig_info {
 extern const struct fig_info bench_figs[NFIG];
 
 /* The workloads, selectable with --workloads. */
-enum workload { W_BULK1, W_BULK4, W_LAT, W_RR, W_CONN, W_REAL, NWL };
+enum workload { W_BULK1, W_BULK4, W_LAT, W_RR, W_CONN, W_TLS, W_REAL, NWL };
+/* The workloads each case runs (tls has rows of its own, bench_tls.c). */
+#define CASE_WORKLOADS ((1u << W_BULK1) | (1u << W_BULK4) | (1u << W_LAT) | (1u << W_RR) | \
+			(1u << W_CONN))
 extern const char *const workload_names[NWL];
 
 struct case_run {

@@ -1,6 +1,7 @@
 /* bench_table: see bench_table.h. */
 #include "bench_table.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,22 @@ void btable_set(struct btable *t, int row, int col, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(t->rows[row].cell[col], BT_CELL, fmt, ap);
 	va_end(ap);
+}
+
+void btable_set_range(struct btable *t, int row, int col, const char *fmt, double med, double lo,
+		      double hi, int nrep)
+{
+	char a[16], b[16], c[16];
+
+	if (isnan(med))
+		return;
+	snprintf(a, sizeof(a), fmt, med);
+	snprintf(b, sizeof(b), fmt, lo);
+	snprintf(c, sizeof(c), fmt, hi);
+	if (nrep > 1)
+		btable_set(t, row, col, "%s [%s-%s]", a, b, c);
+	else
+		btable_set(t, row, col, "%s", a);
 }
 
 static const char *shown(const char *cell)

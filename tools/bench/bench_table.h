@@ -31,6 +31,10 @@ void btable_note_row(struct btable *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void btable_set(struct btable *t, int row, int col, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* A median with its [min-max] when there were several repetitions
+ * (nrep > 1), each in fmt; left "-" when med is NAN. */
+void btable_set_range(struct btable *t, int row, int col, const char *fmt, double med, double lo,
+		      double hi, int nrep);
 void btable_print(const struct btable *t, FILE *f, int markdown);
 void btable_free(struct btable *t);
 

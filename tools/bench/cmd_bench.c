@@ -11,7 +11,9 @@
  * one connection's 64-byte ping-pong, request/response over --conns
  * connections (64 B and 1 KiB, depth 1 and 16, pipelined), short
  * connections --conns at a time, and with --real redis-benchmark and
- * pgbench against servers of their own (bench_real.c). Cases are
+ * pgbench against servers of their own (bench_real.c); then the TLS
+ * passthrough rows (bench_tls.c: TLS through splicer's sni route against
+ * its plain route and against HAProxy's req.ssl_sni). Cases are
  * interleaved (A B C A B C ...) so drift on a shared machine spreads over
  * all of them; every figure is the median of the repetitions, with min-max,
  * and ratios are taken against `direct` and against a reference case of
@@ -34,6 +36,7 @@
 #include "bench_proxy.h"
 #include "bench_real.h"
 #include "bench_run.h"
+#include "bench_tls.h"
 #include "bench_traffic.h"
 #include "cmd.h"
 #include "json.h"
@@ -47,7 +50,7 @@
 const unsigned rr_size[RR_VARIANTS] = { 64, 64, 1024, 1024 };
 const unsigned rr_depth[RR_VARIANTS] = { 1, 16, 1, 16 };
 
-const char *const workload_names[NWL] = { "bulk1", "bulk4", "lat", "rr", "conn", "real" };
+const char *const workload_names[NWL] = { "bulk1", "bulk4", "lat", "rr", "conn", "tls", "real" };
 
 #define RRV_KEYS(p) \
 	{ p "_req_s", "/s", 1 }, { p "_proxy_cpu_us", "us", 0 }, \
@@ -421,7 +424,8 @@ static void print_legend(FILE *f, int md, const struct case_run *runs, int n, co
 }
 
 static int write_json(const char *path, struct case_run *runs, int n, const struct bench_opts *o,
-		      const struct file_bench *fb, uint64_t verified, uint64_t mism)
+		      const struct file_bench *fb, const struct tls_bench *tb, uint64_t verified,
+		      uint64_t mism)
 {
 	FILE *f = fopen(path, "w");
 	struct json j;
@@ -485,6 +489,8 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 	json_arr_end(&j);
 	if (o->files)
 		bench_file_json(&j, fb);
+	if (WL(o, W_TLS))
+		bench_tls_json(&j, tb);
 	json_obj_end(&j);
 	if (json_finish(&j)) {
 		int e = errno;
@@ -508,7 +514,7 @@ static const char *chart_link(const char *doc, const char *chart)
 /* --doc: the results document, regenerated whole on every run. */
 static int write_doc(const char *path, int argc, char **argv, const struct case_run *runs, int n,
 		     const struct bench_link *links, int nlinks, const struct bench_opts *o,
-		     uint64_t verified, uint64_t mism, double secs)
+		     const struct tls_bench *tb, uint64_t verified, uint64_t mism, double secs)
 {
 	FILE *f = fopen(path, "w");
 	struct utsname u;
@@ -534,11 +540,16 @@ static int write_doc(const char *path, int argc, char **argv, const struct case_
 		(unsigned long long)verified, (unsigned long long)mism, secs);
 	bench_goals(f, runs, n, links, nlinks, o);
 	bench_conclusions(f, 1, runs, n, links, nlinks, o);
+	if (WL(o, W_TLS))
+		bench_tls_conclusions(f, 1, tb);
 	if (o->chart)
 		fprintf(f, "\n## Chart\n\n![splicer bench chart](%s)\n", chart_link(path, o->chart));
 	fprintf(f, "\n## Tables\n");
 	bench_report(f, 1, runs, n, links, nlinks, o);
-	print_legend(f, 1, runs, n, o);
+	if (WL(o, W_TLS))
+		bench_tls_print(f, 1, tb);
+	if (n)
+		print_legend(f, 1, runs, n, o);
 	return fclose(f);
 }
 
@@ -582,7 +593,11 @@ static void usage(void)
 	       "                     workloads of cases " VETH_CASES "\n"
 	       "                     unless --cases is given\n", bench_link_names());
 	printf("  --peers LIST       peers among haproxy,nginx,socat (default: all installed; none)\n"
-	       "  --workloads LIST   among bulk1,bulk4,lat,rr,conn (default: all); real with --real\n"
+	       "  --workloads LIST   among bulk1,bulk4,lat,rr,conn,tls (default: all); real with\n"
+	       "                     --real. tls: its own rows on loopback: one TLS stream through\n"
+	       "                     splicer's sni route against its plain route, and full\n"
+	       "                     handshakes --conns at a time against HAProxy's req.ssl_sni\n"
+	       "                     (only when --links has loopback)\n"
 	       "  --conns N          connections of the rr and short-connection workloads (default 50)\n"
 	       "  --real             also redis-benchmark and pgbench -S against servers the bench\n"
 	       "                     starts (make bench-deps installs them)\n"
@@ -644,7 +659,7 @@ static int parse_workloads(struct bench_opts *o, const char *v)
 			k++;
 		if (k == NWL) {
 			fprintf(stderr, "splicer bench: option '--workloads': unknown workload '%.*s' "
-				"(known: bulk1,bulk4,lat,rr,conn,real)\n", (int)len, p);
+				"(known: bulk1,bulk4,lat,rr,conn,tls,real)\n", (int)len, p);
 			return -1;
 		}
 		o->wl |= 1u << k;
@@ -744,6 +759,9 @@ static int parse_opts(struct bench_opts *o, int argc, char **argv)
 			return -1;
 		}
 	}
+	/* the tls rows run on loopback: not when the links asked for exclude it */
+	if (!in_list(o->links, "loopback"))
+		o->wl &= ~(1u << W_TLS);
 	if (o->wl & (1u << W_REAL))
 		o->real = 1;
 	o->wl &= ~(1u << W_REAL);
@@ -849,6 +867,7 @@ int cmd_bench(int argc, char **argv)
 	static char link_why[MAX_LINKS][300];
 	static struct bench_real real;
 	static struct file_bench fb;
+	static struct tls_bench tb;
 	char err[256];
 	int n = 0, nlinks = 0, active = 0, failed = 0, r;
 	uint64_t verified = 0, mism = 0;
@@ -886,7 +905,12 @@ int cmd_bench(int argc, char **argv)
 			bench_link_teardown(lk);
 		}
 	}
-	n = plan_runs(runs, &o, links, nlinks, sinks, link_skip, &all_work, &active);
+	/* only the tls rows: no case to run */
+	if ((o.wl & CASE_WORKLOADS) || o.real)
+		n = plan_runs(runs, &o, links, nlinks, sinks, link_skip, &all_work, &active);
+	if (WL(&o, W_TLS) && !bench_tls_setup(&tb, o.seconds, o.workers[0], o.conns, o.pin,
+					      in_list(o.peers, "haproxy")))
+		all_work += bench_tls_work(&tb);
 	for (int l = 0; l < nlinks; l++)
 		if (link_skip[l])
 			fprintf(stderr, "splicer bench: link %s skipped: %s\n", links[l].name, link_skip[l]);
@@ -906,7 +930,7 @@ int cmd_bench(int argc, char **argv)
 	fflush(stdout);
 	all_work *= o.reps;
 	t_start = bench_now();
-	for (int rep = 0; rep < o.reps; rep++)
+	for (int rep = 0; rep < o.reps; rep++) {
 		for (int i = 0; i < n; i++) {
 			struct case_run *cr = &runs[i];
 			double elapsed = bench_now() - t_start, eta;
@@ -923,6 +947,15 @@ int cmd_bench(int argc, char **argv)
 			done_work += case_work(cr, &o);
 			cr->nrep = rep + 1;
 		}
+		if (WL(&o, W_TLS) && !tb.skip[0]) {
+			if (isatty(STDERR_FILENO))
+				fprintf(stderr, "\r\033[K[rep %d/%d] tls", rep + 1, o.reps);
+			else
+				fprintf(stderr, "splicer bench: rep %d/%d, tls\n", rep + 1, o.reps);
+			failed |= bench_tls_rep(&tb, rep) != 0;
+			done_work += bench_tls_work(&tb);
+		}
+	}
 	progress_end();
 	if (o.real) {
 		bench_real_stop(&real);
@@ -933,6 +966,8 @@ int cmd_bench(int argc, char **argv)
 			failed |= bench_file_rep(&fb, rep) != 0;
 	if (o.files)
 		bench_file_finish(&fb);
+	if (WL(&o, W_TLS))
+		bench_tls_finish(&tb);
 	for (int l = 0; l < nlinks; l++) {
 		uint64_t v, m;
 		if (!sinks[l])
@@ -958,13 +993,18 @@ int cmd_bench(int argc, char **argv)
 		if (link_skip[l])
 			printf("\n== link %s skipped: %s\n", links[l].name, link_skip[l]);
 	bench_report(stdout, 0, runs, n, links, nlinks, &o);
-	print_legend(stdout, 0, runs, n, &o);
+	if (n)
+		print_legend(stdout, 0, runs, n, &o);
 	if (o.files)
 		bench_file_print(&fb);
+	if (WL(&o, W_TLS))
+		bench_tls_print(stdout, 0, &tb);
 	bench_conclusions(stdout, 0, runs, n, links, nlinks, &o);
+	if (WL(&o, W_TLS))
+		bench_tls_conclusions(stdout, 0, &tb);
 	printf("\nverified: %llu bytes at the sink, %llu mismatches; %.0f s\n",
 	       (unsigned long long)verified, (unsigned long long)mism, bench_now() - t_start);
-	if (o.json && write_json(o.json, runs, n, &o, &fb, verified, mism)) {
+	if (o.json && write_json(o.json, runs, n, &o, &fb, &tb, verified, mism)) {
 		fprintf(stderr, "splicer bench: cannot write %s: %s\n", o.json, strerror(errno));
 		failed = 1;
 	}
@@ -973,7 +1013,7 @@ int cmd_bench(int argc, char **argv)
 			o.chart);
 		failed = 1;
 	}
-	if (o.doc && write_doc(o.doc, argc, argv, runs, n, links, nlinks, &o, verified, mism,
+	if (o.doc && write_doc(o.doc, argc, argv, runs, n, links, nlinks, &o, &tb, verified, mism,
 			       bench_now() - t_start)) {
 		fprintf(stderr, "splicer bench: cannot write %s: %s\n", o.doc, strerror(errno));
 		failed = 1;
