@@ -118,11 +118,16 @@ Test(integ, fleet_image, .init = h_init, .fini = h_fini, .timeout = 900)
 	if (!tool)
 		cr_skip_test("container image not built: %s", why);
 	H_CHECK(access("contrib/Containerfile", R_OK) == 0, "contrib/Containerfile not found");
-	snprintf(cmd, sizeof(cmd),
-		 "%s build -t splicer-test:fleet -f contrib/Containerfile . && "
-		 "%s run --rm splicer-test:fleet --version && "
-		 "%s run --rm --entrypoint id splicer-test:fleet -u",
-		 tool, strcmp(tool, "buildah") ? tool : "podman", strcmp(tool, "buildah") ? tool : "podman");
+	/* buildah builds but does not run containers: the build is the test */
+	if (!strcmp(tool, "buildah"))
+		snprintf(cmd, sizeof(cmd),
+			 "buildah bud -t splicer-test:fleet -f contrib/Containerfile . && echo splicer built");
+	else
+		snprintf(cmd, sizeof(cmd),
+			 "%s build -t splicer-test:fleet -f contrib/Containerfile . && "
+			 "%s run --rm splicer-test:fleet --version && "
+			 "%s run --rm --entrypoint id splicer-test:fleet -u",
+			 tool, tool, tool);
 	st = h_run_capture("/bin/sh", sh_args, 840000, &out, &err);
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "`%s` failed (status %d):\n%s%s", cmd,
 		st, out ? out : "", err ? err : "");
