@@ -760,10 +760,8 @@ static int session_start(struct session *s)
  * ClientHello first. */
 static int session_begin(struct session *s)
 {
-	if (!s->grp->hello) {
-		session_set_route(s, s->route);
-		return session_start(s);
-	}
+	if (!s->grp->hello)
+		return session_start(s); /* routed at accept */
 	s->hello = malloc(sizeof(*s->hello));
 	if (!s->hello) {
 		session_close(s, "out-of-memory");
@@ -830,6 +828,8 @@ int session_new(struct worker *w, const struct listen_group *g, int fd,
 	CTR_ADD(w, accepted, 1);
 	STAT_ADD(route->live, 1);
 	CTR_ADD(w, active, 1);
+	if (!g->hello) /* one route: it counts the session from its accept */
+		session_set_route(s, route);
 	if (peer->sa_family != AF_UNIX) {
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
 
 #include "sni_match.h"
 
@@ -28,9 +29,18 @@ static int same_addr(const struct addr *a, const struct addr *b)
 	return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
 }
 
-/* The group listening on a, or NULL. */
+static int ephemeral(const struct addr *a)
+{
+	return (a->ss.ss_family == AF_INET && !((const struct sockaddr_in *)&a->ss)->sin_port) ||
+	       (a->ss.ss_family == AF_INET6 && !((const struct sockaddr_in6 *)&a->ss)->sin6_port);
+}
+
+/* The group listening on a, or NULL. Port 0 asks the kernel for a port of
+ * its own each time: never shared. */
 static struct listen_group *group_of(struct config *c, const struct addr *a)
 {
+	if (ephemeral(a))
+		return NULL;
 	for (unsigned i = 0; i < c->nlst; i++)
 		if (same_addr(c->lst[i].addr, a))
 			return &c->lst[i];
