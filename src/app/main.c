@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "access_log.h"
+#include "admin.h"
 #include "cmd.h"
 #include "config.h"
 #include "config_doc.h"
@@ -144,6 +145,7 @@ static void set_log_level(const struct config *cfg)
  * first n listen groups are the ones this process bound. */
 static int start_failed(const struct config *c, unsigned n)
 {
+	admin_stop();
 	for (unsigned l = 0; l < n && l < c->nlst; l++)
 		listener_unlink(c->lst[l].addr);
 	return 1;
@@ -254,6 +256,11 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		log_err("%s", err);
 		return start_failed(cfg, nlisteners);
 	}
+	if (admin_start(cfg, ws, (unsigned)cfg->workers, &sh, err, sizeof(err))) {
+		log_err("%s", err);
+		stats_http_stop();
+		return start_failed(cfg, nlisteners);
+	}
 	/* every socket is bound: root is no longer needed; the access log goes
 	 * to the user first, or SIGUSR1 could not reopen it after a rotation */
 	if (geteuid() == 0 && give_access_log(cfg)) {
@@ -345,6 +352,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	}
 	health_stop();
 	stats_http_stop();
+	admin_stop();
 	log_totals(ws, (unsigned)cfg->workers);
 	access_log_close();
 	for (unsigned i = 0; i < cfg->workers; i++)
@@ -399,6 +407,8 @@ int main(int argc, char **argv)
 		return cmd_recv(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "send"))
 		return cmd_send(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "ctl"))
+		return cmd_ctl(argc, argv);
 
 	if (!(cfg = calloc(1, sizeof(*cfg)))) {
 		fprintf(stderr, "splicer: out of memory\n");

@@ -27,29 +27,55 @@ static uint64_t hash64(const void *data, size_t n, uint64_t seed)
 	return h ^ (h >> 31);
 }
 
+/* A route's balancing tables, built whole and then only read: a weight
+ * changed at run time publishes a new one (the workers load the pointer
+ * once per pick) and the old one is kept until the route is freed, when
+ * no worker can read it any more. */
+struct balance_table {
+	struct balance_table *older; /* retired tables of this route */
+	uint8_t *maglev;             /* balance = maglev: MAGLEV_SIZE backend indices */
+	unsigned nsched;
+	unsigned sched[];            /* weighted round-robin order of backend indices */
+};
+
+/* Guards building and replacing tables, and the list of routes that have
+ * them: a weight change rebuilds every generation's route of that name, and
+ * a generation being built reads the weights under it, so none misses one. */
+static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct route *built_routes;
+
+/* The weight sessions follow (the admin socket's, else the file's). */
+unsigned backend_weight(const struct route *r, unsigned i)
+{
+	uint32_t w = r->health ? __atomic_load_n(&r->health[i]->weight, __ATOMIC_RELAXED) : 0;
+
+	return w ? w : r->backend[i].weight;
+}
+
 /* Smooth weighted round robin (as nginx spreads weights): the order visits
  * backend i weight_i times per cycle, interleaved rather than in runs. */
-static int build_schedule(struct route *r)
+static struct balance_table *build_schedule(const struct route *r, const unsigned *weight)
 {
 	unsigned total = 0;
 	long cur[MAX_BACKENDS] = { 0 };
+	struct balance_table *t;
 
 	for (unsigned i = 0; i < r->nbackend; i++)
-		total += r->backend[i].weight;
-	if (!(r->sched = calloc(total, sizeof(*r->sched))))
-		return -1;
+		total += weight[i];
+	if (!(t = calloc(1, sizeof(*t) + total * sizeof(t->sched[0]))))
+		return NULL;
 	for (unsigned k = 0; k < total; k++) {
 		unsigned best = 0;
 		for (unsigned i = 0; i < r->nbackend; i++) {
-			cur[i] += r->backend[i].weight;
+			cur[i] += weight[i];
 			if (cur[i] > cur[best])
 				best = i;
 		}
 		cur[best] -= (long)total;
-		r->sched[k] = best;
+		t->sched[k] = best;
 	}
-	r->nsched = total;
-	return 0;
+	t->nsched = total;
+	return t;
 }
 
 /* Maglev population: each backend walks its own permutation of the table
@@ -57,15 +83,16 @@ static int build_schedule(struct route *r)
  * only on the backend list, not on the instance) and takes the next free
  * slot, weight times per round. A backend's removal frees only its slots,
  * so about 1/N of clients move. */
-static int build_maglev(struct route *r)
+static uint8_t *build_maglev(const struct route *r, const unsigned *weight)
 {
 	const uint32_t m = MAGLEV_SIZE;
 	uint32_t offset[MAX_BACKENDS], skip[MAX_BACKENDS], next[MAX_BACKENDS] = { 0 };
 	uint32_t filled = 0;
+	uint8_t *tab = malloc(m * sizeof(*tab));
 
-	if (!(r->maglev = malloc(m * sizeof(*r->maglev))))
-		return -1;
-	memset(r->maglev, 0xff, m * sizeof(*r->maglev));
+	if (!tab)
+		return NULL;
+	memset(tab, 0xff, m * sizeof(*tab));
 	for (unsigned i = 0; i < r->nbackend; i++) {
 		const char *t = r->backend[i].addr.text;
 		offset[i] = (uint32_t)(hash64(t, strlen(t), 0x6d61676c6576ULL) % m);
@@ -73,17 +100,48 @@ static int build_maglev(struct route *r)
 	}
 	while (filled < m) {
 		for (unsigned i = 0; i < r->nbackend && filled < m; i++) {
-			for (unsigned w = 0; w < r->backend[i].weight && filled < m; w++) {
+			for (unsigned w = 0; w < weight[i] && filled < m; w++) {
 				uint32_t c;
 				do
 					c = (uint32_t)((offset[i] + (uint64_t)next[i]++ * skip[i]) % m);
-				while (r->maglev[c] != 0xff);
-				r->maglev[c] = (uint8_t)i;
+				while (tab[c] != 0xff);
+				tab[c] = (uint8_t)i;
 				filled++;
 			}
 		}
 	}
-	return 0;
+	return tab;
+}
+
+static struct balance_table *build_table(const struct route *r)
+{
+	unsigned weight[MAX_BACKENDS];
+	struct balance_table *t;
+
+	for (unsigned i = 0; i < r->nbackend; i++)
+		weight[i] = backend_weight(r, i);
+	if (!(t = build_schedule(r, weight)))
+		return NULL;
+	if (r->o.balance == BALANCE_MAGLEV && !(t->maglev = build_maglev(r, weight))) {
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+static void free_tables(struct balance_table *t)
+{
+	while (t) {
+		struct balance_table *older = t->older;
+		free(t->maglev);
+		free(t);
+		t = older;
+	}
+}
+
+static const struct balance_table *table_of(const struct route *r)
+{
+	return __atomic_load_n(&r->tab, __ATOMIC_ACQUIRE);
 }
 
 /* ---- run-time state registry -------------------------------------------- */
@@ -210,20 +268,65 @@ static void release_state(struct route *r)
 int backend_tables_build(struct route *r)
 {
 	backend_tables_free(r);
-	if (adopt_state(r) || build_schedule(r) ||
-	    (r->o.balance == BALANCE_MAGLEV && build_maglev(r)))
+	if (adopt_state(r))
 		return -1;
-	return 0;
+	pthread_mutex_lock(&tables_lock);
+	if ((r->tab = build_table(r))) {
+		r->built_next = built_routes;
+		built_routes = r;
+	}
+	pthread_mutex_unlock(&tables_lock);
+	return r->tab ? 0 : -1;
 }
 
 void backend_tables_free(struct route *r)
 {
 	release_state(r);
-	free(r->sched);
-	free(r->maglev);
-	r->sched = NULL;
-	r->maglev = NULL;
-	r->nsched = 0;
+	pthread_mutex_lock(&tables_lock);
+	for (struct route **pp = &built_routes; *pp; pp = &(*pp)->built_next)
+		if (*pp == r) {
+			*pp = r->built_next;
+			break;
+		}
+	pthread_mutex_unlock(&tables_lock);
+	free_tables(r->tab);
+	r->tab = NULL;
+	r->built_next = NULL;
+}
+
+int backend_set_weight(struct route *r, unsigned i, unsigned weight)
+{
+	const char *name = r->name;
+	int rc = 0;
+
+	pthread_mutex_lock(&tables_lock);
+	/* the file's weight is stored as "none": a later reload that changes
+	 * the file's weight is then followed */
+	__atomic_store_n(&r->health[i]->weight, weight == r->backend[i].weight ? 0 : weight,
+			 __ATOMIC_RELAXED);
+	for (struct route *g = built_routes; g; g = g->built_next) {
+		struct balance_table *t;
+		if (strcmp(g->name, name))
+			continue;
+		if (!(t = build_table(g))) {
+			rc = -1; /* that generation keeps its table */
+			continue;
+		}
+		t->older = g->tab;
+		__atomic_store_n(&g->tab, t, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&tables_lock);
+	return rc;
+}
+
+void backend_set_admin(struct route *r, unsigned i, int state)
+{
+	__atomic_store_n(&r->health[i]->admin, (uint8_t)state, __ATOMIC_RELAXED);
+}
+
+int backend_admin(const struct route *r, unsigned i)
+{
+	return __atomic_load_n(&r->health[i]->admin, __ATOMIC_RELAXED);
 }
 
 void backend_checks_apply(struct route *r)
@@ -239,10 +342,15 @@ int backend_is_up(const struct route *r, unsigned i)
 	return !__atomic_load_n(&r->health[i]->down, __ATOMIC_RELAXED);
 }
 
-static int any_up(const struct route *r)
+int backend_usable(const struct route *r, unsigned i)
+{
+	return backend_is_up(r, i) && !backend_admin(r, i);
+}
+
+static int any_usable(const struct route *r)
 {
 	for (unsigned i = 0; i < r->nbackend; i++)
-		if (backend_is_up(r, i))
+		if (backend_usable(r, i))
 			return 1;
 	return 0;
 }
@@ -275,20 +383,21 @@ void backend_connect_result(struct route *r, unsigned i, int ok)
 	}
 }
 
-/* The next up backend of the weighted schedule (any, when none is up). */
-static unsigned rr_pick(const struct route *r, uint64_t turn)
+/* The next usable backend of the weighted schedule (any, when none is). */
+static unsigned rr_pick(const struct route *r, const struct balance_table *t, uint64_t turn)
 {
-	for (unsigned k = 0; k < r->nsched; k++) {
-		unsigned b = r->sched[(turn + k) % r->nsched];
-		if (backend_is_up(r, b))
+	for (unsigned k = 0; k < t->nsched; k++) {
+		unsigned b = t->sched[(turn + k) % t->nsched];
+		if (backend_usable(r, b))
 			return b;
 	}
-	return r->sched[turn % r->nsched];
+	return t->sched[turn % t->nsched];
 }
 
 /* The client's IP address picks the slot; its port does not, so all of a
  * client's connections go to one backend. */
-static unsigned maglev_pick(const struct route *r, const struct sockaddr *peer, uint64_t turn)
+static unsigned maglev_pick(const struct route *r, const struct balance_table *t,
+			    const struct sockaddr *peer, uint64_t turn)
 {
 	uint64_t slot;
 
@@ -297,38 +406,39 @@ static unsigned maglev_pick(const struct route *r, const struct sockaddr *peer, 
 	else if (peer->sa_family == AF_INET6)
 		slot = hash64(&((const struct sockaddr_in6 *)peer)->sin6_addr, sizeof(struct in6_addr), 0);
 	else
-		return rr_pick(r, turn);
+		return rr_pick(r, t, turn);
 	slot %= MAGLEV_SIZE;
 	/* A down backend's clients take the next slots' backends, the same in
 	 * every instance that sees the same backends down. */
-	for (uint32_t k = 0; k < MAGLEV_SIZE && any_up(r); k++) {
-		unsigned b = r->maglev[(slot + k) % MAGLEV_SIZE];
-		if (backend_is_up(r, b))
+	for (uint32_t k = 0; k < MAGLEV_SIZE && any_usable(r); k++) {
+		unsigned b = t->maglev[(slot + k) % MAGLEV_SIZE];
+		if (backend_usable(r, b))
 			return b;
 	}
-	return r->maglev[slot];
+	return t->maglev[slot];
 }
 
 unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t peerlen)
 {
 	uint64_t turn = __atomic_fetch_add(&r->rr, 1, __ATOMIC_RELAXED);
+	const struct balance_table *t = table_of(r);
 	unsigned best, n = r->nbackend;
 	int64_t best_load;
 
 	(void)peerlen;
 	if (r->o.balance == BALANCE_MAGLEV)
-		return maglev_pick(r, peer, turn);
+		return maglev_pick(r, t, peer, turn);
 	if (r->o.balance != BALANCE_LEASTCONN || n == 1)
-		return rr_pick(r, turn);
+		return rr_pick(r, t, turn);
 	/* Compare active/weight as active_i * weight_j against active_j * weight_i,
-	 * starting at a rotating index so ties spread; down backends only
-	 * when every one is down. */
+	 * starting at a rotating index so ties spread; unusable backends
+	 * (down, draining, disabled) only when every one is. */
 	best = (unsigned)(turn % n);
 	best_load = __atomic_load_n(&r->health[best]->active, __ATOMIC_RELAXED);
 	for (unsigned k = 1; k < n; k++) {
 		unsigned i = (unsigned)((turn + k) % n);
 		int64_t load = __atomic_load_n(&r->health[i]->active, __ATOMIC_RELAXED);
-		int up_i = backend_is_up(r, i), up_best = backend_is_up(r, best);
+		int up_i = backend_usable(r, i), up_best = backend_usable(r, best);
 		if (up_i != up_best) {
 			if (up_i) {
 				best = i;
@@ -336,7 +446,7 @@ unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t pe
 			}
 			continue;
 		}
-		if (load * (int64_t)r->backend[best].weight < best_load * (int64_t)r->backend[i].weight) {
+		if (load * (int64_t)backend_weight(r, best) < best_load * (int64_t)backend_weight(r, i)) {
 			best = i;
 			best_load = load;
 		}

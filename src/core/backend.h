@@ -2,7 +2,8 @@
  * per-backend session counts that leastconn reads, and the run-time state
  * (health, counters, those counts) that survives reloads. Lock-free on the
  * data path: the cursor and the counts are atomics shared by every worker;
- * the tables are built once by config_finalize() and only read afterwards.
+ * the tables are built by config_finalize() and only read afterwards (a
+ * weight change through the admin socket publishes new ones).
  * The state objects belong to a registry keyed by route name and backend
  * address as configured: every config generation that has a route or a
  * backend points at the same object, so a reload neither resets health nor
@@ -36,8 +37,12 @@ void backend_checks_apply(struct route *r);
  * client; a Unix-socket client has no address and goes round-robin. */
 unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t peerlen);
 
-/* Health: whether sessions may use backend i; marking it (logs a change). */
+/* Health: whether backend i is up (its checks' and sessions' verdict);
+ * marking it (logs a change). */
 int backend_is_up(const struct route *r, unsigned i);
+/* Whether new sessions may use backend i: up, and not drained or disabled
+ * through the admin socket. */
+int backend_usable(const struct route *r, unsigned i);
 void backend_set_down(struct route *r, unsigned i, int down, const char *why);
 /* Passive health: a session's connect to backend i succeeded or failed;
  * `fall` failures in a row mark it down (when the route has checks, which
@@ -58,6 +63,20 @@ void backend_connect_failed(struct route *r, unsigned i, int err, uint64_t now_m
  * line now, whatever the interval (a worker that stops). */
 void backend_errors_report(uint64_t now_ms, int force);
 
+
+/* The admin socket's overrides (admin.h). They live in the backend's
+ * run-time state, so every generation that has the backend sees them and a
+ * reload keeps them. backend_admin: BACKEND_READY, _DRAIN or _DISABLED. */
+int backend_admin(const struct route *r, unsigned i);
+void backend_set_admin(struct route *r, unsigned i, int state);
+/* The weight new sessions follow: the admin socket's, else the file's. */
+unsigned backend_weight(const struct route *r, unsigned i);
+/* Sets backend i's weight (1..MAX_WEIGHT; the file's own clears the
+ * override) and rebuilds the balancing tables of every generation of the
+ * route, published to the workers as a whole (they read a table lock-free;
+ * a replaced one is freed with its route). Returns 0, or -1 when out of
+ * memory (a generation then keeps its old table). */
+int backend_set_weight(struct route *r, unsigned i, unsigned weight);
 
 /* A session takes a slot of backend i (it attempts or uses it): 0 when the
  * backend is at its maxconn; backend_release gives the slot back. */

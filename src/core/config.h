@@ -76,7 +76,14 @@ struct backend_health {
 	uint64_t err_since_ms;       /* the first of them (monotonic ms) */
 	uint64_t err_report_ms;      /* the last line; 0: none yet */
 	int err_last;                /* errno of the latest */
+	/* the admin socket's overrides (admin.h), atomic; like the rest they
+	 * belong to the backend, not to a generation, so a reload keeps them */
+	uint8_t admin;               /* BACKEND_READY, _DRAIN or _DISABLED */
+	uint32_t weight;             /* 0: the file's; else the weight sessions follow */
 };
+/* struct backend_health's admin: drain and disabled both take no new
+ * session; disabling may also end the running ones (admin.c). */
+enum { BACKEND_READY, BACKEND_DRAIN, BACKEND_DISABLED };
 
 /* A route's traffic, atomic, never per byte: bytes of live sessions about
  * once a second (session_flush_bytes), the rest once per session.
@@ -103,6 +110,8 @@ struct backend_conf {
 	unsigned maxconn;            /* sessions at most (0: no limit); more wait in the queue */
 };
 
+struct balance_table; /* backend.c */
+
 struct route {
 	char name[ROUTE_NAME_MAX];
 	unsigned line;                     /* its [route NAME] line; 0 from the command line */
@@ -115,11 +124,11 @@ struct route {
 					      address on them was refused (reported once) */
 	struct route_opts o;
 	uint32_t set;                      /* route_opts given in the route's own section */
-	/* Run time, shared by the workers. */
-	unsigned *sched;                   /* weighted round-robin order of backend indices */
-	unsigned nsched;
-	uint64_t rr;                       /* cursor into sched (atomic) */
-	uint8_t *maglev;                   /* balance = maglev: MAGLEV_SIZE backend indices */
+	/* Run time, shared by the workers: the balancing tables (backend.c),
+	 * immutable once published; a weight change publishes new ones */
+	struct balance_table *tab;         /* atomic pointer */
+	uint64_t rr;                       /* cursor into the schedule (atomic) */
+	struct route *built_next;          /* backend.c: every route with tables */
 	/* Run-time state that outlives this config: per backend, and the
 	 * route's counters; shared with the other generations (backend.c). */
 	struct backend_health **health;
@@ -183,6 +192,7 @@ struct config {
 	char stats[SETTING_TEXT_MAX];      /* ADDRESS of the metrics endpoint, or "off" */
 	struct addr stats_addr;            /* stats, parsed by config_finalize() */
 	char user[SETTING_TEXT_MAX];       /* drop root to this user after binding, or "off" */
+	char admin[SETTING_TEXT_MAX];      /* PATH of the admin socket (admin.h), or "off" */
 	uint64_t source_table_size;        /* sources tracked per route for the source limits */
 	unsigned set_line[48];             /* [global] settings by table index: the file line
 					    * that set it; 0: default or command line */

@@ -607,8 +607,8 @@ static int session_connect(struct session *s)
 
 		s->backend = (s->first + s->tries++) % rt->nbackend;
 		b = &rt->backend[s->backend].addr;
-		if (!backend_is_up(rt, s->backend))
-			continue; /* marked down: never waited on */
+		if (!backend_usable(rt, s->backend))
+			continue; /* marked down, draining or disabled: never waited on */
 		if (!backend_try_hold(rt, s->backend)) {
 			full++; /* at its maxconn */
 			continue;

@@ -113,6 +113,67 @@ uint64_t worker_stalled_ms(const struct worker *w, uint64_t now_ms)
 	return now_ms > last && now_ms - last > WORKER_STALL_MS ? now_ms - last : 0;
 }
 
+/* ---- worker_call's mailbox ------------------------------------------------ */
+
+static void call_init(struct worker *w)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&w->call_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->call_done, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+/* The loop's side: run what waits, under the lock, so the caller's wait
+ * ends only after fn returned (its arg is the caller's stack). */
+static void call_serve(struct worker *w)
+{
+	pthread_mutex_lock(&w->call_lock);
+	if (w->call_fn) {
+		w->call_fn(w, w->call_arg);
+		w->call_fn = NULL;
+		pthread_cond_broadcast(&w->call_done);
+	}
+	__atomic_store_n(&w->call_pending, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&w->call_lock);
+}
+
+int worker_call(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg,
+		int timeout_ms)
+{
+	struct timespec until;
+	int rc = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&w->call_lock);
+	while (w->call_fn && rc == 0) /* another caller's request first */
+		rc = pthread_cond_timedwait(&w->call_done, &w->call_lock, &until);
+	if (rc == 0) {
+		w->call_fn = fn;
+		w->call_arg = arg;
+		__atomic_store_n(&w->call_pending, 1, __ATOMIC_RELEASE);
+		worker_wake(w);
+		while (w->call_fn == fn && w->call_arg == arg && rc == 0)
+			rc = pthread_cond_timedwait(&w->call_done, &w->call_lock, &until);
+		if (w->call_fn == fn && w->call_arg == arg) {
+			w->call_fn = NULL; /* not taken: withdrawn, it never runs */
+			rc = ETIMEDOUT;
+		} else {
+			rc = 0;
+		}
+	}
+	pthread_mutex_unlock(&w->call_lock);
+	return rc ? -ETIMEDOUT : 0;
+}
+
 int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *listen_fds)
 {
 	const struct config *cfg = sh->cfg;
@@ -120,6 +181,7 @@ int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *lis
 	unsigned pipes;
 
 	memset(w, 0, sizeof(*w));
+	call_init(w);
 	w->id = id;
 	w->sh = sh;
 	w->cfg = cfg;
@@ -444,6 +506,8 @@ void *worker_main(void *arg)
 		FOR_ENGINES(w, e)
 			if (e->each_turn)
 				e->each_turn(w);
+		if (__atomic_load_n(&w->call_pending, __ATOMIC_ACQUIRE))
+			call_serve(w); /* the admin socket's request (worker_call) */
 		{
 			uint64_t gen = __atomic_load_n(&w->reload_gen, __ATOMIC_ACQUIRE);
 			if (gen != w->reload_ack && !w->draining)
@@ -490,4 +554,6 @@ void worker_destroy(struct worker *w)
 		close(w->wake.fd);
 	if (w->epfd >= 0)
 		close(w->epfd);
+	pthread_cond_destroy(&w->call_done);
+	pthread_mutex_destroy(&w->call_lock);
 }

@@ -131,6 +131,13 @@ struct worker {
 	const struct config *next_cfg;
 	int next_fds[MAX_LISTENERS];
 	uint64_t reload_gen, reload_ack; /* atomic */
+	/* worker_call's mailbox: one request at a time, run between two loop
+	 * turns; call_pending is all the loop looks at while none waits */
+	pthread_mutex_t call_lock;
+	pthread_cond_t call_done;
+	void (*call_fn)(struct worker *w, void *arg);
+	void *call_arg;
+	int call_pending;               /* atomic */
 };
 
 /* Prepares w (epoll, pools, listeners from fds already bound by the caller,
@@ -146,6 +153,14 @@ void *worker_main(void *arg);
 void worker_wake(struct worker *w);
 
 void worker_destroy(struct worker *w);
+
+/* Runs fn(w, arg) on w's thread between two of its loop turns, where it may
+ * walk and close w's sessions, and waits for it (any thread but w's; the
+ * admin socket's). Returns 0 once fn ran, or -ETIMEDOUT when w did not take
+ * the request within timeout_ms (stalled, or its loop has ended): then fn
+ * never runs. */
+int worker_call(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg,
+		int timeout_ms);
 
 uint64_t now_monotonic_ms(void);
 

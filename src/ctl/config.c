@@ -22,6 +22,7 @@
 static const char *const log_forms[] = { "FILE|-|syslog|off", NULL };
 static const char *const stats_forms[] = { "ADDRESS|off", NULL };
 static const char *const user_forms[] = { "NAME|off", NULL };
+static const char *const admin_forms[] = { "PATH|off", NULL };
 static const char *const proxy_versions[] = { "off", "v1", "v2", NULL };
 static const char *const no_yes[] = { "no", "yes", NULL };
 static const char *const check_kinds[] = { "none", "tcp", NULL };
@@ -86,6 +87,8 @@ const struct setting settings[] = {
 	  "serve GET /metrics (Prometheus) and GET /health over HTTP on this address" },
 	{ "user", 0, SET_TEXT, 0, 0, "off", 0, user_forms, SCOPE_GLOBAL, G(user),
 	  "after binding every socket, drop root and run as this user" },
+	{ "admin", 0, SET_TEXT, 0, 0, "off", 0, admin_forms, SCOPE_GLOBAL, G(admin),
+	  "the admin socket for `splicer ctl` (a Unix socket, mode 0600, the run-as user's): show, drain, disable, weight, kill, reload" },
 	{ "verbose", 0, SET_UINT, 0, 2, "0", 0, NULL, SCOPE_GLOBAL, G(verbose),
 	  "1: log each session at close, 2: debug (-v, -vv; --verbose without a number is -v)" },
 	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, SCOPE_GLOBAL, G(drain_timeout_ms),

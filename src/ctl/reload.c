@@ -44,6 +44,7 @@ static void keep_process_settings(const struct config *old, struct config *nw)
 	KEEP_TEXT(access_log, "log");
 	KEEP_TEXT(stats, "stats");
 	KEEP_TEXT(user, "user");
+	KEEP_TEXT(admin, "admin");
 	nw->stats_addr = old->stats_addr;
 #undef KEEP_NUM
 #undef KEEP_TEXT

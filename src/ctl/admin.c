@@ -1,0 +1,1015 @@
+/* admin: see admin.h. */
+#define _GNU_SOURCE
+#include "admin.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "listener.h"
+#include "log.h"
+#include "privs.h"
+#include "reload.h"
+#include "session.h"
+#include "units.h"
+
+#define LINE_MAX_LEN  4096  /* a command line */
+#define MAX_CONNS     16    /* connections read at once; one more drops the oldest */
+#define IDLE_MS       60000 /* a connection without a line for this long is closed */
+#define SEND_MS       5000  /* an answer's reader may take this long */
+#define CALL_MS       2000  /* a worker's answer (worker_call) */
+#define RELOAD_MS     15000 /* a reload's outcome */
+#define MAX_ARGS      16
+
+static struct {
+	struct worker *ws;
+	unsigned nw;
+	struct shared *sh;
+	struct addr addr;
+	int lfd, stop[2];
+	pthread_t thread;
+	int started;
+} st = { .lfd = -1, .stop = { -1, -1 } };
+
+/* ---- answers ---------------------------------------------------------------- */
+
+struct buf {
+	char *p;
+	size_t n, cap;
+	int oom;
+};
+
+static void put(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	for (;;) {
+		va_start(ap, fmt);
+		k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+		va_end(ap);
+		if (k < 0 || b->oom)
+			return;
+		if (b->p && b->n + (size_t)k < b->cap) {
+			b->n += (size_t)k;
+			return;
+		}
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap <= b->n + (size_t)k)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = 1;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+}
+
+/* The answer is this one error line, whatever was written before it. */
+static void fail(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct buf *b, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	b->n = 0;
+	put(b, "error: %s\n", msg);
+}
+
+/* JSON string (quotes included) of text that may hold anything. */
+static void json_str(struct buf *b, const char *s)
+{
+	put(b, "\"");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			put(b, "\\%c", c);
+		else if (c < 0x20)
+			put(b, "\\u%04x", c);
+		else
+			put(b, "%c", c);
+	}
+	put(b, "\"");
+}
+
+/* An aligned table: cells are copied; columns two spaces apart. */
+#define TAB_COLS 12
+
+struct table {
+	unsigned ncol, nrow, cap;
+	char *(*row)[TAB_COLS];
+};
+
+static void tab_row(struct table *t, struct buf *b, ...)
+{
+	va_list ap;
+
+	if (t->nrow == t->cap) {
+		unsigned cap = t->cap ? 2 * t->cap : 64;
+		void *p = realloc(t->row, cap * sizeof(*t->row));
+		if (!p) {
+			b->oom = 1;
+			return;
+		}
+		t->row = p;
+		t->cap = cap;
+	}
+	va_start(ap, b);
+	for (unsigned c = 0; c < t->ncol; c++) {
+		const char *s = va_arg(ap, const char *);
+		if (!(t->row[t->nrow][c] = strdup(s && *s ? s : "-")))
+			b->oom = 1;
+	}
+	va_end(ap);
+	t->nrow++;
+}
+
+static void tab_flush(struct table *t, struct buf *b)
+{
+	size_t width[TAB_COLS] = { 0 };
+
+	for (unsigned r = 0; r < t->nrow; r++)
+		for (unsigned c = 0; c < t->ncol; c++)
+			if (t->row[r][c] && strlen(t->row[r][c]) > width[c])
+				width[c] = strlen(t->row[r][c]);
+	for (unsigned r = 0; r < t->nrow; r++) {
+		for (unsigned c = 0; c < t->ncol; c++) {
+			const char *s = t->row[r][c] ? t->row[r][c] : "?";
+			if (c + 1 < t->ncol)
+				put(b, "%-*s  ", (int)width[c], s);
+			else
+				put(b, "%s\n", s);
+		}
+		for (unsigned c = 0; c < t->ncol; c++)
+			free(t->row[r][c]);
+	}
+	free(t->row);
+	memset(t, 0, sizeof(*t));
+}
+
+static const struct config *cfg_now(void)
+{
+	return __atomic_load_n(&st.sh->cfg, __ATOMIC_ACQUIRE);
+}
+
+static void u64(char *buf, size_t len, uint64_t v)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+/* ---- show routes ------------------------------------------------------------ */
+
+static void route_listens(const struct route *r, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < r->nlisten && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "," : "", r->listen[i].text);
+}
+
+/* sni's names are space-separated: one cell, comma-separated */
+static void route_sni(const struct route *r, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	for (const char *p = r->sni; *p && n + 1 < len; p++)
+		if (*p != ' ' || (n && buf[n - 1] != ','))
+			buf[n++] = *p == ' ' ? ',' : *p;
+	buf[n] = '\0';
+}
+
+static void show_routes(struct buf *b, int json)
+{
+	const struct config *c = cfg_now();
+	struct table t = { .ncol = 9 };
+	char lst[1024], sni[1024], act[24], ses[24], up[24], down[24];
+
+	if (json)
+		put(b, "{\"routes\":[");
+	else
+		tab_row(&t, b, "ROUTE", "LISTEN", "SNI", "BALANCE", "ENGINE", "ACTIVE", "SESSIONS",
+			"BYTES_UP", "BYTES_DOWN");
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		const struct route *r = c->route[i];
+		route_listens(r, lst, sizeof(lst));
+		route_sni(r, sni, sizeof(sni));
+		if (!json) {
+			u64(act, sizeof(act), STAT_GET(r->st->active));
+			u64(ses, sizeof(ses), STAT_GET(r->st->sessions));
+			u64(up, sizeof(up), STAT_GET(r->st->bytes_up));
+			u64(down, sizeof(down), STAT_GET(r->st->bytes_down));
+			tab_row(&t, b, r->name, lst, sni, balance_names[r->o.balance],
+				engine_names[r->o.engine], act, ses, up, down);
+			continue;
+		}
+		put(b, "%s\n{\"name\":", i ? "," : "");
+		json_str(b, r->name);
+		put(b, ",\"listen\":[");
+		for (unsigned l = 0; l < r->nlisten; l++) {
+			put(b, l ? "," : "");
+			json_str(b, r->listen[l].text);
+		}
+		put(b, "],\"sni\":");
+		json_str(b, r->sni);
+		put(b, ",\"balance\":\"%s\",\"engine\":\"%s\",\"sessions_active\":%llu,"
+		    "\"sessions_total\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu}",
+		    balance_names[r->o.balance], engine_names[r->o.engine],
+		    (unsigned long long)STAT_GET(r->st->active),
+		    (unsigned long long)STAT_GET(r->st->sessions),
+		    (unsigned long long)STAT_GET(r->st->bytes_up),
+		    (unsigned long long)STAT_GET(r->st->bytes_down));
+	}
+	if (json)
+		put(b, "\n]}\n");
+	else
+		tab_flush(&t, b);
+}
+
+/* ---- show backends ---------------------------------------------------------- */
+
+static const char *backend_state(const struct route *r, unsigned i)
+{
+	switch (backend_admin(r, i)) {
+	case BACKEND_DRAIN:
+		return "drain";
+	case BACKEND_DISABLED:
+		return "disabled";
+	}
+	return backend_is_up(r, i) ? "up" : "down";
+}
+
+static void show_backends(struct buf *b, int json)
+{
+	const struct config *c = cfg_now();
+	struct table t = { .ncol = 10 };
+	char wt[48], act[24], maxc[24], errs[24], ses[24], up[24], down[24];
+	int first = 1;
+
+	if (json)
+		put(b, "{\"backends\":[");
+	else
+		tab_row(&t, b, "ROUTE", "BACKEND", "STATE", "WEIGHT", "ACTIVE", "MAXCONN",
+			"CONNECT_ERRORS", "SESSIONS", "BYTES_UP", "BYTES_DOWN");
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		const struct route *r = c->route[i];
+		for (unsigned k = 0; k < r->nbackend; k++) {
+			const struct backend_health *h = r->health[k];
+			unsigned w = backend_weight(r, k), fw = r->backend[k].weight;
+			uint64_t active = (uint64_t)__atomic_load_n(&h->active, __ATOMIC_RELAXED);
+			if (!json) {
+				if (w != fw)
+					snprintf(wt, sizeof(wt), "%u (file: %u)", w, fw);
+				else
+					snprintf(wt, sizeof(wt), "%u", w);
+				u64(act, sizeof(act), active);
+				u64(maxc, sizeof(maxc), r->backend[k].maxconn);
+				u64(errs, sizeof(errs), STAT_GET(h->connect_errors));
+				u64(ses, sizeof(ses), STAT_GET(h->sessions));
+				u64(up, sizeof(up), STAT_GET(h->bytes_up));
+				u64(down, sizeof(down), STAT_GET(h->bytes_down));
+				tab_row(&t, b, r->name, r->backend[k].addr.text, backend_state(r, k), wt, act,
+					r->backend[k].maxconn ? maxc : "-", errs, ses, up, down);
+				continue;
+			}
+			put(b, "%s\n{\"route\":", first ? "" : ",");
+			first = 0;
+			json_str(b, r->name);
+			put(b, ",\"backend\":");
+			json_str(b, r->backend[k].addr.text);
+			put(b, ",\"configured\":");
+			json_str(b, r->backend[k].spec[0] ? r->backend[k].spec : r->backend[k].addr.text);
+			put(b, ",\"state\":\"%s\",\"health\":\"%s\",\"weight\":%u,\"file_weight\":%u,"
+			    "\"sessions_active\":%llu,\"maxconn\":%u,\"connect_errors\":%llu,"
+			    "\"sessions_total\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu}",
+			    backend_state(r, k), backend_is_up(r, k) ? "up" : "down", w, fw,
+			    (unsigned long long)active, r->backend[k].maxconn,
+			    (unsigned long long)STAT_GET(h->connect_errors),
+			    (unsigned long long)STAT_GET(h->sessions),
+			    (unsigned long long)STAT_GET(h->bytes_up),
+			    (unsigned long long)STAT_GET(h->bytes_down));
+		}
+	}
+	if (json)
+		put(b, "\n]}\n");
+	else
+		tab_flush(&t, b);
+}
+
+/* ---- the workers' sessions -------------------------------------------------- */
+
+/* What a worker copies out of a session; the admin thread formats it. */
+struct sess_row {
+	uint64_t id, age_ms, up, down;
+	char route[ROUTE_NAME_MAX];
+	char backend[ADDR_TEXT_MAX];
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	const char *state, *eng_up, *eng_down;
+};
+
+struct sess_list {
+	struct sess_row *row;
+	size_t n, cap;
+	int oom;
+};
+
+static const char *session_state(const struct session *s)
+{
+	switch (s->state) {
+	case S_HEADER:
+		return "proxy-header";
+	case S_HELLO:
+		return "tls-hello";
+	case S_QUEUED:
+		return "queued";
+	case S_CONNECTING:
+		return "connecting";
+	}
+	if (s->ending)
+		return "closing";
+	return s->up.eof || s->down.eof ? "half-closed" : "open";
+}
+
+/* On the worker's thread (worker_call): a copy of each session's row. */
+static void sessions_collect(struct worker *w, void *arg)
+{
+	struct sess_list *l = arg;
+
+	for (struct session *s = w->sessions; s; s = s->next) {
+		struct sess_row *r;
+		if (l->n == l->cap) {
+			size_t cap = l->cap ? 2 * l->cap : 256;
+			void *p = realloc(l->row, cap * sizeof(*l->row));
+			if (!p) {
+				l->oom = 1;
+				return;
+			}
+			l->row = p;
+			l->cap = cap;
+		}
+		r = &l->row[l->n++];
+		r->id = s->id;
+		r->age_ms = w->now_ms - s->start_ms;
+		r->up = s->up.bytes;
+		r->down = s->down.bytes;
+		snprintf(r->route, sizeof(r->route), "%s", s->route->name);
+		snprintf(r->backend, sizeof(r->backend), "%s",
+			 s->tries ? s->route->backend[s->backend].addr.text : "");
+		memcpy(&r->peer, &s->peer, sizeof(r->peer));
+		r->peerlen = s->peerlen;
+		r->state = session_state(s);
+		r->eng_up = s->up.eng ? s->up.eng->name : "-";
+		r->eng_down = s->down.eng ? s->down.eng->name : "-";
+	}
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct sess_row *)a)->id, y = ((const struct sess_row *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+static void show_sessions(struct buf *b, int json)
+{
+	struct sess_list l = { 0 };
+	struct table t = { .ncol = 9 };
+	char missing[256] = "", id[24], client[ADDR_TEXT_MAX], age[32], up[24], down[24], eng[64];
+	size_t nm = 0;
+
+	for (unsigned i = 0; i < st.nw; i++)
+		if (worker_call(&st.ws[i], sessions_collect, &l, CALL_MS) && nm < sizeof(missing))
+			nm += (size_t)snprintf(missing + nm, sizeof(missing) - nm, "%s%u", nm ? "," : "", i);
+	if (l.oom) {
+		free(l.row);
+		fail(b, "out of memory");
+		return;
+	}
+	qsort(l.row, l.n, sizeof(*l.row), row_cmp);
+	if (json)
+		put(b, "{\"sessions\":[");
+	else
+		tab_row(&t, b, "ID", "ROUTE", "CLIENT", "BACKEND", "STATE", "AGE", "BYTES_UP",
+			"BYTES_DOWN", "ENGINE");
+	for (size_t i = 0; i < l.n; i++) {
+		const struct sess_row *r = &l.row[i];
+		addr_format((const struct sockaddr *)&r->peer, r->peerlen, client, sizeof(client));
+		if (!json) {
+			snprintf(id, sizeof(id), "%llx", (unsigned long long)r->id);
+			snprintf(age, sizeof(age), "%llu.%llus", (unsigned long long)(r->age_ms / 1000),
+				 (unsigned long long)(r->age_ms % 1000 / 100));
+			u64(up, sizeof(up), r->up);
+			u64(down, sizeof(down), r->down);
+			snprintf(eng, sizeof(eng), "%s/%s", r->eng_up, r->eng_down);
+			tab_row(&t, b, id, r->route, client, r->backend, r->state, age, up, down, eng);
+			continue;
+		}
+		put(b, "%s\n{\"id\":\"%llx\",\"route\":", i ? "," : "", (unsigned long long)r->id);
+		json_str(b, r->route);
+		put(b, ",\"client\":");
+		json_str(b, client);
+		put(b, ",\"backend\":");
+		json_str(b, r->backend);
+		put(b, ",\"state\":\"%s\",\"age_ms\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu,"
+		    "\"engine_up\":\"%s\",\"engine_down\":\"%s\"}", r->state,
+		    (unsigned long long)r->age_ms, (unsigned long long)r->up,
+		    (unsigned long long)r->down, r->eng_up, r->eng_down);
+	}
+	free(l.row);
+	if (json) {
+		put(b, "\n],\"workers_not_answering\":[%s]}\n", missing);
+		return;
+	}
+	tab_flush(&t, b);
+	if (nm)
+		put(b, "note: worker(s) %s did not answer within %d ms (stalled?): their sessions "
+		    "are not listed\n", missing, CALL_MS);
+}
+
+/* Ends sessions on a worker: the one with an id, or every one that holds a
+ * slot of a backend (its run-time state: any generation's route). */
+struct kill_req {
+	uint64_t id;
+	const struct backend_health *h;
+	const char *reason;
+	unsigned n;
+};
+
+static void sessions_kill(struct worker *w, void *arg)
+{
+	struct kill_req *k = arg;
+	struct session *next;
+
+	for (struct session *s = w->sessions; s; s = next) {
+		next = s->next; /* session_close unlinks s */
+		if (k->h ? s->counted && s->route->health[s->backend] == k->h : s->id == k->id) {
+			session_close(s, k->reason);
+			k->n++;
+		}
+	}
+}
+
+/* k on every worker (or only on w_only); returns how many did not answer. */
+static unsigned kill_on(struct kill_req *k, int w_only)
+{
+	unsigned missed = 0;
+
+	for (unsigned i = 0; i < st.nw; i++)
+		if ((w_only < 0 || (unsigned)w_only == i) && worker_call(&st.ws[i], sessions_kill, k, CALL_MS))
+			missed++;
+	return missed;
+}
+
+/* ---- commands --------------------------------------------------------------- */
+
+static void cmd_show(struct buf *b, int argc, char **argv, int json)
+{
+	if (argc != 2) {
+		fail(b, argc < 2 ? "show what? show routes|backends|sessions [--json]"
+				 : "show %s: unexpected argument '%s'", argv[1], argc > 2 ? argv[2] : "");
+		return;
+	}
+	if (!strcmp(argv[1], "routes"))
+		show_routes(b, json);
+	else if (!strcmp(argv[1], "backends"))
+		show_backends(b, json);
+	else if (!strcmp(argv[1], "sessions"))
+		show_sessions(b, json);
+	else
+		fail(b, "show: unknown '%s' (routes, backends or sessions)", argv[1]);
+}
+
+static void list_routes(const struct config *c, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < c->nroutes && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", c->route[i]->name);
+}
+
+static void list_backends(const struct route *r, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < r->nbackend && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", r->backend[i].addr.text);
+}
+
+#define BACKEND_USAGE "backend ROUTE ADDR drain|disable [--kill]|enable|weight N"
+
+/* The backends of r that addr names (as configured, or as resolved): every
+ * one, for an address listed twice. Returns how many went into idx. */
+static unsigned backend_find(const struct route *r, const char *addr, unsigned *idx)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < r->nbackend; i++)
+		if (!strcmp(r->backend[i].addr.text, addr) || !strcmp(r->backend[i].spec, addr))
+			idx[n++] = i;
+	return n;
+}
+
+static void backend_disable(struct buf *b, struct route *r, const unsigned *idx, unsigned n,
+			    const char *addr, int kill)
+{
+	unsigned ended = 0, missed = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		backend_set_admin(r, idx[i], BACKEND_DISABLED);
+	if (!kill) {
+		put(b, "ok: backend %s of route %s disabled: no new sessions; %lld running go on "
+		    "(--kill ends them)\n", addr, r->name,
+		    (long long)__atomic_load_n(&r->health[idx[0]]->active, __ATOMIC_RELAXED));
+		return;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct kill_req k = { .h = r->health[idx[i]], .reason = "backend-disabled" };
+		missed += kill_on(&k, -1);
+		ended += k.n;
+	}
+	put(b, "ok: backend %s of route %s disabled: no new sessions; %u running ended\n", addr,
+	    r->name, ended);
+	if (missed)
+		put(b, "note: %u worker(s) did not answer within %d ms: their sessions on it go on\n",
+		    missed, CALL_MS);
+}
+
+static void cmd_backend(struct buf *b, int argc, char **argv, int json)
+{
+	const struct config *c = cfg_now();
+	struct route *r = NULL;
+	unsigned idx[MAX_BACKENDS], n;
+	const char *act;
+	char list[1024];
+
+	(void)json;
+	if (argc < 4) {
+		fail(b, "usage: " BACKEND_USAGE);
+		return;
+	}
+	for (unsigned i = 0; i < c->nroutes && !r; i++)
+		if (!strcmp(c->route[i]->name, argv[1]))
+			r = c->route[i];
+	if (!r) {
+		list_routes(c, list, sizeof(list));
+		fail(b, "no route '%s' (routes: %s)", argv[1], list);
+		return;
+	}
+	if (!(n = backend_find(r, argv[2], idx))) {
+		list_backends(r, list, sizeof(list));
+		fail(b, "route %s has no backend '%s' (backends: %s)", r->name, argv[2], list);
+		return;
+	}
+	act = argv[3];
+	if (!strcmp(act, "disable") && argc == 5 && !strcmp(argv[4], "--kill")) {
+		backend_disable(b, r, idx, n, argv[2], 1);
+		return;
+	}
+	if (!strcmp(act, "weight")) {
+		uint64_t w;
+		if (argc != 5 || parse_uint(argv[4], &w) || w < 1 || w > MAX_WEIGHT) {
+			fail(b, "weight: expects an integer 1..%d%s%s%s", MAX_WEIGHT,
+			     argc > 4 ? ", not '" : "", argc > 4 ? argv[4] : "", argc > 4 ? "'" : "");
+			return;
+		}
+		for (unsigned i = 0; i < n; i++)
+			if (backend_set_weight(r, idx[i], (unsigned)w)) {
+				fail(b, "weight: out of memory for the balancing tables");
+				return;
+			}
+		put(b, "ok: backend %s of route %s: weight %llu (file: %u)\n", argv[2], r->name,
+		    (unsigned long long)w, r->backend[idx[0]].weight);
+		return;
+	}
+	if (argc != 4) {
+		fail(b, "backend %s %s %s: unexpected argument '%s' (usage: " BACKEND_USAGE ")",
+		     argv[1], argv[2], act, argv[4]);
+		return;
+	}
+	if (!strcmp(act, "disable")) {
+		backend_disable(b, r, idx, n, argv[2], 0);
+	} else if (!strcmp(act, "drain")) {
+		for (unsigned i = 0; i < n; i++)
+			backend_set_admin(r, idx[i], BACKEND_DRAIN);
+		put(b, "ok: backend %s of route %s drains: no new sessions; %lld running finish\n",
+		    argv[2], r->name,
+		    (long long)__atomic_load_n(&r->health[idx[0]]->active, __ATOMIC_RELAXED));
+	} else if (!strcmp(act, "enable")) {
+		for (unsigned i = 0; i < n; i++)
+			backend_set_admin(r, idx[i], BACKEND_READY);
+		put(b, "ok: backend %s of route %s enabled%s\n", argv[2], r->name,
+		    backend_is_up(r, idx[0]) ? "" : " (its health checks say down: sessions go to it "
+						    "once they say up)");
+	} else {
+		fail(b, "backend: unknown action '%s' (drain, disable [--kill], enable, weight N)", act);
+	}
+}
+
+static void cmd_session(struct buf *b, int argc, char **argv, int json)
+{
+	struct kill_req k = { .reason = "admin-kill" };
+	char *end;
+
+	(void)json;
+	if (argc != 3 || strcmp(argv[1], "kill")) {
+		fail(b, "usage: session kill ID (the ID as show sessions prints it)");
+		return;
+	}
+	errno = 0;
+	k.id = strtoull(argv[2], &end, 16);
+	if (errno || end == argv[2] || *end || argv[2][0] == '-') {
+		fail(b, "session kill: '%s' is not a session ID (hex, as show sessions prints it)",
+		     argv[2]);
+		return;
+	}
+	if ((k.id >> 56) >= st.nw) {
+		fail(b, "no session %s (no worker %llu)", argv[2], (unsigned long long)(k.id >> 56));
+		return;
+	}
+	if (kill_on(&k, (int)(k.id >> 56))) {
+		fail(b, "session kill: worker %llu did not answer within %d ms (stalled?)",
+		     (unsigned long long)(k.id >> 56), CALL_MS);
+		return;
+	}
+	if (!k.n) {
+		fail(b, "no session %s (it ended, or never was)", argv[2]);
+		return;
+	}
+	put(b, "ok: session %s ended\n", argv[2]);
+}
+
+static int no_args(struct buf *b, int argc, char **argv)
+{
+	if (argc > 1)
+		fail(b, "%s: unexpected argument '%s'", argv[0], argv[1]);
+	return argc > 1;
+}
+
+/* SIGHUP to this process (the main thread reloads), then its outcome. */
+static void cmd_reload(struct buf *b, int argc, char **argv, int json)
+{
+	uint64_t before, at, t0;
+	struct timespec ts;
+	int ok;
+
+	(void)json;
+	if (no_args(b, argc, argv))
+		return;
+	if (__atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED)) {
+		fail(b, "reload: the proxy is stopping");
+		return;
+	}
+	reload_last(&ok, &before);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t0 = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	if (kill(getpid(), SIGHUP)) {
+		fail(b, "reload: kill(SIGHUP): %s", strerror(errno));
+		return;
+	}
+	for (uint64_t end = now_monotonic_ms() + RELOAD_MS; now_monotonic_ms() < end;) {
+		reload_last(&ok, &at);
+		if (at != before && at >= t0) {
+			if (ok)
+				put(b, "ok: reloaded %s\n", cfg_now()->file);
+			else
+				fail(b, "reload: the running config stays (the reasons are in the log)");
+			return;
+		}
+		poll(NULL, 0, 10);
+	}
+	fail(b, "reload: asked (SIGHUP), no outcome within %d ms; see the log", RELOAD_MS);
+}
+
+/* SIGUSR2 to this process: the upgrade is the main thread's. */
+static void cmd_upgrade(struct buf *b, int argc, char **argv, int json)
+{
+	sigset_t mask;
+
+	(void)json;
+	if (no_args(b, argc, argv))
+		return;
+	/* a SIGUSR2 nobody waits for would end the process (its default) */
+	if (pthread_sigmask(SIG_BLOCK, NULL, &mask) || !sigismember(&mask, SIGUSR2)) {
+		fail(b, "upgrade: this process does not take SIGUSR2");
+		return;
+	}
+	if (kill(getpid(), SIGUSR2)) {
+		fail(b, "upgrade: kill(SIGUSR2): %s", strerror(errno));
+		return;
+	}
+	put(b, "ok: upgrade asked (SIGUSR2): its outcome is in the log\n");
+}
+
+static void cmd_help(struct buf *b, int argc, char **argv, int json);
+
+static const struct command {
+	const char *name;
+	void (*run)(struct buf *b, int argc, char **argv, int json);
+	const char *usage;
+} commands[] = {
+	{ "show", cmd_show, "show routes|backends|sessions [--json]" },
+	{ "backend", cmd_backend, BACKEND_USAGE },
+	{ "session", cmd_session, "session kill ID" },
+	{ "reload", cmd_reload, "reload" },
+	{ "upgrade", cmd_upgrade, "upgrade" },
+	/* process-wide drain (lame duck): its row goes here */
+	{ "help", cmd_help, "help" },
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void cmd_help(struct buf *b, int argc, char **argv, int json)
+{
+	(void)argc;
+	(void)argv;
+	(void)json;
+	for (unsigned i = 0; i < NCOMMANDS; i++)
+		put(b, "%s\n", commands[i].usage);
+}
+
+/* One command line into its answer (the empty line included). */
+static void answer_line(struct buf *b, char *line)
+{
+	char *argv[MAX_ARGS + 1], *save = NULL, *tok;
+	int argc = 0, json = 0;
+
+	for (tok = strtok_r(line, " \t\r", &save); tok; tok = strtok_r(NULL, " \t\r", &save)) {
+		if (!strcmp(tok, "--json")) {
+			json = 1;
+			continue;
+		}
+		if (argc == MAX_ARGS) {
+			fail(b, "more than %d words", MAX_ARGS);
+			goto end;
+		}
+		argv[argc++] = tok;
+	}
+	argv[argc] = NULL;
+	if (!argc) {
+		fail(b, "empty command (help lists them)");
+		goto end;
+	}
+	for (unsigned i = 0; i < NCOMMANDS; i++)
+		if (!strcmp(argv[0], commands[i].name)) {
+			commands[i].run(b, argc, argv, json);
+			goto end;
+		}
+	fail(b, "unknown command '%s' (show, backend, session, reload, upgrade, help)", argv[0]);
+end:
+	if (b->oom) {
+		b->oom = 0;
+		b->n = 0;
+		put(b, "error: out of memory\n");
+	}
+	if (b->n && b->p[b->n - 1] != '\n')
+		put(b, "\n");
+	put(b, "\n"); /* the terminator: an empty line */
+}
+
+/* ---- the thread ------------------------------------------------------------- */
+
+struct conn {
+	int fd;
+	uint64_t deadline_ms;
+	size_t n;
+	char line[LINE_MAX_LEN];
+};
+
+/* Returns 0, or -1 when the reader left or did not read in time. */
+static int send_all(int fd, const char *p, size_t len)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	uint64_t end = now_monotonic_ms() + SEND_MS;
+
+	for (size_t off = 0; off < len;) {
+		ssize_t w = send(fd, p + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		uint64_t now = now_monotonic_ms();
+		if (w > 0)
+			off += (size_t)w;
+		else if (w < 0 && (errno == EAGAIN || errno == EINTR) && now < end)
+			poll(&pfd, 1, (int)(end - now));
+		else
+			return -1;
+	}
+	return 0;
+}
+
+static int answer_send(int fd, char *line)
+{
+	struct buf b = { 0 };
+	int r;
+
+	answer_line(&b, line);
+	if (!b.p)
+		return -1;
+	r = send_all(fd, b.p, b.n);
+	free(b.p);
+	return r;
+}
+
+/* Reads what arrived and answers each whole line. Returns 1 when the
+ * connection is done with (closed by the client, or broken). */
+static int conn_step(struct conn *q)
+{
+	for (;;) {
+		ssize_t k = recv(q->fd, q->line + q->n, sizeof(q->line) - q->n, MSG_DONTWAIT);
+		char *nl;
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno == EAGAIN)
+			return 0;
+		if (k <= 0)
+			return 1;
+		q->n += (size_t)k;
+		q->deadline_ms = now_monotonic_ms() + IDLE_MS;
+		while ((nl = memchr(q->line, '\n', q->n))) {
+			size_t len = (size_t)(nl - q->line);
+			*nl = '\0';
+			if (memchr(q->line, '\0', len)) {
+				const char msg[] = "error: a NUL byte in the command line\n\n";
+				if (send_all(q->fd, msg, sizeof(msg) - 1))
+					return 1;
+			} else if (answer_send(q->fd, q->line)) {
+				return 1;
+			}
+			q->n -= len + 1;
+			memmove(q->line, nl + 1, q->n);
+		}
+		if (q->n == sizeof(q->line)) {
+			const char msg[] = "error: a line longer than 4095 bytes\n\n";
+			send_all(q->fd, msg, sizeof(msg) - 1);
+			return 1;
+		}
+	}
+}
+
+static void *admin_main(void *arg)
+{
+	struct pollfd p[2 + MAX_CONNS];
+	struct conn *q = calloc(MAX_CONNS, sizeof(*q));
+	unsigned nq = 0;
+
+	(void)arg;
+	if (!q) {
+		log_err("admin: out of memory; the admin socket does not answer");
+		return NULL;
+	}
+	for (;;) {
+		uint64_t now = now_monotonic_ms();
+		int timeout = -1;
+
+		for (unsigned i = nq; i-- > 0;) {
+			if (now >= q[i].deadline_ms) {
+				close(q[i].fd);
+				q[i] = q[--nq];
+			} else if (timeout < 0 || q[i].deadline_ms - now < (uint64_t)timeout) {
+				timeout = (int)(q[i].deadline_ms - now);
+			}
+		}
+		p[0] = (struct pollfd){ .fd = st.lfd, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = st.stop[0], .events = POLLIN };
+		for (unsigned i = 0; i < nq; i++)
+			p[2 + i] = (struct pollfd){ .fd = q[i].fd, .events = POLLIN };
+		if (poll(p, 2 + nq, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents)
+			break;
+		/* backwards: removing moves the last entry, already seen, into i */
+		for (unsigned i = nq; i-- > 0;)
+			if (p[2 + i].revents && conn_step(&q[i])) {
+				close(q[i].fd);
+				q[i] = q[--nq];
+			}
+		if (!(p[0].revents & POLLIN))
+			continue;
+		int fd = accept4(st.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				poll(NULL, 0, 100); /* do not spin on a full fd table */
+			continue;
+		}
+		if (nq == MAX_CONNS) { /* the oldest gives way */
+			unsigned oldest = 0;
+			for (unsigned i = 1; i < nq; i++)
+				if (q[i].deadline_ms < q[oldest].deadline_ms)
+					oldest = i;
+			close(q[oldest].fd);
+			q[oldest] = q[--nq];
+		}
+		q[nq].fd = fd;
+		q[nq].n = 0;
+		q[nq++].deadline_ms = now_monotonic_ms() + IDLE_MS;
+	}
+	while (nq)
+		close(q[--nq].fd);
+	free(q);
+	return NULL;
+}
+
+/* The socket file: mode 0600 from the start (umask while it is bound, so no
+ * moment exists when another user could connect), then the run-as user's. */
+static int admin_bind(const struct config *cfg, char *err, size_t errlen)
+{
+	const char *path = cfg->admin;
+	char text[SETTING_TEXT_MAX + 8], why[256];
+	mode_t old;
+	uid_t uid;
+	gid_t gid;
+	int r;
+
+	if (!strncmp(path, "unix:", 5))
+		path += 5;
+	if (path[0] == '@' || !path[0]) {
+		snprintf(err, errlen, "admin %s: needs a file path (an abstract socket has no file "
+			 "mode to keep other users out)", cfg->admin);
+		return -1;
+	}
+	snprintf(text, sizeof(text), "unix:%s", path);
+	if (addr_parse(text, ADDR_LISTEN, &st.addr, why, sizeof(why))) {
+		snprintf(err, errlen, "admin: %s", why);
+		return -1;
+	}
+	old = umask(0177);
+	st.lfd = listener_open(&st.addr, why, sizeof(why));
+	umask(old);
+	if (st.lfd < 0) {
+		snprintf(err, errlen, "admin: %s", why);
+		return -1;
+	}
+	r = geteuid() == 0 ? privs_lookup(cfg->user, &uid, &gid, why, sizeof(why)) : 1;
+	if ((r == 0 && chown(path, uid, gid)) || chmod(path, 0600)) {
+		snprintf(err, errlen, "admin %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (r < 0) {
+		snprintf(err, errlen, "admin: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
+int admin_start(const struct config *cfg, struct worker *ws, unsigned nworkers, struct shared *sh,
+		char *err, size_t errlen)
+{
+	st.ws = ws;
+	st.nw = nworkers;
+	st.sh = sh;
+	if (!strcmp(cfg->admin, "off"))
+		return 0;
+	if (admin_bind(cfg, err, errlen))
+		goto fail;
+	if (pipe2(st.stop, O_CLOEXEC) || (errno = pthread_create(&st.thread, NULL, admin_main, NULL))) {
+		snprintf(err, errlen, "admin: %s", strerror(errno));
+		goto fail;
+	}
+	st.started = 1;
+	log_info("admin: listening on %s (splicer ctl -s %s help)", st.addr.text, st.addr.text + 5);
+	return 0;
+fail:
+	if (st.lfd >= 0) {
+		close(st.lfd);
+		listener_unlink(&st.addr);
+	}
+	st.lfd = -1;
+	return -1;
+}
+
+void admin_stop(void)
+{
+	if (!st.started)
+		return;
+	if (write(st.stop[1], "x", 1) < 0) {
+		/* our own empty pipe */
+	}
+	pthread_join(st.thread, NULL);
+	close(st.stop[0]);
+	close(st.stop[1]);
+	close(st.lfd);
+	listener_unlink(&st.addr);
+	st.lfd = -1;
+	st.started = 0;
+}

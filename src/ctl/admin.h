@@ -1,0 +1,46 @@
+/* admin: the admin socket (`admin = PATH` in [global]) and `splicer ctl`,
+ * its client. A Unix stream socket, mode 0600, the run-as user's (made
+ * before root is dropped), served by one thread; kept across reloads (a new
+ * path needs a restart).
+ *
+ * The protocol is lines: a command per line, as many lines per connection
+ * as the client likes; each answer is lines of text ending with an empty
+ * line, and an answer whose first line starts with "error: " says why the
+ * command failed (one line). `--json` anywhere on a show line answers one
+ * JSON document instead of the aligned table.
+ *   show routes | backends | sessions [--json]
+ *   backend ROUTE ADDR drain            no new sessions; running ones finish
+ *   backend ROUTE ADDR disable [--kill] no new sessions; --kill ends running ones
+ *   backend ROUTE ADDR enable           back from drain or disable
+ *   backend ROUTE ADDR weight N         1..MAX_WEIGHT, for every balance kind
+ *   session kill ID                     ID as `show sessions` prints it (hex)
+ *   reload                              SIGHUP to this process; answers its outcome
+ *   upgrade                             SIGUSR2 to this process; answers that it was asked
+ *   help
+ * ADDR is a backend's address as configured or as resolved. Drain, disable
+ * and weight live in the backend's run-time state (backend.h), so they last
+ * across reloads while the backend stays in the file, and `show backends`
+ * says where they differ from the file ("5 (file: 1)").
+ *
+ * A process-wide `drain` (lame duck) belongs beside reload and upgrade in
+ * admin.c's command table. */
+#ifndef SPLICER_ADMIN_H
+#define SPLICER_ADMIN_H
+#include <stddef.h>
+
+#include "config.h"
+#include "worker.h"
+
+/* Binds cfg->admin (when not "off"), gives it to cfg->user when root, and
+ * starts serving. Returns 0, or -1 with the reason in err. */
+int admin_start(const struct config *cfg, struct worker *ws, unsigned nworkers, struct shared *sh,
+		char *err, size_t errlen);
+/* Stops the thread, closes and removes the socket (no-op when not started). */
+void admin_stop(void);
+
+/* splicer ctl [-s PATH | -c FILE] COMMAND... [--json] (cmd_ctl.c): sends the
+ * command, prints the answer; exit 0, 1 when the answer is an error or the
+ * socket cannot be reached, 2 for a usage error. */
+int cmd_ctl(int argc, char **argv);
+
+#endif
