@@ -796,6 +796,7 @@ void config_print_help(const char *prog)
 	       "       %s check -c FILE              preflight a config: FILE:LINE: message per problem\n"
 	       "                                     (user, log file as that user, addresses bound once;\n"
 	       "                                     --syntax-only: the file alone, not this host)\n"
+	       "       %s ctl [-s SOCKET | -c FILE] COMMAND   the admin API (splicer ctl help)\n"
 	       "       %s bench [--quick] ...     measure the engines beside HAProxy, nginx, socat\n"
 	       "       %s demo [--size SIZE] [--engines LIST]   a stream through each engine, checked\n"
 	       "       %s recv [--method splice|vmsplice|copy] LISTEN FILE   a stream into a file\n"
@@ -809,7 +810,7 @@ void config_print_help(const char *prog)
 	       "  -c, --config FILE               INI file: [global] with the options below as keys,\n"
 	       "                                  [route NAME] with listen, backend (ADDR [weight=N])\n"
 	       "                                  and the options marked \"per route\"\n",
-	       SPLICER_VERSION, prog, prog, prog, prog, prog, prog, prog);
+	       SPLICER_VERSION, prog, prog, prog, prog, prog, prog, prog, prog);
 	for (unsigned i = 0; i < nsettings; i++) {
 		const struct setting *s = &settings[i];
 		const char *meta = s->type == SET_ENUM ? "NAME" : s->type == SET_SIZE ? "SIZE"
