@@ -16,6 +16,7 @@ moved, agreement between instances. Exit status 0 when no scenario failed.
 """
 import argparse
 import ctypes
+import glob
 import os
 import shutil
 import signal
@@ -65,10 +66,6 @@ class Fleet:
         self.backends = list(range(1, NBACK + 1))
         self.help = sh("%s --help 2>&1" % binary, check=False)
         self.has_lameduck = "lameduck" in self.help
-        # the help names no signal: a binary whose own messages name
-        # SIGUSR2 handles it (the upgrade); one without dies of it
-        with open(binary, "rb") as f:
-            self.has_upgrade = "SIGUSR2" in self.help or b"SIGUSR2" in f.read()
 
     def ns(self, name):
         return "%s-%s" % (self.p, name)
@@ -218,18 +215,40 @@ class Fleet:
 
     def adopt_successor(self, i, secs):
         """After an upgrade: once the old process has drained and gone,
-        the one splicer left in the namespace is the instance (the same PID
-        if the upgrade kept it). False if none, or several, after secs."""
+        the one top-level process left in the namespace is the instance
+        (the same PID if the upgrade kept it). False if none, or several,
+        after secs."""
         end = time.monotonic() + secs
         while time.monotonic() < end:
             self.procs[i].poll()  # reaps ours when it ends
             pids = [int(x) for x in sh("ip netns pids %s" % self.ns("i%d" % i), check=False).split()]
             live = [x for x in pids if Adopted(x).poll() is None]
-            if len(live) == 1:
-                if live[0] != self.procs[i].pid:
-                    self.procs[i] = Adopted(live[0])
+            # a proxy's own helper processes are its children: count the
+            # top-level ones (the successor is the old one's child until
+            # the old one has drained and gone)
+            top = [x for x in live if ppid(x) not in live]
+            if len(top) == 1:
+                if top[0] != self.procs[i].pid:
+                    self.procs[i] = Adopted(top[0])
                 return True
             time.sleep(0.1)
+        return False
+
+    def takes_sigusr2(self, i):
+        """Whether the running instance handles SIGUSR2 (the upgrade): its
+        threads block the signals the main thread waits for (the waiting
+        thread itself shows them unblocked while it waits), or it catches
+        them; one that does neither would die of it. The help names no
+        signal, and a binary may name SIGUSR2 without taking it."""
+        bit = 1 << (signal.SIGUSR2 - 1)
+        for t in glob.glob("/proc/%d/task/*/status" % self.procs[i].pid):
+            try:
+                with open(t) as f:
+                    for l in f:
+                        if l.startswith(("SigBlk:", "SigCgt:")) and int(l.split(":")[1], 16) & bit:
+                            return True
+            except (OSError, ValueError):
+                pass
         return False
 
     def log_count(self, i, needle):
@@ -289,6 +308,14 @@ class Adopted:
             if time.monotonic() > end:
                 raise subprocess.TimeoutExpired("splicer", timeout)
             time.sleep(0.05)
+        return 0
+
+
+def ppid(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(") ", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
         return 0
 
 
@@ -646,12 +673,12 @@ def sc_upgrade(fl, srcs, rounds):
     """Instance 1 is upgraded in place (SIGUSR2) while a loop connects to
     it directly and through the VIP; held connections ride it out."""
     row = Row("e upgrade", fl.mode)
-    if not fl.has_upgrade:
-        row.verdict = "skipped"
-        row.note = "skipped: feature not in this build (the binary does not know SIGUSR2)"
-        return row
     k = 1
     fl.ensure_instances()
+    if not fl.takes_sigusr2(k):
+        row.verdict = "skipped"
+        row.note = "skipped: feature not in this build (the proxy does not take SIGUSR2)"
+        return row
     fl.route(range(1, NINST + 1))
     held = Held(srcs[: max(1, len(srcs) // 4)])
     fails = {"refused": 0, "reset": 0, "timeout": 0, "error": 0}
