@@ -5,6 +5,7 @@
 #                   the fault matrix, load, random operations, 20 s fuzz runs and
 #                   the differential suite against HAProxy and nginx (tests/peer)
 #   make soak       10 minutes of mixed traffic, CSV + chart (SOAK_SECONDS=N)
+#   make fleet      a fleet of three behind an ECMP router in network namespaces
 #   make fuzz       each libFuzzer harness for FUZZ_SECONDS (default 60)
 #   make install    PREFIX=/usr/local DESTDIR= (make uninstall: the same files)
 #   make deb        build/splicer_VERSION_ARCH.deb, checked by lintian
@@ -186,6 +187,15 @@ soak: deps
 	@mkdir -p $(B)/soak-out
 	SPLICER_BIN=$(B)/splicer SPLICER_SOAK_SECONDS=$(SOAK_SECONDS) SPLICER_SOAK_OUT=$(B)/soak-out \
 		$(B)/soak --jobs 1 --timeout $$(( $(SOAK_SECONDS) + 300 ))
+
+# make fleet: three instances behind a Linux ECMP router and five backends in
+# network namespaces (tests/fleet/fleet.sh, doc/deployment.md): agreement,
+# instances leaving and joining, a backend removed, an upgrade; a table and a
+# summary line. FLEET_ARGS=--short for the version make test runs.
+.PHONY: fleet
+fleet:
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)sh tests/fleet/fleet.sh $(FLEET_ARGS) $(B)/splicer
 
 # make install: the proxy, its man pages, the systemd unit with these paths
 # filled in, an example config (never over an existing one), logrotate and

@@ -1,0 +1,68 @@
+#!/bin/sh
+# make fleet: a splicer fleet behind ECMP in network namespaces (see
+# tests/fleet/fleet.py and doc/deployment.md).
+# Usage: fleet.sh [--short] [--balance roundrobin|leastconn|maglev] [BIN]
+# Prints the scenario table and one summary line; "fleet: skipped: REASON"
+# and status 77 when this machine cannot run it. Every namespace this run
+# made is deleted on the way out, whatever happened, and the processes in
+# them (only ours: the namespaces are this run's) are killed first.
+set -u
+opts=
+bin=build/splicer
+while [ $# -gt 0 ]; do
+	case $1 in
+	--short) opts="$opts $1" ;;
+	--balance) opts="$opts $1 ${2:?--balance needs a value}"; shift ;;
+	-*) echo "fleet.sh: unknown option $1" >&2; exit 2 ;;
+	*) bin=$1 ;;
+	esac
+	shift
+done
+here=$(dirname "$0")
+P=fl$$
+
+skip() {
+	echo "fleet: skipped: $*"
+	exit 77
+}
+
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
+[ -x "$bin" ] || skip "no proxy binary at $bin"
+command -v ip >/dev/null || skip "no ip (iproute2)"
+command -v python3 >/dev/null || skip "no python3"
+
+cleanup() {
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$P-"); do
+		for pid in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -9 "$pid" 2>/dev/null
+		done
+		ip netns del "$ns" 2>/dev/null
+	done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A run killed outright (SIGKILL: no trap) leaves its namespaces: they are
+# named after its shell's PID, so those of a PID that is gone are deleted.
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^fl[0-9]*-'); do
+	pid=${ns%%-*}
+	pid=${pid#fl}
+	if [ ! -d "/proc/$pid" ]; then
+		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+		ip netns del "$ns" 2>/dev/null
+	fi
+done
+
+# Can this kernel and ip do it? A scratch namespace with one resilient group.
+ip netns add "$P-probe" 2>/dev/null || skip "cannot create a network namespace"
+ip -n "$P-probe" link set lo up
+ip -n "$P-probe" nexthop add id 1 dev lo >/dev/null 2>&1 ||
+	skip "ip nexthop: nexthop objects not supported here"
+ip -n "$P-probe" nexthop add id 2 group 1 type resilient buckets 8 >/dev/null 2>&1 ||
+	skip "ip nexthop: resilient groups not supported here (kernel >= 5.13, iproute2 >= 5.13)"
+ip netns del "$P-probe"
+
+# bounded: SIGTERM lets the driver stop its processes, then this trap runs
+case $opts in *--short*) limit=90 ;; *) limit=600 ;; esac
+timeout -k 10 "$limit" python3 "$here/fleet.py" --prefix "$P" --bin "$bin" $opts
+exit $?
