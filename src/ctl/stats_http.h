@@ -18,7 +18,15 @@
  * with the reason in err. */
 int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, struct shared *sh,
 		     char *err, size_t errlen);
+/* Stops accepting, answers the requests already read (for up to 1 s) and
+ * closes the endpoint. */
 void stats_http_stop(void);
+
+/* SIGTERM's lame duck: /health answers 503 "draining" from now on. */
+void stats_http_set_lameduck(void);
+
+/* The endpoint's listening socket (for an upgrade to hand over), or -1. */
+int stats_http_fd(void);
 
 /* After a reload: render the new routes from now on. */
 void stats_http_set_config(struct config *cfg);
