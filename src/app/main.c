@@ -288,6 +288,9 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	 * set up: sockmap loads its BPF program); a route whose engine cannot
 	 * run here moves to its fallback, said once (reload does the same) */
 	engine_routes_check(cfg);
+	/* before any thread, session or listener of this process: upgrade.c */
+	if ((hr = upgrade_spawner_start()))
+		log_warn("upgrade spawner process: %s; SIGUSR2 will be refused", strerror(-hr));
 	/* Signals go to this thread only, through sigtimedwait(). splice()
 	 * into a socket the peer closed raises SIGPIPE: ignore it, the EPIPE
 	 * return is handled. */

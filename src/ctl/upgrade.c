@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -263,8 +265,8 @@ int upgrade_ready(void)
 			back++;
 		}
 	}
-	log_info("upgrade: serving in place of process %d: %u inherited socket%s taken, %u left to "
-		 "it to close", (int)getppid(), taken, taken == 1 ? "" : "s", back);
+	log_info("upgrade: serving in place of the old process: %u inherited socket%s taken, %u "
+		 "left to it to close", taken, taken == 1 ? "" : "s", back);
 	if (write(answer_fd, "ready\n", 6) != 6)
 		log_warn("upgrade: the old process did not take the answer (%s); it stops after %d s",
 			 strerror(errno), UPGRADE_TIMEOUT_MS / 1000);
@@ -277,19 +279,77 @@ int upgrade_ready(void)
 	return 1;
 }
 
-/* ---- the old process: starting the new one ------------------------------- */
+/* ---- the spawner: forks the new process ---------------------------------- */
 
-static struct {
-	pid_t pid;        /* the new process, 0: none starting */
-	int rfd;          /* its answer */
-	uint64_t deadline_ms;
-	char buf[16];
-	size_t n;
-} up = { .rfd = -1 };
+/* The new process is not forked by the proxy itself: a fork copies every
+ * descriptor, sessions' included, and until the child's exec closes them
+ * the kernel keeps their epoll registrations alive after a worker closed
+ * them, so a worker could be handed an event of a session it freed. The
+ * spawner is forked at start, before any thread, session or listener:
+ * single-threaded, it holds nothing but its socket. An upgrade sends it the
+ * listening sockets (SCM_RIGHTS); it forks and execs the new process with
+ * them and answers its pid; it reaps it or kills it when asked; it ends
+ * when the proxy does (EOF). It keeps the privileges the proxy started
+ * with, so with `user =` the new process starts as root too: it binds new
+ * ports below 1024 and joins the SO_REUSEPORT groups root made, then drops
+ * to the user as any start does. */
+enum { SP_FDS = 'F', SP_GO = 'G', SP_WAIT = 'W', SP_KILL = 'K' };
+#define SP_BATCH 200 /* descriptors per message (the kernel takes 253) */
 
-int upgrade_pending(void)
+static int sp_fd = -1; /* the proxy's end */
+
+/* One message of a byte and an int, with up to max descriptors. Returns the
+ * byte, 0 at EOF, -1 on error. */
+static int sp_recv(int fd, int *val, int *fds, unsigned max, unsigned *nfds)
 {
-	return up.pid != 0;
+	char data[1 + sizeof(int)], cbuf[CMSG_SPACE(SP_BATCH * sizeof(int))];
+	struct iovec iov = { data, sizeof(data) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+
+	if (nfds)
+		*nfds = 0;
+	if (n <= 0)
+		return n == 0 ? 0 : -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		unsigned k = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (unsigned i = 0; i < k; i++) {
+			int got;
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (nfds && *nfds < max)
+				fds[(*nfds)++] = got;
+			else
+				close(got);
+		}
+	}
+	if (val && n == (ssize_t)sizeof(data))
+		memcpy(val, data + 1, sizeof(int));
+	return (unsigned char)data[0];
+}
+
+static int sp_send(int fd, int type, int val, const int *fds, unsigned nfds)
+{
+	char data[1 + sizeof(int)], cbuf[CMSG_SPACE(SP_BATCH * sizeof(int))];
+	struct iovec iov = { data, sizeof(data) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	data[0] = (char)type;
+	memcpy(data + 1, &val, sizeof(int));
+	if (nfds) {
+		struct cmsghdr *c;
+		memset(cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf;
+		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+	}
+	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(data) ? 0 : -1;
 }
 
 /* The environment with the hand-over's two variables (replacing any). */
@@ -311,23 +371,135 @@ static char **child_env(const char *inherit, const char *answer)
 	return env;
 }
 
-/* In the forked child of a threaded process: async-signal-safe calls only. */
-static void child_exec(const int *fds, unsigned n, int wfd, char **env) __attribute__((noreturn));
-static void child_exec(const int *fds, unsigned n, int wfd, char **env)
+/* The spawner's fork: the new process, with fds[] and the answer pipe. */
+static pid_t sp_spawn(const int *fds, unsigned n, int answer)
 {
-	static const char fail[] = "splicer: upgrade: cannot execute the new binary\n";
-	sigset_t none;
+	size_t cap = (size_t)n * 12 + sizeof(ENV_INHERIT) + 2, k;
+	char *inherit = malloc(cap), ans[48], **env;
+	pid_t pid = -1;
 
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL); /* the mask survives exec */
-	for (unsigned i = 0; i < n; i++)
-		fcntl(fds[i], F_SETFD, 0);
-	fcntl(wfd, F_SETFD, 0);
-	execve(exe, args, env);
-	if (write(2, fail, sizeof(fail) - 1) < 0) {
-		/* nothing more to say it with */
+	if (!inherit)
+		return -1;
+	k = (size_t)snprintf(inherit, cap, ENV_INHERIT "=");
+	for (unsigned i = 0; i < n && k < cap; i++)
+		k += (size_t)snprintf(inherit + k, cap - k, "%s%d", i ? "," : "", fds[i]);
+	snprintf(ans, sizeof(ans), ENV_ANSWER "=%d", answer);
+	if ((env = child_env(inherit, ans)) && (pid = fork()) == 0) {
+		static const int sigs[] = { SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE };
+		for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+			signal(sigs[i], SIG_DFL); /* ignored here; an ignored signal stays so */
+		for (unsigned i = 0; i < n; i++)
+			fcntl(fds[i], F_SETFD, 0);
+		fcntl(answer, F_SETFD, 0);
+		execve(exe, args, env);
+		fprintf(stderr, "splicer: upgrade: cannot execute %s: %s\n", exe, strerror(errno));
+		_exit(127);
 	}
-	_exit(127);
+	free(env);
+	free(inherit);
+	return pid;
+}
+
+static void sp_main(int fd) __attribute__((noreturn));
+static void sp_main(int fd)
+{
+	static const int sigs[] = { SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE };
+	int *list = NULL, val, st;
+	unsigned n = 0, cap = 0, got;
+	pid_t pid = 0;
+
+	/* Ctrl-C reaches the whole process group: the proxy decides */
+	for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], SIG_IGN);
+	for (;;) {
+		int batch[SP_BATCH];
+		int t = sp_recv(fd, &val, batch, SP_BATCH, &got);
+
+		if (t <= 0)
+			_exit(0); /* the proxy is gone */
+		if (t == SP_FDS && n + got > cap) {
+			int *l = realloc(list, (n + got + 64) * sizeof(*l));
+			if (!l)
+				_exit(1);
+			list = l;
+			cap = n + got + 64;
+		}
+		if (t == SP_FDS) {
+			memcpy(list + n, batch, got * sizeof(int));
+			n += got;
+		} else if (t == SP_GO) {
+			pid = got == 1 ? sp_spawn(list, n, batch[0]) : -1;
+			for (unsigned i = 0; i < n; i++)
+				close(list[i]);
+			if (got == 1)
+				close(batch[0]);
+			n = 0;
+			sp_send(fd, SP_GO, (int)pid, NULL, 0);
+		} else if (t == SP_WAIT || t == SP_KILL) {
+			if (t == SP_KILL && pid > 0)
+				kill(pid, SIGKILL);
+			st = -1;
+			if (pid > 0 && waitpid(pid, &st, 0) != pid)
+				st = -1;
+			pid = 0;
+			sp_send(fd, SP_WAIT, st, NULL, 0);
+		}
+	}
+}
+
+int upgrade_spawner_start(void)
+{
+	int sv[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	if ((pid = fork()) < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(sv[0]);
+		/* nothing but 0-2 and the socket: what an upgrade handed over
+		 * belongs to the proxy */
+		if (sv[1] > 3)
+			syscall(SYS_close_range, 3u, (unsigned)sv[1] - 1, 0u);
+		syscall(SYS_close_range, (unsigned)sv[1] + 1, ~0u, 0u);
+		sp_main(sv[1]);
+	}
+	close(sv[1]);
+	sp_fd = sv[0];
+	return 0;
+}
+
+/* A request and its answer; -1 when the spawner is gone. */
+static int sp_ask(int type, int *val)
+{
+	struct timeval tv = { 5, 0 };
+	int t;
+
+	setsockopt(sp_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (sp_send(sp_fd, type, 0, NULL, 0) < 0)
+		return -1;
+	t = sp_recv(sp_fd, val, NULL, 0, NULL);
+	return t > 0 ? 0 : -1;
+}
+
+/* ---- the old process: starting the new one ------------------------------- */
+
+static struct {
+	pid_t pid;        /* the new process, 0: none starting */
+	int rfd;          /* its answer */
+	uint64_t deadline_ms;
+	char buf[16];
+	size_t n;
+} up = { .rfd = -1 };
+
+int upgrade_pending(void)
+{
+	return up.pid != 0;
 }
 
 /* Every distinct listening descriptor (Unix listeners: each worker's dup). */
@@ -347,61 +519,60 @@ static unsigned collect_fds(const struct config *cfg, int (*fds)[MAX_LISTENERS],
 
 int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd)
 {
-	unsigned n, k = 0;
-	int *list, p[2] = { -1, -1 };
-	char *inherit, answer[48], **env = NULL;
-	pid_t pid;
+	unsigned n;
+	int *list, p[2] = { -1, -1 }, pid = -1, rc = -1;
 
 	if (up.pid) {
 		log_warn("upgrade: process %d is starting already; request ignored", (int)up.pid);
 		return -1;
 	}
-	list = calloc((size_t)cfg->nlst * nw + 1, sizeof(*list));
-	inherit = malloc(((size_t)cfg->nlst * nw + 1) * 12 + sizeof(ENV_INHERIT) + 1);
-	if (!list || !inherit) {
+	if (sp_fd < 0) {
+		log_err("upgrade: no spawner process (it could not start); serving on");
+		return -1;
+	}
+	if (!(list = calloc((size_t)cfg->nlst * nw + 1, sizeof(*list)))) {
 		log_err("upgrade: out of memory; serving on");
-		goto fail;
+		return -1;
 	}
 	n = collect_fds(cfg, fds, nw, stats_fd, list);
-	k = (unsigned)sprintf(inherit, ENV_INHERIT "=");
-	for (unsigned i = 0; i < n; i++)
-		k += (unsigned)sprintf(inherit + k, "%s%d", i ? "," : "", list[i]);
 	if (pipe2(p, O_CLOEXEC)) {
 		log_err("upgrade: pipe: %s; serving on", strerror(errno));
-		goto fail;
+		free(list);
+		return -1;
 	}
-	snprintf(answer, sizeof(answer), ENV_ANSWER "=%d", p[1]);
-	if (!(env = child_env(inherit, answer))) {
-		log_err("upgrade: out of memory; serving on");
-		goto fail;
+	for (unsigned i = 0; i < n; i += SP_BATCH)
+		if (sp_send(sp_fd, SP_FDS, 0, list + i, n - i < SP_BATCH ? n - i : SP_BATCH) < 0)
+			goto out;
+	{
+		struct timeval tv = { 5, 0 };
+		setsockopt(sp_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	if ((pid = fork()) < 0) {
-		log_err("upgrade: fork: %s; serving on", strerror(errno));
-		goto fail;
+	if (sp_send(sp_fd, SP_GO, 0, &p[1], 1) < 0 || sp_recv(sp_fd, &pid, NULL, 0, NULL) <= 0)
+		goto out;
+	if (pid <= 0) {
+		log_err("upgrade: the spawner could not fork; serving on");
+		goto out;
 	}
-	if (pid == 0)
-		child_exec(list, n, p[1], env);
 	close(p[1]);
+	p[1] = -1;
 	fcntl(p[0], F_SETFL, O_NONBLOCK);
 	memset(&up, 0, sizeof(up));
 	up.pid = pid;
 	up.rfd = p[0];
 	up.deadline_ms = now_monotonic_ms() + UPGRADE_TIMEOUT_MS;
 	log_info("upgrade: started %s as process %d with %u listening socket%s; serving on until "
-		 "it is ready", exe, (int)pid, n, n == 1 ? "" : "s");
-	free(env);
-	free(inherit);
-	free(list);
-	return 0;
-fail:
-	if (p[0] >= 0) {
+		 "it is ready", exe, pid, n, n == 1 ? "" : "s");
+	rc = 0;
+out:
+	if (rc) {
+		if (pid < 0)
+			log_err("upgrade: the spawner does not answer (%s); serving on", strerror(errno));
 		close(p[0]);
-		close(p[1]);
 	}
-	free(env);
-	free(inherit);
+	if (p[1] >= 0)
+		close(p[1]);
 	free(list);
-	return -1;
+	return rc;
 }
 
 static void reaped(void)
@@ -415,7 +586,7 @@ static void reaped(void)
 int upgrade_poll(uint64_t now_ms)
 {
 	ssize_t r = -1;
-	int st;
+	int st = -1;
 
 	if (!up.pid)
 		return 0;
@@ -434,13 +605,14 @@ int upgrade_poll(uint64_t now_ms)
 		return 1;
 	}
 	if (r == 0 || up.n == sizeof(up.buf) - 1) { /* it ended, or said nonsense */
-		if (r != 0)
-			kill(up.pid, SIGKILL);
-		if (waitpid(up.pid, &st, 0) == up.pid)
+		if (sp_ask(r == 0 ? SP_WAIT : SP_KILL, &st) == 0 && st != -1)
 			log_warn("upgrade: the new process %d %s %d before it was ready (its messages are "
 				 "above); serving on unchanged", (int)up.pid,
 				 WIFEXITED(st) ? "exited with status" : "ended by signal",
 				 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+		else
+			log_warn("upgrade: the new process %d ended before it was ready; serving on "
+				 "unchanged", (int)up.pid);
 		reaped();
 		return 0;
 	}
@@ -454,9 +626,10 @@ int upgrade_poll(uint64_t now_ms)
 
 void upgrade_abort(void)
 {
+	int st;
+
 	if (!up.pid)
 		return;
-	kill(up.pid, SIGKILL);
-	waitpid(up.pid, NULL, 0);
+	sp_ask(SP_KILL, &st);
 	reaped();
 }

@@ -29,10 +29,10 @@
  * names the running inode: a package upgrade renames a new file over the
  * path, and /proc/self/exe would start the old binary again.
  *
- * With `user =`, the old process runs unprivileged, and so does the new
- * one: it cannot bind a new port below 1024, nor add a socket to the
- * SO_REUSEPORT group root made (more workers: its extra workers then share
- * the inherited sockets). */
+ * The fork is a spawner's (upgrade.c says why): a process forked at start
+ * that keeps the privileges the proxy started with, so with `user =` the
+ * new process starts as root like the first, binds what is new (a port
+ * below 1024 too) and drops to the user. */
 #ifndef SPLICER_UPGRADE_H
 #define SPLICER_UPGRADE_H
 #include <stdint.h>
@@ -66,6 +66,10 @@ int upgrade_take_one(const struct addr *a);
 int upgrade_ready(void);
 
 /* ---- the old process --------------------------------------------------- */
+
+/* Forks the spawner: call before any thread starts and any socket is open.
+ * Returns 0 or -errno (upgrades are then refused, with a log line). */
+int upgrade_spawner_start(void);
 
 /* Starts the new process with every listener of cfg (fds: per worker, nw
  * workers) and the stats socket (-1: none). Returns 0, or -1 (logged). */

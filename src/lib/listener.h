@@ -54,9 +54,12 @@ int listener_stop_syns(int fd);
  * -errno when the filter was refused. */
 int listener_quiesce(const struct addr *a, int fd);
 
-/* A SYN-ACK's round trip, with room: a handshake under way when the SYNs
- * stopped completes within it. */
-#define LISTENER_CLOSE_GRACE_MS 200
+/* A SYN-ACK's round trip: a handshake under way when the SYNs stopped
+ * completes within it (a client further away than 100 ms may see its
+ * half-made connection reset). Meanwhile a new client's SYN is dropped and
+ * it retries after a second: the grace is kept short so that a closed port
+ * soon refuses at once again. */
+#define LISTENER_CLOSE_GRACE_MS 100
 
 /* 1 when net.ipv4.tcp_migrate_req is 1 (Linux >= 5.14): closing one socket
  * of an SO_REUSEPORT group then moves its queue to another of the group. */
