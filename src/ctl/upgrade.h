@@ -2,8 +2,8 @@
  * running process with the binary now on disk, with the same arguments,
  * without refusing or resetting a client.
  *
- * The old process forks and execs the new one, which inherits every
- * listening socket (the routes' and the stats endpoint's): the descriptors
+ * The old process has the new one started (by its spawner, below), which
+ * inherits every listening socket (the routes' and the stats endpoint's): the descriptors
  * are left open across exec, and SPLICER_INHERIT=fd,fd,... names them
  * (inherited descriptors rather than SCM_RIGHTS: the child is ours, so a
  * socketpair adds a protocol and nothing the exec does not already give;
