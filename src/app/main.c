@@ -28,6 +28,7 @@
 #include "reload.h"
 #include "stats_http.h"
 #include "units.h"
+#include "upgrade.h"
 #include "worker.h"
 
 /* "A, B, C" of a route's listen addresses, or of its backends with weights. */
@@ -188,6 +189,89 @@ static void watch_workers(struct worker *ws, unsigned n, char *stalled)
 	}
 }
 
+/* The way out: SIGTERM's lame duck (/health 503 while the listeners still
+ * accept), then the listeners close without dropping what they queued, then
+ * the sessions drain; or, after an upgrade's hand-over, straight to the
+ * drain (the new process has the sockets). */
+struct stop {
+	int stopping;        /* listeners closed, sessions draining */
+	uint64_t lame_until; /* lame duck until then (monotonic ms; 0: none) */
+};
+
+/* Stops accepting and starts the drain. Unless the sockets went to a new
+ * process, new connections stop first (listener.h: listener_quiesce) and
+ * the workers go on accepting for LISTENER_CLOSE_GRACE_MS, so the
+ * handshakes under way land in the queues they accept empty before the
+ * close. */
+static void stop_begin(struct reload_ctx *rl, struct stop *s, const char *why, int handed_over)
+{
+	int grace = 0;
+
+	if (handed_over) {
+		stats_http_stop(); /* the new process answers /health now */
+		listener_unlink_enable(0); /* its paths */
+	} else {
+		for (unsigned l = 0; l < rl->cfg->nlst; l++)
+			for (unsigned w = 0; w < rl->nw; w++)
+				grace |= listener_quiesce(rl->cfg->lst[l].addr, rl->fds[w][l]) > 0;
+		if (grace)
+			usleep(LISTENER_CLOSE_GRACE_MS * 1000);
+	}
+	log_info("%s: stopping: no new connections; draining sessions for up to %llu ms", why,
+		 (unsigned long long)rl->cfg->drain_timeout_ms);
+	__atomic_store_n(&rl->sh->drain_deadline_ms, now_monotonic_ms() + rl->cfg->drain_timeout_ms,
+			 __ATOMIC_RELAXED);
+	s->stopping = 1;
+	__atomic_store_n(&rl->sh->stopping, 1, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < rl->nw; i++)
+		worker_wake(&rl->ws[i]);
+}
+
+/* SIGTERM, SIGINT (`ctl drain` sends SIGTERM). The lame duck is for a load
+ * balancer that probes /health: without a stats endpoint there is nobody
+ * to tell, and SIGINT is an operator at a terminal. */
+static void stop_signal(struct reload_ctx *rl, struct stop *s, int sig)
+{
+	const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+	uint64_t now = now_monotonic_ms();
+
+	if (upgrade_pending()) {
+		log_warn("%s: the upgrade under way is abandoned", name);
+		upgrade_abort();
+	}
+	if (s->stopping) {
+		log_info("second signal: closing every session now");
+		__atomic_store_n(&rl->sh->drain_deadline_ms, now, __ATOMIC_RELAXED);
+		for (unsigned i = 0; i < rl->nw; i++)
+			worker_wake(&rl->ws[i]);
+		return;
+	}
+	if (s->lame_until) {
+		stop_begin(rl, s, "second signal: lame duck cut short", 0);
+		return;
+	}
+	notify_send("STOPPING=1\nSTATUS=draining");
+	if (sig == SIGTERM && rl->cfg->lameduck_ms && strcmp(rl->cfg->stats, "off")) {
+		stats_http_set_lameduck();
+		s->lame_until = now + rl->cfg->lameduck_ms;
+		log_info("SIGTERM: lame duck: /health answers 503 while the listeners accept for %llu ms "
+			 "more; then they close and sessions drain for up to %llu ms",
+			 (unsigned long long)rl->cfg->lameduck_ms,
+			 (unsigned long long)rl->cfg->drain_timeout_ms);
+		return;
+	}
+	stop_begin(rl, s, name, 0);
+}
+
+/* SIGUSR2 (`ctl upgrade` sends it): upgrade.h. */
+static void upgrade_signal(struct reload_ctx *rl, const struct stop *s)
+{
+	if (s->stopping || s->lame_until)
+		log_warn("SIGUSR2 while stopping: ignored");
+	else
+		upgrade_start(rl->cfg, rl->fds, rl->nw, stats_http_fd());
+}
+
 /* Runs the proxy until SIGTERM/SIGINT and the drain that follows. Takes
  * cfg (heap) and frees it, and every config a SIGHUP replaced it with. */
 static int run_proxy(struct config *cfg, int argc, char **argv)
@@ -207,6 +291,9 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	 * set up: sockmap loads its BPF program); a route whose engine cannot
 	 * run here moves to its fallback, said once (reload does the same) */
 	engine_routes_check(cfg);
+	/* before any thread, session or listener of this process: upgrade.c */
+	if ((hr = upgrade_spawner_start()))
+		log_warn("upgrade spawner process: %s; SIGUSR2 will be refused", strerror(-hr));
 	/* Signals go to this thread only, through sigtimedwait(). splice()
 	 * into a socket the peer closed raises SIGPIPE: ignore it, the EPIPE
 	 * return is handled. */
@@ -216,6 +303,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGHUP);
 	sigaddset(&sigs, SIGUSR1);
+	sigaddset(&sigs, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	/* from here on no thread waits for stderr (log.c says why a thread);
 	 * after the mask: the writer must not take SIGTERM's default action */
@@ -238,7 +326,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	}
 	for (unsigned l = 0; l < cfg->nlst; l++) {
 		int tmp[256];
-		if (listener_open_n(cfg->lst[l].addr, (unsigned)cfg->workers, tmp, 0, err, sizeof(err))) {
+		if (upgrade_listener_open_n(cfg->lst[l].addr, (unsigned)cfg->workers, tmp, err,
+					    sizeof(err))) {
 			log_err("route %s: %s", cfg->lst[l].route[0]->name, err);
 			return start_failed(cfg, l);
 		}
@@ -298,7 +387,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	if ((hr = dns_start()))
 		log_warn("resolver thread not started: %s; resolve= names keep their addresses",
 			 strerror(-hr));
-	if (notify_send("READY=1\nSTATUS=forwarding") < 0)
+	if (!upgrade_ready() && notify_send("READY=1\nSTATUS=forwarding") < 0)
 		log_warn("NOTIFY_SOCKET is set but READY=1 could not be sent to it");
 	rl.cfg = cfg;
 	rl.ws = ws;
@@ -306,46 +395,39 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	rl.fds = fds;
 	rl.sh = &sh;
 
-	for (int stopping = 0; started;) {
+	for (struct stop stop = { 0 }; started;) {
 		struct timespec tick = { 0, 100 * 1000 * 1000 };
 		int sig = sigtimedwait(&sigs, NULL, &tick);
 		unsigned alive = 0;
 
 		if (sig == SIGTERM || sig == SIGINT) {
-			uint64_t now = now_monotonic_ms();
-			if (!stopping) {
-				notify_send("STOPPING=1\nSTATUS=draining");
-				log_info("%s: stopping: no new connections; draining sessions for up to %llu ms",
-					 sig == SIGTERM ? "SIGTERM" : "SIGINT",
-					 (unsigned long long)cfg->drain_timeout_ms);
-				__atomic_store_n(&sh.drain_deadline_ms, now + cfg->drain_timeout_ms,
-						 __ATOMIC_RELAXED);
-			} else {
-				log_info("second signal: closing every session now");
-				__atomic_store_n(&sh.drain_deadline_ms, now, __ATOMIC_RELAXED);
-			}
-			stopping = 1;
-			__atomic_store_n(&sh.stopping, 1, __ATOMIC_RELEASE);
-			for (unsigned i = 0; i < started; i++)
-				worker_wake(&ws[i]);
+			stop_signal(&rl, &stop, sig);
 		} else if (sig == SIGUSR1) {
 			int ro = access_log_reopen(err, sizeof(err));
 			if (ro < 0)
 				log_warn("SIGUSR1: %s; logging on to the old file", err);
 			else if (ro > 0) /* not for -, syslog or off: nothing happened */
 				log_info("SIGUSR1: access log %s reopened", cfg->access_log);
-		} else if (sig == SIGHUP && stopping) {
+		} else if (sig == SIGUSR2) {
+			upgrade_signal(&rl, &stop);
+		} else if (sig == SIGHUP && (stop.stopping || stop.lame_until)) {
 			log_warn("SIGHUP while stopping: ignored");
+		} else if (sig == SIGHUP && upgrade_pending()) {
+			log_warn("SIGHUP during an upgrade: ignored (the new process reads the file)");
 		} else if (sig == SIGHUP) {
 			if (reload_run(&rl) == 0) {
 				cfg = rl.cfg;
 				set_log_level(cfg);
 			}
 		}
-		if (!stopping && dns_changed() && reload_dns(&rl) == 0)
+		if (!stop.stopping && !stop.lame_until && dns_changed() && reload_dns(&rl) == 0)
 			cfg = rl.cfg;
+		if (upgrade_poll(now_monotonic_ms()))
+			stop_begin(&rl, &stop, "upgrade", 1);
+		if (stop.lame_until && !stop.stopping && now_monotonic_ms() >= stop.lame_until)
+			stop_begin(&rl, &stop, "lame duck over", 0);
 		reload_reap(&rl, now_monotonic_ms());
-		if (!stopping) {
+		if (!stop.stopping) {
 			watch_workers(ws, started, stalled);
 			continue;
 		}
@@ -422,6 +504,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "splicer: out of memory\n");
 		return 1;
 	}
+	upgrade_init(argc, argv); /* what an upgrade handed over, if it did */
 	config_defaults(cfg);
 	r = config_parse_args(cfg, argc, argv, 1);
 	if (r || dns_fill(cfg, DNS_START) || config_finalize(cfg)) {

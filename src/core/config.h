@@ -210,6 +210,7 @@ struct config {
 	uint64_t max_pipes;          /* pipes per process; SETTING_AUTO = from the fd limit */
 	uint64_t max_conns;          /* concurrent sessions; SETTING_AUTO = from the fd limit */
 	uint64_t drain_timeout_ms;   /* SIGTERM: how long running sessions may finish */
+	uint64_t lameduck_ms;        /* SIGTERM: /health 503 this long before listeners close */
 	uint64_t verbose;            /* -v count */
 	char access_log[SETTING_TEXT_MAX]; /* FILE, "-", "syslog" or "off" */
 	uint64_t log_interval_ms;          /* an interim access-log line per open session this

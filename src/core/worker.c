@@ -262,27 +262,6 @@ void worker_set_listeners(struct worker *w, const struct config *cfg, const int 
 	w->cfg = cfg;
 }
 
-/* SIGHUP's hand-off: leave epoll with every old listener, take the new
- * table, and come back in unless accepting is paused. The sockets stay open
- * and listening throughout (the main thread closes only the ones no longer
- * configured, after this), so a connection arriving meanwhile waits in the
- * backlog: nobody is refused. Sessions keep the routes they started with. */
-static void worker_apply_reload(struct worker *w, uint64_t gen)
-{
-	int paused = w->paused_max_conns || w->accept_resume_ms;
-
-	int r = worker_engines_init(w, w->next_cfg);
-
-	if (r)
-		log_warn("worker %u: an engine of the new config could not start: %s", w->id,
-			 strerror(-r));
-	worker_listeners_arm(w, 0);
-	worker_set_listeners(w, w->next_cfg, w->next_fds);
-	if (!paused) /* else worker_scan() arms the new table when the pause ends */
-		worker_listeners_arm(w, 1);
-	__atomic_store_n(&w->reload_ack, gen, __ATOMIC_RELEASE);
-}
-
 void worker_listeners_arm(struct worker *w, int on)
 {
 	/* Paused on EMFILE: a session closing now (which frees a --max-conns
@@ -320,14 +299,38 @@ static int accept_fd_error(int err)
 	return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
 }
 
+/* One connection from l's queue into a session. Returns 1 when the queue
+ * may hold more (a session started, or a connection gone before its
+ * accept), 0 when it is empty, -errno when accepting must stop. */
+static int accept_one(struct worker *w, struct listener *l)
+{
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+	int fd = accept4(l->fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0) {
+		if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
+			return 1;
+		return errno == EAGAIN ? 0 : -errno;
+	}
+	if (plen == 0 || plen > sizeof(peer)) { /* unnamed Unix peer */
+		peer.ss_family = l->addr->ss.ss_family;
+		plen = sizeof(sa_family_t);
+	}
+	__atomic_add_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
+	if (session_new(w, l->grp, fd, (struct sockaddr *)&peer, plen) == -ENOMEM) {
+		__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
+		log_warn("accept: out of memory for a session");
+	}
+	return 1;
+}
+
 static void listener_accept(struct worker *w, struct listener *l)
 {
 	const uint64_t max = w->cfg->max_conns;
 
 	for (unsigned n = 0; n < ACCEPT_BUDGET; n++) {
-		struct sockaddr_storage peer;
-		socklen_t plen = sizeof(peer);
-		int fd;
+		int r;
 
 		if ((uint64_t)__atomic_load_n(&w->sh->active, __ATOMIC_RELAXED) >= max) {
 			/* Connections wait in the kernel's backlog until a slot frees. */
@@ -336,35 +339,81 @@ static void listener_accept(struct worker *w, struct listener *l)
 			CTR_ADD(w, max_conns_pauses, 1);
 			return;
 		}
-		fd = accept4(l->fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
-				continue;
-			if (accept_fd_error(errno)) {
-				/* Out of descriptors or memory: a level-triggered
-				 * listener would wake us again at once, so step back. */
-				if (!__atomic_exchange_n(&w->sh->fd_warned, 1, __ATOMIC_RELAXED))
-					log_warn("accept: %s; pausing accepts for %d ms (raise ulimit -n "
-						 "or lower --max-conns); logged once, counted in accept_fd_pauses",
-						 strerror(errno), FD_PAUSE_MS);
-				CTR_ADD(w, accept_fd_pauses, 1);
-				worker_listeners_arm(w, 0);
-				w->accept_resume_ms = w->now_ms + FD_PAUSE_MS;
-			} else if (errno != EAGAIN) {
-				log_warn("accept on %s: %s", l->addr->text, strerror(errno));
-			}
-			return;
+		if ((r = accept_one(w, l)) > 0)
+			continue;
+		if (r < 0 && accept_fd_error(-r)) {
+			/* Out of descriptors or memory: a level-triggered
+			 * listener would wake us again at once, so step back. */
+			if (!__atomic_exchange_n(&w->sh->fd_warned, 1, __ATOMIC_RELAXED))
+				log_warn("accept: %s; pausing accepts for %d ms (raise ulimit -n "
+					 "or lower --max-conns); logged once, counted in accept_fd_pauses",
+					 strerror(-r), FD_PAUSE_MS);
+			CTR_ADD(w, accept_fd_pauses, 1);
+			worker_listeners_arm(w, 0);
+			w->accept_resume_ms = w->now_ms + FD_PAUSE_MS;
+		} else if (r < 0) {
+			log_warn("accept on %s: %s", l->addr->text, strerror(-r));
 		}
-		if (plen == 0 || plen > sizeof(peer)) { /* unnamed Unix peer */
-			peer.ss_family = l->addr->ss.ss_family;
-			plen = sizeof(sa_family_t);
-		}
-		__atomic_add_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
-		if (session_new(w, l->grp, fd, (struct sockaddr *)&peer, plen) == -ENOMEM) {
-			__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
-			log_warn("accept: out of memory for a session");
-		}
+		return;
 	}
+}
+
+/* Before a listener closes (drain, a reload without its address): every
+ * connection in its queue becomes a session, whatever --max-conns says,
+ * since closing the socket would reset them. The closer has stopped new
+ * ones from arriving first (listener.h: listener_stop_syns, a Unix path
+ * unlinked; or, after an upgrade, the new process holds the socket). */
+static void listener_drain(struct worker *w, struct listener *l)
+{
+	unsigned n = 0;
+	int r = 1;
+
+	if (l->fd < 0)
+		return;
+	while (n < 65536 && (r = accept_one(w, l)) > 0)
+		n++;
+	if (r < 0)
+		log_warn("accept on %s before closing it: %s; connections still queued are reset",
+			 l->addr->text, strerror(-r));
+	if (n)
+		log_debug("worker %u: %u queued connection%s of %s accepted before its close", w->id,
+			  n, n == 1 ? "" : "s", l->addr->text);
+}
+
+/* A listener of the running table that the next one (a reload's) does not
+ * hold: the main thread closes it once every worker has taken the table. */
+static int leaving(const struct worker *w, const struct listener *l)
+{
+	for (unsigned i = 0; i < w->next_cfg->nlst; i++)
+		if (w->next_fds[i] == l->fd)
+			return 0;
+	return 1;
+}
+
+/* SIGHUP's hand-off: leave epoll with every old listener, take the new
+ * table, and come back in unless accepting is paused. The sockets stay open
+ * and listening throughout (the main thread closes only the ones no longer
+ * configured, after this), so a connection arriving meanwhile waits in the
+ * backlog: nobody is refused. A listener the new table does not hold is
+ * accepted empty first (the main thread has stopped new connections to it),
+ * so its close resets nobody. Sessions keep the routes they started with. */
+static void worker_apply_reload(struct worker *w, uint64_t gen)
+{
+	int paused = w->paused_max_conns || w->accept_resume_ms;
+
+	int r = worker_engines_init(w, w->next_cfg);
+
+	if (r)
+		log_warn("worker %u: an engine of the new config could not start: %s", w->id,
+			 strerror(-r));
+	worker_listeners_arm(w, 0);
+	for (unsigned i = 0; i < w->nlst; i++)
+		if (leaving(w, &w->lst[i]))
+			listener_drain(w, &w->lst[i]);
+	worker_set_listeners(w, w->next_cfg, w->next_fds);
+	if (!paused) /* else worker_scan() arms the new table when the pause ends */
+		worker_listeners_arm(w, 1);
+	__atomic_store_n(&w->reload_ack, gen, __ATOMIC_RELEASE);
 }
 
 /* The sessions whose deadline has come (timer.h): no session is looked at
@@ -402,6 +451,9 @@ static void worker_scan(struct worker *w)
 static void worker_start_drain(struct worker *w)
 {
 	w->draining = 1;
+	worker_listeners_arm(w, 0);
+	for (unsigned i = 0; i < w->nlst; i++)
+		listener_drain(w, &w->lst[i]);
 	listeners_close(w); /* new connects are refused from now on */
 }
 

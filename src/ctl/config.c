@@ -100,6 +100,9 @@ const struct setting settings[] = {
 	  "1: log each session at close, 2: debug (-v, -vv; --verbose without a number is -v)" },
 	{ "drain-timeout", 0, SET_DURATION, 0, DAY_MS, "30s", 0, NULL, SCOPE_GLOBAL, G(drain_timeout_ms),
 	  "on SIGTERM/SIGINT, how long running sessions may finish" },
+	{ "lameduck", 0, SET_DURATION, 0, DAY_MS, "3s", 0, NULL, SCOPE_GLOBAL, G(lameduck_ms),
+	  "on SIGTERM with stats on, /health answers 503 this long while listeners still accept, "
+	  "before they close and the drain starts (0: off)" },
 	{ "source-max-conns", 0, SET_UINT, 0, 10000000, "0", 0, NULL, SCOPE_ROUTE, R(source_max_conns),
 	  "concurrent sessions per client address (IPv6: per /64); more are reset at once (0: no limit)" },
 	{ "source-conn-rate", 0, SET_UINT, 0, 10000000, "0", 0, NULL, SCOPE_ROUTE, R(source_conn_rate),

@@ -88,6 +88,21 @@ static int old_holds_port(const struct config *old, const struct addr *a)
 	return 0;
 }
 
+/* The old listeners nobody takes over: new connections stop reaching them
+ * (listener.h: listener_quiesce) while the workers still accept, for the
+ * handshakes under way to complete; the workers then accept their queues
+ * empty as they take the new table, before the close below. */
+static void quiesce_removed(const struct reload_ctx *r, const char *used)
+{
+	int grace = 0;
+
+	for (unsigned k = 0; k < r->cfg->nlst; k++)
+		for (unsigned w = 0; w < r->nw && !used[k]; w++)
+			grace |= listener_quiesce(r->cfg->lst[k].addr, r->fds[w][k]) > 0;
+	if (grace)
+		usleep(LISTENER_CLOSE_GRACE_MS * 1000);
+}
+
 static int last_ok = 1;      /* atomic: for /metrics */
 static uint64_t last_unix_ms; /* atomic */
 
@@ -289,7 +304,9 @@ static int swap_in(struct reload_ctx *r, struct config *nw, int sighup)
 			nfds[w][k] = tmp[w];
 		opened++;
 	}
-	/* hand the table to every worker, and wait for each to take it */
+	quiesce_removed(r, used);
+	/* hand the table to every worker, and wait for each to take it (the
+	 * removed listeners' queues accepted empty: worker.c) */
 	r->gen++;
 	for (unsigned w = 0; w < r->nw; w++) {
 		r->ws[w].next_cfg = nw;

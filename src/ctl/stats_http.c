@@ -23,6 +23,7 @@
 #include "log.h"
 #include "reload.h"
 #include "route_hist.h"
+#include "upgrade.h"
 
 #define REQ_TIMEOUT  2000 /* ms for the whole request */
 
@@ -34,6 +35,7 @@ static struct {
 	int lfd, stop[2];
 	pthread_t thread;
 	int started;
+	int lameduck;           /* SIGTERM's lame duck: /health 503 (atomic) */
 	uint64_t start_unix_ms; /* CLOCK_REALTIME at start */
 } st = { .lfd = -1, .stop = { -1, -1 } };
 
@@ -472,7 +474,8 @@ static void answer(int fd, const char *method, const char *path)
 		return;
 	}
 	if (!strcmp(path, "/health")) {
-		int draining = __atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED);
+		int draining = __atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED) ||
+			       __atomic_load_n(&st.lameduck, __ATOMIC_RELAXED);
 		uint64_t now = now_monotonic_ms(), age = 0;
 		unsigned stuck = 0;
 		char why[128];
@@ -567,9 +570,15 @@ static void *stats_main(void *arg)
 		log_err("stats: out of memory; the endpoint does not answer");
 		return NULL;
 	}
-	for (;;) {
+	for (uint64_t stop_by = 0;;) {
 		uint64_t now = now_monotonic_ms();
 		int timeout = -1;
+
+		/* asked to stop: the requests read so far are answered (an
+		 * upgrade's new process accepts from the same socket meanwhile,
+		 * so a probe that came here still gets its answer), for 1 s */
+		if (stop_by && (!nq || now >= stop_by))
+			break;
 
 		for (unsigned i = nq; i-- > 0;) {
 			if (now >= q[i].deadline_ms)
@@ -577,8 +586,10 @@ static void *stats_main(void *arg)
 			else if (timeout < 0 || q[i].deadline_ms - now < (uint64_t)timeout)
 				timeout = (int)(q[i].deadline_ms - now);
 		}
-		p[0] = (struct pollfd){ .fd = st.lfd, .events = POLLIN };
-		p[1] = (struct pollfd){ .fd = st.stop[0], .events = POLLIN };
+		if (stop_by && (timeout < 0 || stop_by - now < (uint64_t)timeout))
+			timeout = (int)(stop_by - now);
+		p[0] = (struct pollfd){ .fd = stop_by ? -1 : st.lfd, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = stop_by ? -1 : st.stop[0], .events = POLLIN };
 		for (unsigned i = 0; i < nq; i++)
 			p[2 + i] = (struct pollfd){ .fd = q[i].fd, .events = POLLIN };
 		if (poll(p, 2 + nq, timeout) < 0) {
@@ -586,8 +597,10 @@ static void *stats_main(void *arg)
 				continue;
 			break;
 		}
-		if (p[1].revents)
-			break;
+		if (p[1].revents) {
+			stop_by = now_monotonic_ms() + 1000;
+			continue;
+		}
 		/* backwards: drop() moves the last entry, already seen, into i */
 		for (unsigned i = nq; i-- > 0;)
 			if (p[2 + i].revents && request_step(&q[i]))
@@ -626,7 +639,9 @@ int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, s
 	if (!strcmp(cfg->stats, "off"))
 		return 0;
 	char why[256];
-	if ((st.lfd = listener_open(&cfg->stats_addr, why, sizeof(why))) < 0) {
+	/* an upgrade hands the socket over: /health answers throughout */
+	if ((st.lfd = upgrade_take_one(&cfg->stats_addr)) < 0 &&
+	    (st.lfd = listener_open(&cfg->stats_addr, why, sizeof(why))) < 0) {
 		snprintf(err, errlen, "stats: %s", why);
 		return -1;
 	}
@@ -642,6 +657,16 @@ int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, s
 void stats_http_set_config(struct config *cfg)
 {
 	__atomic_store_n(&st.cfg, cfg, __ATOMIC_RELEASE);
+}
+
+void stats_http_set_lameduck(void)
+{
+	__atomic_store_n(&st.lameduck, 1, __ATOMIC_RELAXED);
+}
+
+int stats_http_fd(void)
+{
+	return st.started ? st.lfd : -1;
 }
 
 void stats_http_stop(void)

@@ -1,8 +1,9 @@
 /* stats_http: the operator's endpoint (`stats = ADDR`): HTTP/1.1
  *   GET /metrics  Prometheus text exposition (version 0.0.4)
  *   GET /health   200 "ok" while the proxy runs; 503 with the reason while
- *                 draining, or while a worker has not turned its loop for
- *                 WORKER_STALL_MS (worker.h: the heartbeat)
+ *                 draining (from SIGTERM on: during the lame duck the
+ *                 listeners still accept), or while a worker has not turned
+ *                 its loop for WORKER_STALL_MS (worker.h: the heartbeat)
  * HEAD answers the same head as GET (Content-Length included), no body.
  * anything else 404 (unknown path), 405 (method), 400 (garbage), 431
  * (request over 4 KiB) or 408 (not complete within 2 s). One thread reads
@@ -18,7 +19,15 @@
  * with the reason in err. */
 int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, struct shared *sh,
 		     char *err, size_t errlen);
+/* Stops accepting, answers the requests already read (for up to 1 s) and
+ * closes the endpoint. */
 void stats_http_stop(void);
+
+/* SIGTERM's lame duck: /health answers 503 "draining" from now on. */
+void stats_http_set_lameduck(void);
+
+/* The endpoint's listening socket (for an upgrade to hand over), or -1. */
+int stats_http_fd(void);
 
 /* After a reload: render the new routes from now on. */
 void stats_http_set_config(struct config *cfg);

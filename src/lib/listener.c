@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -197,11 +198,18 @@ int listener_open_n(struct addr *a, unsigned n, int *fds, int shared, char *err,
 	return 0;
 }
 
+/* Unlinking a Unix listener's path is off while its socket may belong to
+ * another process too: an upgraded process's parent (which gave its sockets
+ * away) and a new process before it is ready (whose failure must not take
+ * the path from the process that still serves on it). */
+static int unlink_on = 1; /* atomic */
+
 void listener_unlink(const struct addr *a)
 {
 	const struct sockaddr_un *sun = (const void *)&a->ss;
 
-	if (a->ss.ss_family == AF_UNIX && sun->sun_path[0])
+	if (a->ss.ss_family == AF_UNIX && sun->sun_path[0] &&
+	    __atomic_load_n(&unlink_on, __ATOMIC_RELAXED))
 		unlink(sun->sun_path);
 }
 
@@ -281,4 +289,51 @@ int listener_probe(const struct addr *a, char *err, unsigned errlen)
 	}
 	snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(-r), bind_hint(-r));
 	return r;
+}
+
+
+void listener_unlink_enable(int on)
+{
+	__atomic_store_n(&unlink_on, on, __ATOMIC_RELAXED);
+}
+
+int listener_stop_syns(int fd)
+{
+	/* The filter sees a TCP segment from its header: byte 13 is the
+	 * flags. A SYN (the first segment of a connection) is dropped; every
+	 * other segment passes, so a handshake under way still completes into
+	 * the accept queue and is accepted before the close. */
+	static struct sock_filter code[] = {
+		BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 13),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x02, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, 0),
+		BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+	};
+	struct sock_fprog prog = { .len = sizeof(code) / sizeof(code[0]), .filter = code };
+
+	return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) ? -errno : 0;
+}
+
+int listener_migrates(void)
+{
+	char c = '0';
+	int fd = open("/proc/sys/net/ipv4/tcp_migrate_req", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0; /* before 5.14: no migration */
+	if (read(fd, &c, 1) != 1)
+		c = '0';
+	close(fd);
+	return c == '1';
+}
+
+int listener_quiesce(const struct addr *a, int fd)
+{
+	if (a->ss.ss_family == AF_UNIX) {
+		listener_unlink(a); /* a connect() finds no path from now on */
+		return 0;
+	}
+	int r = listener_stop_syns(fd);
+
+	return r < 0 ? r : 1;
 }

@@ -28,7 +28,41 @@ int listener_open_n(struct addr *a, unsigned n, int *fds, int shared, char *err,
  * EADDRINUSE: another process listens there, EACCES: a port below 1024). */
 int listener_probe(const struct addr *a, char *err, unsigned errlen);
 
-/* Removes a Unix listener's socket file (no-op for other families). */
+/* Removes a Unix listener's socket file (no-op for other families, and
+ * while listener_unlink_enable(0) holds). */
 void listener_unlink(const struct addr *a);
+
+/* 0: listener_unlink leaves every path alone. For sockets shared with
+ * another process (an upgrade): the path belongs to whichever still serves. */
+void listener_unlink_enable(int on);
+
+/* Closing a listener never drops a connection in its accept queue: the
+ * closer first stops new connections from arriving (this), lets the
+ * handshakes under way complete (LISTENER_CLOSE_GRACE_MS), accepts until
+ * the queue is empty, and only then closes. listener_stop_syns attaches a
+ * socket filter that drops SYN segments, and only those, to a TCP
+ * listener: a client whose SYN is dropped retries it after about a second,
+ * by when the socket is gone (refused, or taken by another socket of the
+ * SO_REUSEPORT group: never reset after its connect succeeded). The filter
+ * sits on the socket, so every process holding it sees it. Returns 0 or
+ * -errno. */
+int listener_stop_syns(int fd);
+
+/* The first step of a close, for one socket of *a: TCP, listener_stop_syns
+ * (returns 1: wait LISTENER_CLOSE_GRACE_MS before the last accepts); Unix,
+ * its path unlinked (returns 0: a connect() is complete once queued).
+ * -errno when the filter was refused. */
+int listener_quiesce(const struct addr *a, int fd);
+
+/* A SYN-ACK's round trip: a handshake under way when the SYNs stopped
+ * completes within it (a client further away than 100 ms may see its
+ * half-made connection reset). Meanwhile a new client's SYN is dropped and
+ * it retries after a second: the grace is kept short so that a closed port
+ * soon refuses at once again. */
+#define LISTENER_CLOSE_GRACE_MS 100
+
+/* 1 when net.ipv4.tcp_migrate_req is 1 (Linux >= 5.14): closing one socket
+ * of an SO_REUSEPORT group then moves its queue to another of the group. */
+int listener_migrates(void);
 
 #endif

@@ -1,0 +1,89 @@
+/* upgrade: SIGUSR2 (and `splicer ctl upgrade`, which sends it) replaces the
+ * running process with the binary now on disk, with the same arguments,
+ * without refusing or resetting a client.
+ *
+ * The old process has the new one started (by its spawner, below), which
+ * inherits every listening socket (the routes' and the stats endpoint's): the descriptors
+ * are left open across exec, and SPLICER_INHERIT=fd,fd,... names them
+ * (inherited descriptors rather than SCM_RIGHTS: the child is ours, so a
+ * socketpair adds a protocol and nothing the exec does not already give;
+ * the new process learns each socket's address from getsockname(), from the
+ * kernel rather than a text the old one wrote). SPLICER_UPGRADE_FD is the
+ * write end of a pipe on which the new process answers "ready" once it
+ * accepts. The new process reads and checks the config like any start
+ * (invalid: it prints the problems to the shared stderr and exits non-zero;
+ * the old one sees the pipe close without "ready" and serves on as it was),
+ * takes the inherited sockets whose address is still configured, binds only
+ * what is new, starts its workers, tells systemd MAINPID=<its pid> and
+ * READY=1 (NOTIFY_SOCKET is inherited), stops SYNs on the inherited sockets
+ * it does not keep (listener.h: their last holder, the old process, accepts
+ * their queues empty before it closes them) and answers "ready". Then the
+ * old process stops its stats endpoint, sends MAINPID=<new pid> too (under
+ * NotifyAccess=main only the old, still the main PID, is heard), closes its
+ * listeners after accepting what they queued, and drains its sessions up to
+ * drain_timeout, without sending systemd anything more. No verdict within
+ * UPGRADE_TIMEOUT_MS: the new process is killed and the old serves on.
+ *
+ * The binary: the path this process was started as (argv[0], made absolute
+ * at start; found in PATH when it had no '/'), not /proc/self/exe, which
+ * names the running inode: a package upgrade renames a new file over the
+ * path, and /proc/self/exe would start the old binary again.
+ *
+ * The fork is a spawner's (upgrade.c says why): a process forked at start
+ * that keeps the privileges the proxy started with, so with `user =` the
+ * new process starts as root like the first, binds what is new (a port
+ * below 1024 too) and drops to the user. */
+#ifndef SPLICER_UPGRADE_H
+#define SPLICER_UPGRADE_H
+#include <stdint.h>
+
+#include "config.h"
+
+#define UPGRADE_TIMEOUT_MS 30000
+
+/* At the start of the proxy (before the config is read): remembers the
+ * binary's path and argv, and takes what an upgrade handed over (the
+ * environment variables are removed; the descriptors closed on exec again). */
+void upgrade_init(int argc, char **argv);
+
+/* ---- the new process --------------------------------------------------- */
+
+/* 1 when this process was started by an upgrade and has not answered yet. */
+int upgrade_inherited(void);
+
+/* listener_open_n (listener.h) for a process that may have inherited
+ * sockets: takes up to n inherited sockets bound to *a, and opens the rest
+ * (in the same SO_REUSEPORT group; a Unix listener's are dups). Returns 0
+ * or -errno with err. */
+int upgrade_listener_open_n(struct addr *a, unsigned n, int *fds, char *err, unsigned errlen);
+
+/* An inherited socket bound to *a (the stats endpoint), or -1. */
+int upgrade_take_one(const struct addr *a);
+
+/* Once accepting: tells systemd and the old process; closes the inherited
+ * sockets not taken. No-op when not started by an upgrade. Returns 1 when
+ * it answered an upgrade (the caller sends no READY=1 of its own). */
+int upgrade_ready(void);
+
+/* ---- the old process --------------------------------------------------- */
+
+/* Forks the spawner: call before any thread starts and any socket is open.
+ * Returns 0 or -errno (upgrades are then refused, with a log line). */
+int upgrade_spawner_start(void);
+
+/* Starts the new process with every listener of cfg (fds: per worker, nw
+ * workers) and the stats socket (-1: none). Returns 0, or -1 (logged). */
+int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd);
+
+/* 1 while a new process is starting. */
+int upgrade_pending(void);
+
+/* Called each main-loop turn: returns 1 once the new process said "ready"
+ * (the caller then stops accepting and drains), 0 otherwise; a new process
+ * that exited or timed out is reaped and logged. */
+int upgrade_poll(uint64_t now_ms);
+
+/* Stops a starting new process (SIGTERM to the old one meanwhile). */
+void upgrade_abort(void);
+
+#endif

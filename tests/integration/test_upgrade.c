@@ -1,0 +1,635 @@
+/* Seamless upgrade (SIGUSR2), lame duck (SIGTERM with stats on) and
+ * listener closes that drop nothing queued (a reload removing an address).
+ *
+ * The new process of an upgrade is the old one's child, and outlives it:
+ * this test process is made a child subreaper, so every generation comes
+ * back to it to be reaped, and each one it saw is killed at the end. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- process generations -------------------------------------------------- */
+
+#define UP_MAX_PIDS 64
+static pid_t up_pids[UP_MAX_PIDS];
+static int up_npids;
+
+static void up_track(pid_t pid)
+{
+	if (up_npids < UP_MAX_PIDS)
+		up_pids[up_npids++] = pid;
+}
+
+static void up_init(void)
+{
+	h_init();
+	up_npids = 0;
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+static void up_fini(void)
+{
+	for (int i = 0; i < up_npids; i++)
+		if (kill(up_pids[i], SIGKILL) == 0)
+			waitpid(up_pids[i], NULL, 0);
+	h_fini();
+}
+
+/* 1 once pid has exited (reaped here, or gone). */
+static int up_gone(pid_t pid)
+{
+	char path[64], st[256];
+	FILE *f;
+
+	waitpid(pid, NULL, WNOHANG);
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return 1;
+	size_t n = fread(st, 1, sizeof st - 1, f);
+	fclose(f);
+	st[n] = '\0';
+	const char *rp = strrchr(st, ')');
+	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+static int up_wait_gone(pid_t pid, int ms)
+{
+	int64_t end = h_now_ms() + ms;
+	while (!up_gone(pid)) {
+		if (h_now_ms() > end)
+			return -1;
+		h_sleep_ms(5);
+	}
+	return 0;
+}
+
+/* The pid of the n-th (1-based) "upgrade: process PID serves now" line of
+ * the shared log, waiting up to ms for it; 0 when it did not come. */
+static pid_t up_nth_takeover(const struct h_proxy *p, int n, int ms)
+{
+	int64_t end = h_now_ms() + ms;
+
+	for (;;) {
+		FILE *f = fopen(p->log, "r");
+		char line[1024];
+		int seen = 0;
+		pid_t pid = 0;
+
+		while (f && fgets(line, sizeof line, f)) {
+			const char *k = strstr(line, "upgrade: process ");
+			if (k && strstr(k, " serves now") && ++seen == n)
+				pid = (pid_t)atoi(k + strlen("upgrade: process "));
+		}
+		if (f)
+			fclose(f);
+		if (pid || h_now_ms() > end)
+			return pid;
+		h_sleep_ms(10);
+	}
+}
+
+/* Upgrades the process pid (the n-th upgrade of the test): SIGUSR2, the new
+ * process's pid once it serves, the old one gone (its sessions over). With
+ * watch, *at is what it said when the new process took over. */
+static pid_t up_upgrade_watch(struct h_proxy *p, pid_t pid, int n, _Atomic uint64_t *watch,
+			      uint64_t *at)
+{
+	H_CHECK(kill(pid, SIGUSR2) == 0, "SIGUSR2 to %d: %s", (int)pid, strerror(errno));
+	pid_t np = up_nth_takeover(p, n, 15000);
+	H_CHECK(np > 0, "upgrade %d: no new process took over within 15 s; log %s", n, p->log);
+	up_track(np);
+	if (watch)
+		*at = *watch;
+	if (pid == p->pid) /* the harness's own child: reaped through it */
+		H_CHECK(h_proxy_wait(p, 15000) != -1, "upgrade %d: the old process %d did not exit",
+			n, (int)pid);
+	else
+		H_CHECK(up_wait_gone(pid, 15000) == 0, "upgrade %d: the old process %d did not exit",
+			n, (int)pid);
+	return np;
+}
+
+static pid_t up_upgrade(struct h_proxy *p, pid_t pid, int n)
+{
+	return up_upgrade_watch(p, pid, n, NULL, NULL);
+}
+
+static void up_local(struct h_addr *a, int port)
+{
+	char text[32];
+
+	snprintf(text, sizeof text, "127.0.0.1:%d", port);
+	H_CHECK(h_addr_parse(text, a) == 0, "address %s", text);
+}
+
+static void up_write(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "write %s", path);
+}
+
+/* ---- clients -------------------------------------------------------------- */
+
+/* Echo round trips, one after the other, until stop: each one connected and
+ * echoed, refused (connect failed), or reset (failed after its connect
+ * succeeded: the failure this test is about). */
+struct up_clients {
+	struct h_addr addr;
+	_Atomic int stop;
+	_Atomic long tried, ok, refused, reset;
+	_Atomic long slow; /* connects that took a SYN retransmission (>= 900 ms) */
+	char last_reset[256], last_refused[320];
+	pthread_t thr[4];
+	int n;
+};
+
+/* One session through the proxy to a tag server (h_tag_start with tag
+ * 'T'): the backend's byte, then EOF. Returns 0 or -errno with why, which
+ * starts with "connect to" when the connect failed. */
+static int up_tag_session(const struct h_addr *a, char *why, size_t len, int *slow)
+{
+	/* 8 s: a SYN dropped by a listener on its way out (listener.h) is sent
+	 * again after 1 s, and, unlucky again, after 2 s and 4 s more */
+	int64_t t0 = h_now_ms(), deadline = t0 + 8000;
+	int fd = h_connect(a, 8000), rc;
+	char c = 0;
+
+	*slow = h_now_ms() - t0 >= 900;
+
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, len, "connect to %s: %s", a->text, strerror(-rc));
+		return rc;
+	}
+	rc = h_recv_exact(fd, &c, 1, deadline);
+	if (rc == 0 && c != 'T')
+		rc = -EPROTO;
+	if (rc == 0)
+		rc = h_expect_eof(fd, deadline);
+	close(fd);
+	if (rc)
+		snprintf(why, len, "after the connect: %s",
+			 rc == -ENODATA ? "EOF before the backend's byte" : strerror(-rc));
+	return rc;
+}
+
+static void *up_client_main(void *arg)
+{
+	struct up_clients *c = arg;
+	char why[256];
+
+	for (long i = 0; !c->stop && i < 200000; i++) {
+		int slow, rc = up_tag_session(&c->addr, why, sizeof why, &slow);
+		c->tried++;
+		c->slow += slow;
+		if (rc == 0)
+			c->ok++;
+		else if (!strncmp(why, "connect to", 10)) {
+			c->refused++;
+			snprintf(c->last_refused, sizeof c->last_refused, "%s at %lld ms", why,
+				 (long long)h_now_ms());
+		}
+		else {
+			c->reset++;
+			snprintf(c->last_reset, sizeof c->last_reset, "%s", why);
+		}
+	}
+	return NULL;
+}
+
+static void up_clients_start(struct up_clients *c, const struct h_addr *a, int n)
+{
+	memset(c, 0, sizeof *c);
+	c->addr = *a;
+	c->n = n;
+	for (int i = 0; i < n; i++)
+		H_CHECK(pthread_create(&c->thr[i], NULL, up_client_main, c) == 0, "client thread");
+}
+
+static void up_clients_stop(struct up_clients *c)
+{
+	c->stop = 1;
+	for (int i = 0; i < c->n; i++)
+		pthread_join(c->thr[i], NULL);
+}
+
+/* GET /health: the status code, or 0 when nothing answered. */
+static int up_health(const struct h_addr *stats, char *body, size_t len)
+{
+	static const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+	char buf[1024];
+	int code = 0;
+	int fd = h_connect(stats, 2000);
+
+	if (body)
+		body[0] = '\0';
+	if (fd < 0)
+		return 0;
+	if (h_send_all(fd, req, sizeof req - 1, h_now_ms() + 2000) == 0) {
+		h_recv_all(fd, buf, sizeof buf, h_now_ms() + 2000);
+		if (sscanf(buf, "HTTP/1.1 %d", &code) != 1)
+			code = 0;
+		const char *b = strstr(buf, "\r\n\r\n");
+		if (body && b)
+			snprintf(body, len, "%s", b + 4);
+	}
+	close(fd);
+	return code;
+}
+
+struct up_prober {
+	struct h_addr addr;
+	_Atomic int stop;
+	_Atomic long tried, bad;
+	pthread_t thr;
+};
+
+static void *up_prober_main(void *arg)
+{
+	struct up_prober *p = arg;
+
+	for (long i = 0; !p->stop && i < 100000; i++) {
+		p->tried++;
+		if (up_health(&p->addr, NULL, 0) != 200)
+			p->bad++;
+		h_sleep_ms(10);
+	}
+	return NULL;
+}
+
+/* A config: route r (listen_port -> backend), and route x (xport -> xbackend)
+ * unless xport is 0. */
+static const char *up_config(char *buf, size_t len, int listen_port, int workers, int stats_port,
+			     const char *log, const char *backend, int xport, const char *xbackend)
+{
+	int n = snprintf(buf, len,
+			 "[global]\nworkers = %d\nstats = 127.0.0.1:%d\nlog = %s\n\n"
+			 "[route r]\nlisten = 127.0.0.1:%d\nbackend = %s\n",
+			 workers, stats_port, log, listen_port, backend);
+	if (xport && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "\n[route x]\nlisten = 127.0.0.1:%d\nbackend = %s\n",
+			 xport, xbackend);
+	return buf;
+}
+
+/* ---- the upgrade loop ------------------------------------------------------ */
+
+/* 20 upgrades under a continuous connect loop, changing workers, the stats
+ * address and the access log along the way: no client refused or reset, a
+ * transfer started before the first upgrade finishes byte-exact after it,
+ * /health answers 200 throughout (on the address that does not change). */
+Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_fini,
+     .timeout = 120)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+	static struct up_clients cl;
+	static struct up_prober pr;
+	char conf[256], text[1024], log[256], why[256];
+	static struct h_tag_server tag;
+	int port = h_free_port(), xport = h_free_port(), s1 = h_free_port(), s2 = h_free_port();
+	int rc = h_server_start(&srv, "127.0.0.1:0", 512, h_echo_conn, NULL);
+	char tagb[32];
+
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	h_tag_start(&tag, 'T', 0, 0);
+	snprintf(tagb, sizeof tagb, "127.0.0.1:%d", tag.port);
+	snprintf(conf, sizeof conf, "%s/up.conf", h_tmpdir());
+	snprintf(log, sizeof log, "%s/access.log", h_tmpdir());
+	up_write(conf, up_config(text, sizeof text, port, 2, s1, "off", tagb, xport, srv.addr.text));
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+	pid_t pid = p.pid;
+
+	struct h_addr stats;
+	up_local(&stats, s1);
+	pr.addr = stats;
+	H_CHECK(pthread_create(&pr.thr, NULL, up_prober_main, &pr) == 0, "prober");
+	up_clients_start(&cl, &p.addr, 2);
+
+	/* a transfer through the proxy across the first upgrade: 8 MiB echoed,
+	 * read at 64 KiB per 20 ms (about 2.6 s) */
+	const uint64_t len = 8 * H_MIB;
+	struct h_addr xaddr;
+	up_local(&xaddr, xport);
+	int xfd = h_connect(&xaddr, 2000);
+	H_CHECK(xfd >= 0, "transfer connect: %s", strerror(errno));
+	static struct h_xfer tx, rx;
+	h_xfer_init(&tx, xfd, 0x5EED, len, h_now_ms() + 30000);
+	tx.shut_wr = 1;
+	h_xfer_init(&rx, xfd, 0x5EED, 0, h_now_ms() + 30000);
+	rx.verify = 1;
+	rx.pace_bytes = 64 * 1024;
+	rx.pace_ms = 20;
+	H_CHECK(h_xfer_start_send(&tx) == 0 && h_xfer_start_recv(&rx) == 0, "transfer threads");
+	h_sleep_ms(100);
+
+	/* workers 2 -> 1 -> 3 -> 2 ..., log off <-> file, stats s1 -> s2 at 15 */
+	uint64_t progress_at_first = 0;
+	int64_t t0 = h_now_ms();
+	for (int n = 1; n <= 20; n++) {
+		int workers = 1 + n % 3;
+		int sp = n < 15 ? s1 : s2;
+		if (n == 15) {
+			pr.stop = 1; /* it probes s1, which goes away now */
+			pthread_join(pr.thr, NULL);
+		}
+		up_write(conf, up_config(text, sizeof text, port, workers, sp, n % 2 ? log : "off",
+					 tagb, xport, srv.addr.text));
+		pid = up_upgrade_watch(&p, pid, n, n == 1 ? &rx.progress : NULL, &progress_at_first);
+		char wl[64];
+		snprintf(wl, sizeof wl, "workers %d;", workers);
+		H_CHECK(h_log_lines(&p, "splicer[", wl, NULL) > 0, "upgrade %d: no process started "
+			"with %s", n, wl);
+	}
+	int64_t t_loop = h_now_ms() - t0;
+	up_clients_stop(&cl);
+
+	H_CHECK(h_xfer_join(&tx, 5000) == 0 && h_xfer_join(&rx, 5000) == 0, "transfer threads");
+	h_check_stream("across an upgrade", &tx, &rx, len);
+	H_CHECK(progress_at_first < len, "the transfer was over before the first upgrade (%llu "
+		"bytes): the test proves nothing", (unsigned long long)progress_at_first);
+	close(xfd);
+
+	/* the stats address moved to s2; s1 is closed */
+	struct h_addr st2 = stats;
+	up_local(&st2, s2);
+	char body[256];
+	H_CHECK(up_health(&st2, body, sizeof body) == 200, "GET /health on the new stats address");
+	H_CHECK(up_health(&stats, NULL, 0) == 0, "the old stats address still answers");
+	/* the access log: written by the generations that had it */
+	FILE *f = fopen(log, "r");
+	int lines = 0;
+	while (f && fgets(text, sizeof text, f))
+		lines++;
+	if (f)
+		fclose(f);
+	H_CHECK(lines > 0, "no access-log line in %s from the generations with log = it", log);
+
+	fprintf(stderr, "upgrade loop: 20 upgrades in %lld ms; connections tried %ld, ok %ld, "
+		"refused %ld, reset %ld, connect >= 900 ms %ld; /health probes %ld, not 200: %ld; "
+		"transfer %llu bytes (%llu when the first upgrade was done)\n", (long long)t_loop,
+		(long)cl.tried, (long)cl.ok, (long)cl.refused, (long)cl.reset, (long)cl.slow,
+		(long)pr.tried, (long)pr.bad,
+		(unsigned long long)rx.bytes, (unsigned long long)progress_at_first);
+	H_CHECK(cl.refused == 0 && cl.reset == 0, "clients across 20 upgrades: %ld refused, %ld "
+		"reset of %ld (last refused: %s; last reset: %s); log %s", (long)cl.refused,
+		(long)cl.reset, (long)cl.tried, cl.last_refused, cl.last_reset, p.log);
+	H_CHECK(cl.ok > 100, "only %ld round trips in the loop", (long)cl.ok);
+	H_CHECK(pr.bad == 0, "/health did not answer 200 to %ld of %ld probes across upgrades",
+		(long)pr.bad, (long)pr.tried);
+
+	H_CHECK(kill(pid, SIGTERM) == 0, "SIGTERM");
+	H_CHECK(up_wait_gone(pid, 10000) == 0, "the last generation did not stop");
+	const char *prob = h_proxy_log_problem(&p);
+	H_CHECK(prob == NULL, "sanitizer report in %s: %s", p.log, prob);
+	h_tag_stop(&tag);
+	h_server_stop(&srv);
+}
+
+/* An invalid config: the new process says why and exits non-zero; the old
+ * one serves on, its sockets untouched, and a later valid upgrade works. */
+Test(integ, upgrade_with_invalid_config_keeps_the_old_process, .init = up_init, .fini = up_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+	char conf[256], text[1024], why[256];
+	int port = h_free_port(), s1 = h_free_port();
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	snprintf(conf, sizeof conf, "%s/bad.conf", h_tmpdir());
+	up_write(conf, up_config(text, sizeof text, port, 2, s1, "off", srv.addr.text, 0, NULL));
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+	up_write(conf, "[global]\nworkers = banana\n[route r]\nlisten = 127.0.0.1:1\n");
+	H_CHECK(kill(p.pid, SIGUSR2) == 0, "SIGUSR2");
+	int64_t end = h_now_ms() + 15000;
+	while (h_log_lines(&p, "upgrade: the new process", "exited with status", NULL) == 0 &&
+	       h_now_ms() < end)
+		h_sleep_ms(10);
+	H_CHECK(h_log_lines(&p, "upgrade: the new process", "exited with status 2", NULL) == 1,
+		"the old process did not report the new one's exit (status 2); log %s", p.log);
+	H_CHECK(h_log_lines(&p, "bad.conf:2:", "workers", NULL) == 1,
+		"the new process's message about line 2 is not in the log %s", p.log);
+	H_CHECK(h_proxy_alive(&p), "the old process is gone");
+	H_CHECK(h_echo_roundtrip(&p.addr, 100, 1, 3000, why, sizeof why) == 0,
+		"the old process does not serve after the failed upgrade: %s", why);
+	struct h_addr stats;
+	up_local(&stats, s1);
+	H_CHECK(up_health(&stats, NULL, 0) == 200, "/health after the failed upgrade");
+
+	up_write(conf, up_config(text, sizeof text, port, 1, s1, "off", srv.addr.text, 0, NULL));
+	pid_t np = up_upgrade(&p, p.pid, 1);
+	H_CHECK(h_echo_roundtrip(&p.addr, 100, 2, 3000, why, sizeof why) == 0,
+		"the new process does not serve: %s", why);
+	kill(np, SIGTERM);
+	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	h_server_stop(&srv);
+}
+
+/* The notify socket hears MAINPID=<new pid> and READY=1 from the new
+ * process (SCM_CREDENTIALS says who sent it), and nothing from the old one
+ * but MAINPID=<new pid> (for NotifyAccess=main): no READY, no STOPPING. */
+Test(integ, upgrade_tells_systemd_the_new_main_pid, .init = up_init, .fini = up_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int one = 1, fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	char why[256];
+
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s/notify.sock", h_tmpdir());
+	H_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sun, sizeof sun) == 0 &&
+		setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) == 0,
+		"notify socket: %s", strerror(errno));
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	const char *backends[] = { srv.addr.text, NULL };
+	char port[32];
+	snprintf(port, sizeof port, "127.0.0.1:%d", h_free_port());
+	setenv("NOTIFY_SOCKET", sun.sun_path, 1);
+	h_proxy_up(&p, bin, "auto", port, backends, NULL);
+	unsetenv("NOTIFY_SOCKET");
+	pid_t old = p.pid;
+	pid_t np = up_upgrade(&p, old, 1);
+
+	/* every datagram until the old process is gone, with its sender */
+	int new_mainpid = 0, new_ready = 0, old_mainpid = 0, old_other = 0;
+	char seen[2048] = "";
+	for (int i = 0; i < 16; i++) {
+		char buf[512], cbuf[CMSG_SPACE(sizeof(struct ucred))];
+		struct iovec iov = { buf, sizeof buf - 1 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				     .msg_controllen = sizeof cbuf };
+		h_set_timeouts(fd, 500);
+		ssize_t n = recvmsg(fd, &mh, 0);
+		if (n < 0)
+			break;
+		buf[n] = '\0';
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		pid_t from = 0;
+		if (cm && cm->cmsg_type == SCM_CREDENTIALS)
+			from = ((struct ucred *)CMSG_DATA(cm))->pid;
+		char want[32];
+		snprintf(want, sizeof want, "MAINPID=%d", (int)np);
+		size_t k = strlen(seen);
+		snprintf(seen + k, sizeof seen - k, "[%d: %s] ", (int)from, buf);
+		if (from == np) {
+			new_mainpid |= strstr(buf, want) != NULL;
+			new_ready |= strstr(buf, "READY=1") != NULL;
+		} else if (from == old) {
+			if (strstr(buf, want))
+				old_mainpid = 1;
+			else if (strstr(buf, "READY=1") && !old_mainpid && !new_ready)
+				; /* the first start's READY=1 */
+			else
+				old_other = 1;
+		}
+	}
+	H_CHECK(new_mainpid && new_ready, "expected MAINPID=%d and READY=1 from the new process; "
+		"datagrams: %s", (int)np, seen);
+	H_CHECK(old_mainpid, "expected MAINPID=%d from the old process; datagrams: %s", (int)np,
+		seen);
+	H_CHECK(!old_other, "the old process said more after the hand-over; datagrams: %s", seen);
+	H_CHECK(h_echo_roundtrip(&p.addr, 100, 3, 3000, why, sizeof why) == 0, "serving: %s", why);
+	kill(np, SIGTERM);
+	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	close(fd);
+	h_server_stop(&srv);
+}
+
+/* ---- lame duck ------------------------------------------------------------- */
+
+/* SIGTERM with stats on: /health answers 503 at once while connections are
+ * still accepted and served for `lameduck`; then the port refuses; no
+ * client is reset on the way. */
+Test(integ, lameduck_health_503_while_still_accepting, .init = up_init, .fini = up_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_proxy p;
+	static struct up_clients cl;
+	char conf[256], text[1024], why[256], body[256];
+	int port = h_free_port(), s1 = h_free_port();
+	static struct h_tag_server tag;
+	char tagb[32];
+
+	h_tag_start(&tag, 'T', 0, 0);
+	snprintf(tagb, sizeof tagb, "127.0.0.1:%d", tag.port);
+	snprintf(conf, sizeof conf, "%s/ld.conf", h_tmpdir());
+	snprintf(text, sizeof text, "[global]\nworkers = 2\nstats = 127.0.0.1:%d\nlameduck = 1500ms\n"
+		 "[route r]\nlisten = 127.0.0.1:%d\nbackend = %s\n", s1, port, tagb);
+	up_write(conf, text);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+	struct h_addr stats;
+	up_local(&stats, s1);
+	H_CHECK(up_health(&stats, body, sizeof body) == 200, "/health before SIGTERM: %s", body);
+
+	up_clients_start(&cl, &p.addr, 2);
+	h_sleep_ms(100);
+	int64_t t0 = h_now_ms();
+	H_CHECK(kill(p.pid, SIGTERM) == 0, "SIGTERM");
+	int code = 0;
+	for (int i = 0; i < 100 && (code = up_health(&stats, body, sizeof body)) == 200; i++)
+		h_sleep_ms(5);
+	int64_t t_503 = h_now_ms() - t0;
+	H_CHECK(code == 503 && strstr(body, "draining"), "/health after SIGTERM: %d '%s'", code,
+		body);
+	long ok_at_503 = cl.ok;
+	/* accepted and served after /health turned 503 */
+	int64_t end = h_now_ms() + 5000;
+	while (cl.ok < ok_at_503 + 20 && h_now_ms() < end)
+		h_sleep_ms(5);
+	H_CHECK(cl.ok >= ok_at_503 + 20, "only %ld round trips after /health said 503 (the "
+		"listeners closed at once?)", cl.ok - ok_at_503);
+	H_CHECK(up_health(&stats, NULL, 0) == 503, "/health during the lame duck");
+	/* then the port closes */
+	int64_t t_closed = -1;
+	end = h_now_ms() + 10000;
+	while (h_now_ms() < end) {
+		int fd = h_connect(&p.addr, 200);
+		if (fd < 0 && errno == ECONNREFUSED) {
+			t_closed = h_now_ms() - t0;
+			break;
+		}
+		if (fd >= 0)
+			close(fd);
+		h_sleep_ms(20);
+	}
+	up_clients_stop(&cl);
+	H_CHECK(t_closed > 0, "the port still accepts 10 s after SIGTERM");
+	int st = h_proxy_wait(&p, 10000);
+	fprintf(stderr, "lame duck 1500 ms: /health 503 after %lld ms, port refusing after %lld ms; "
+		"clients: tried %ld, ok %ld, refused %ld, reset %ld\n", (long long)t_503,
+		(long long)t_closed, (long)cl.tried, (long)cl.ok, (long)cl.refused, (long)cl.reset);
+	H_CHECK(cl.reset == 0, "%ld clients reset during the stop (last: %s)", (long)cl.reset,
+		cl.last_reset);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+	h_tag_stop(&tag);
+}
+
+/* ---- listener closes drop nothing queued ----------------------------------- */
+
+/* Reloads that remove and add back a listen address while clients connect
+ * to it as fast as they can: a connect either fails (the address is gone)
+ * or is served; none is reset after the kernel accepted it. */
+Test(integ, reload_removing_a_listener_resets_nobody, .init = up_init, .fini = up_fini,
+     .timeout = 90)
+{
+	const char *bin = h_binary(0);
+	static struct h_proxy p;
+	static struct up_clients cl;
+	char conf[256], with[1024], without[1024], why[256];
+	int a = h_free_port(), b = h_free_port();
+	static struct h_tag_server tag;
+	char tagb[32];
+
+	h_tag_start(&tag, 'T', 0, 0);
+	snprintf(tagb, sizeof tagb, "127.0.0.1:%d", tag.port);
+	snprintf(conf, sizeof conf, "%s/rl.conf", h_tmpdir());
+	snprintf(with, sizeof with, "[global]\nworkers = 2\n[route r]\nlisten = 127.0.0.1:%d\n"
+		 "listen = 127.0.0.1:%d\nbackend = %s\n", a, b, tagb);
+	snprintf(without, sizeof without, "[global]\nworkers = 2\n[route r]\n"
+		 "listen = 127.0.0.1:%d\nbackend = %s\n", a, tagb);
+	up_write(conf, with);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+	struct h_addr to_b;
+	up_local(&to_b, b);
+	up_clients_start(&cl, &to_b, 4);
+	for (int n = 1; n <= 20; n++) {
+		up_write(conf, n % 2 ? without : with);
+		H_CHECK(kill(p.pid, SIGHUP) == 0, "SIGHUP");
+		int64_t end = h_now_ms() + 10000;
+		while (h_log_lines(&p, "SIGHUP: reloaded", NULL) < n && h_now_ms() < end)
+			h_sleep_ms(5);
+		H_CHECK(h_log_lines(&p, "SIGHUP: reloaded", NULL) == n, "reload %d not done", n);
+		h_sleep_ms(150); /* clients connect meanwhile */
+	}
+	up_clients_stop(&cl);
+	fprintf(stderr, "20 reloads removing/adding a listener: connections tried %ld, ok %ld, "
+		"refused %ld, reset %ld\n", (long)cl.tried, (long)cl.ok, (long)cl.refused,
+		(long)cl.reset);
+	H_CHECK(cl.reset == 0, "%ld of %ld connections reset across reloads that removed their "
+		"listener (last: %s)", (long)cl.reset, (long)cl.tried, cl.last_reset);
+	H_CHECK(cl.ok > 50, "only %ld round trips", (long)cl.ok);
+	h_proxy_down(&p);
+	h_tag_stop(&tag);
+}
