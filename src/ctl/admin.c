@@ -721,6 +721,21 @@ static void cmd_upgrade(struct buf *b, int argc, char **argv, int json)
 	put(b, "ok: upgrade asked (SIGUSR2): its outcome is in the log\n");
 }
 
+/* SIGTERM to this process: the lame duck (/health 503 for lameduck while
+ * the listeners still accept), then the drain; the main thread's. */
+static void cmd_drain(struct buf *b, int argc, char **argv, int json)
+{
+	(void)json;
+	if (no_args(b, argc, argv))
+		return;
+	if (kill(getpid(), SIGTERM)) {
+		fail(b, "drain: kill(SIGTERM): %s", strerror(errno));
+		return;
+	}
+	put(b, "ok: draining (SIGTERM): /health answers 503 for lameduck, then the listeners "
+	       "close and sessions finish within drain_timeout\n");
+}
+
 static void cmd_help(struct buf *b, int argc, char **argv, int json);
 
 static const struct command {
@@ -733,7 +748,7 @@ static const struct command {
 	{ "session", cmd_session, "session kill ID" },
 	{ "reload", cmd_reload, "reload" },
 	{ "upgrade", cmd_upgrade, "upgrade" },
-	/* process-wide drain (lame duck): its row goes here */
+	{ "drain", cmd_drain, "drain" },
 	{ "help", cmd_help, "help" },
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

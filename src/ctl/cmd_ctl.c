@@ -23,7 +23,7 @@ static int usage(void)
 		"  show routes|backends|sessions [--json]\n"
 		"  backend ROUTE ADDR drain|disable [--kill]|enable|weight N\n"
 		"  session kill ID\n"
-		"  reload | upgrade | help\n"
+		"  reload | upgrade | drain | help\n"
 		"-c FILE reads the socket's path from the file's `admin = PATH` ([global]).\n");
 	return 2;
 }

@@ -868,3 +868,39 @@ Test(integ, admin_bad_commands, .init = h_init, .fini = h_fini, .timeout = 60)
 	te_stop(&a);
 	te_stop(&b);
 }
+
+/* ctl drain: the lame duck, then the drain, as SIGTERM: /health answers 503
+ * at once while the listener still accepts, and the proxy then exits 0. */
+Test(integ, admin_drain_process, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	struct tag_echo a, b;
+	struct h_proxy p;
+	struct h_addr stats;
+	char *out = NULL, buf[4096];
+	const char *backends[3], *extra[] = { "--admin", sock_path(), "--stats", "127.0.0.1:0",
+					      "--lameduck", "1s", NULL };
+
+	te_start(&a, 'a');
+	te_start(&b, 'b');
+	backends[0] = a.text, backends[1] = b.text, backends[2] = NULL;
+	h_proxy_up(&p, bin, "auto", "127.0.0.1:0", backends, extra);
+	H_CHECK(h_stats_addr(&p, &stats) == 0, "stats address");
+	ctl_ok(bin, &out, (const char *const[]){ "drain", NULL });
+	H_CHECK(strstr(out, "ok: draining"), "ctl drain said: %s", out);
+	free(out);
+	/* /health is 503 during the lame duck, and the listener still serves */
+	int fd = h_connect(&stats, 2000);
+	H_CHECK(fd >= 0, "stats connect");
+	const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	H_CHECK(h_send_all(fd, req, sizeof req - 1, h_now_ms() + 2000) == 0, "health request");
+	size_t n = h_recv_all(fd, buf, sizeof buf - 1, h_now_ms() + 2000);
+	buf[n] = '\0';
+	close(fd);
+	H_CHECK(strstr(buf, " 503 "), "/health during the lame duck: %s", buf);
+	H_CHECK(tag_via(&p.addr, NULL, NULL) != 0, "the listener refused during the lame duck");
+	int st = h_proxy_wait(&p, 10000);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "after ctl drain: status %d", st);
+	te_stop(&a);
+	te_stop(&b);
+}
