@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # splicer: a layer-4 TCP forwarding proxy with splice() engines.
 #   make            build build/splicer
 #   make run        the main job: a stream pushed through each engine (make run ARGS=...)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Throughput and proxy CPU seconds per GB through splicer with iperf3 on
 # loopback, one row per engine setting. The quick figure behind the core's
 # closing note; `splicer bench` (issue 3) is the full experiment.

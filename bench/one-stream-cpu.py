@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # One stream (4 GiB, or SM_TOTAL bytes) client -> splicer -> sink on loopback;
 # prints the bytes that arrived, wall time, throughput, the proxy process's CPU
 # seconds per GB (utime+stime from /proc/PID/stat) and the whole machine's busy

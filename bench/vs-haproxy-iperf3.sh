@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Interleaved single-worker comparison through iperf3 on loopback: HAProxy
 # (mode tcp, its defaults) vs splicer copy / splice 256k / splice 1m, 3 rounds.
 # Figures: receiver Gbit/s and the proxy process's CPU seconds per GB.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /* sockmap.bpf.c: the sockmap engine's SK_SKB stream-verdict program.
  *
  * Every socket of a spliced session sits in `socks` (SOCKHASH keyed by the

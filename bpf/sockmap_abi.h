@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
 /* sockmap_abi.h: the layout shared by bpf/sockmap.bpf.c and src/bpf_sockmap.c
  * (map values). Change both sides together. */
 #ifndef SPLICER_SOCKMAP_ABI_H

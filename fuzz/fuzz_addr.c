@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness: the address parser (src/lib/addr.c) on any text. A parsed
  * address must format back to text that parses to the same address. */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness: the config file reader and checks (src/ctl/config_file.c,
  * src/ctl/config.c) on any file content, through a memfd. Problems go to
  * stderr, which `make fuzz` closes for the target (-close_fd_mask=2;

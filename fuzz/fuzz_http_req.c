@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness: the stats endpoint's request parser (src/proto/http_req.c).
  * An accepted request must have a method of capital letters and a path
  * that starts with '/' and holds no query, space or control character. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness: the PROXY protocol parser (src/proto/proxy_proto.c) on any
  * bytes. Checks what the parser promises beyond not crashing: a length it
  * returns lies within the input and the limits, a complete header parses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness: the ClientHello reader (src/proto/tls_hello.c) and the
  * SNI lookup (src/proto/sni_match.c). Checked on every input:
  *  - the answer is one of the five, and a DONE hello ends within the input

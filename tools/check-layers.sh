@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tools/check-layers.sh: the layer rules of doc/architecture.md, checked on
 # the sources (run by `make`). The Makefile compiles each folder with the
 # include paths of the folders it may use (USES_*), so a wrong include

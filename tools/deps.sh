@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tools/deps.sh PKG...: installs the Debian packages named that are missing,
 # and only those (`make deps`, `make peer-deps`, `make bench-deps`,
 # `make pkg-deps`).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # doc-region.sh FILE COMMAND...: replaces the lines between FILE's
 # "BEGIN GENERATED" and "END GENERATED" marker lines with COMMAND's output
 # (make doc). The markers stay; FILE is untouched when COMMAND fails or

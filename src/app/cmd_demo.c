@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cmd_demo: `splicer demo`, the main job on an embedded default (`make run`).
  * For each engine it starts the proxy as a child on 127.0.0.1 in front of a
  * built-in backend, pushes a random stream through it in both directions at

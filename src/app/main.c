@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* main: command dispatch and the proxy's process life: parse options, probe
  * the engines, bind listeners, start workers, then wait for signals.
  *   splicer -l 127.0.0.1:8080 -b 10.0.0.1:80 -b 10.0.0.2:80 --engine auto

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* backend: see backend.h. */
 #include "backend.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* backend: which backend of a route a new session tries first, the
  * per-backend session counts that leastconn reads, and the run-time state
  * (health, counters, those counts) that survives reloads. Lock-free on the

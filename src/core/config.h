@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config: the settings of a run and the one table that describes them. The
  * table (name, type, range, default, help, scope) drives command-line
  * parsing, the config file's keys and --help, so an option cannot exist in

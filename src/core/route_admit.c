@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* route_admit: ACLs and per-source limits of a route (route_admit.h). */
 #define _GNU_SOURCE
 #include "route_admit.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* route_admit: who may open a session on a route. The route's allow/deny
  * lists (deny wins; an empty allow list admits every source), then its
  * per-source limits: concurrent sessions (source_max_conns) and new

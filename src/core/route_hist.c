@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* route_hist: see route_hist.h. */
 #define _GNU_SOURCE
 #include "route_hist.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* route_hist: latency, duration and size histograms per route, for
  * Prometheus (splicer_route_*_seconds, splicer_route_session_bytes).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* session: connecting to a backend (with retries), pumping both directions,
  * half-close, errors, timeouts and the close line of the log. */
 #define _GNU_SOURCE

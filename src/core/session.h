@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* session: one client connection and its backend connection, two sides and
  * two directions (up: client->backend, down: backend->client).
  *

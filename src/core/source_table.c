@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* source_table: see source_table.h. */
 #include "source_table.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* source_table: per-source admission, for a route's source_max_conns
  * (concurrent sessions per source) and source_conn_rate (new sessions per
  * second per source).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tls_route: choosing a listener's route from the ClientHello (tls_route.h). */
 #define _GNU_SOURCE
 #include "tls_route.h"

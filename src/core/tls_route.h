@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tls_route: the route a TLS client asked for. A listener whose routes
  * have `sni` peeks at the client's first bytes until the whole ClientHello
  * is there (tls_hello.h), then chooses: the most specific of its names that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* waitq: the maxconn wait queue (waitq.h). */
 #include "waitq.h"
 

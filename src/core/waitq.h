@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* waitq: clients waiting for a backend slot (backend maxconn). Each worker
  * keeps its waiting sessions in arrival order; when a session releases a
  * slot of a backend with maxconn and its route has clients waiting, every

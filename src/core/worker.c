@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* worker: the event loop. One turn: wait for events (until the first
  * session deadline at most; no wait when sessions are queued with work
  * left), dispatch them, run the queued sessions and the due timers, keep

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* worker: one thread, one epoll loop, its own listening sockets, pipe pool,
  * buffer pool and counters. Nothing on the data path is shared between
  * workers; the few process-wide values (active sessions, stop flag) live in

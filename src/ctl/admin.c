@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* admin: see admin.h. */
 #define _GNU_SOURCE
 #include "admin.h"

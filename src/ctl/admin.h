@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* admin: the admin socket (`admin = PATH` in [global]) and `splicer ctl`,
  * its client. A Unix stream socket, mode 0600, the run-as user's (made
  * before root is dropped), served by one thread; kept across reloads (a new

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cmd_check: `splicer check -c FILE [options]` is a preflight, as `haproxy
  * -c` and `nginx -t` are: it reads the config the way the proxy would (same
  * reader, same checks, options applied on top), resolves every name, looks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* splicer ctl: the admin socket's client (admin.h says the protocol).
  *   splicer ctl -s /run/splicer/admin.sock show backends
  *   splicer ctl -c /etc/splicer/splicer.conf backend web 10.0.0.2:80 drain */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config: the settings table, the command-line parser, route resolution and
  * --help. The config file's reader is config_file.c; both set values through
  * setting_parse() so a value means the same wherever it is written. */

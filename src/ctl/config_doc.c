@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config_doc: see config_doc.h. One description per key (struct key_doc),
  * filled from the settings table or, for the keys the file reader handles
  * itself, from the limits in config.h; two renderers, markdown and roff. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config_doc: the configuration reference, printed from the settings table
  * (config.c), the engine registry and the keys config_file.c reads itself
  * (sections, listen, backend), so the documentation cannot drift from the

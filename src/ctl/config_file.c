@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config_file: reads the INI config with libinih into struct config.
  *
  *   [global]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config_listen: a config's listening sockets. Routes that give the same
  * address share one socket (a listen group); the ClientHello's SNI chooses
  * among the routes that have `sni`, and the one route without it takes

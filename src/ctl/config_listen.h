@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config_listen: builds a config's listen groups (struct listen_group in
  * config.h): one per distinct address, with the routes that share it and,
  * when some have sni, the table of their server names. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config_table: the settings table, shared by the command-line parser
  * (config.c) and the config file reader (config_file.c). Internal. */
 #ifndef SPLICER_CONFIG_TABLE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* dns: see dns.h.
  *
  * Why c-ares (Debian libc-ares-dev) and not getaddrinfo() in a thread:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* dns: backend names given with resolve=DURATION (struct dns_name), looked
  * up with c-ares: A and AAAA, or with srv an SRV name's records, whose
  * targets are then looked up for their addresses (the lowest priority's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* health: see health.h. */
 #define _GNU_SOURCE
 #include "health.h"

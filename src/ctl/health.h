@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* health: active TCP health checks. One thread for the process, but each
  * backend of each route with `check = tcp` has its own schedule: every
  * check_interval it gets a non-blocking connect that has check_timeout to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* notify: see notify.h. */
 #include "notify.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* notify: systemd's readiness protocol (sd_notify) without libsystemd: one
  * datagram per state change to $NOTIFY_SOCKET ("READY=1", "STOPPING=1", ...)
  * when it is set; nothing otherwise. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* privs: see privs.h. */
 #define _GNU_SOURCE
 #include "privs.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* privs: dropping root after the sockets are bound (`user = NAME`), and the
  * start-up check that the kernel's limits can hold what the config asks. */
 #ifndef SPLICER_PRIVS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* reload: see reload.h. */
 #define _GNU_SOURCE
 #include "reload.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* reload: SIGHUP. Re-reads the config file with the same command line on top
  * (the command line still wins), and only when it is valid swaps it in:
  * listeners whose address did not change keep their sockets (no connection

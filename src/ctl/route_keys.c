@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* route_keys: sni, alpn, allow and deny in a [route] (route_keys.h). */
 #define _GNU_SOURCE
 #include "route_keys.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* route_keys: the route keys whose values are lists of words rather than
  * settings of the table: sni (server names for TLS routing), alpn (ALPN
  * protocols), allow and deny (source ranges). Repeated lines add to the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats_http: see stats_http.h. */
 #define _GNU_SOURCE
 #include "stats_http.h"

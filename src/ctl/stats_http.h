@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats_http: the operator's endpoint (`stats = ADDR`): HTTP/1.1
  *   GET /metrics  Prometheus text exposition (version 0.0.4)
  *   GET /health   200 "ok" while the proxy runs; 503 with the reason while

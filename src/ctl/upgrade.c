@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* upgrade: see upgrade.h. */
 #define _GNU_SOURCE
 #include "upgrade.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* upgrade: SIGUSR2 (and `splicer ctl upgrade`, which sends it) replaces the
  * running process with the binary now on disk, with the same arguments,
  * without refusing or resetting a client.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bpf_sockmap: see bpf_sockmap.h. The BPF object is built by the Makefile
  * (clang -target bpf) into $(B)/bpf/sockmap.bpf.o and embedded here with
  * .incbin, so the binary needs no file at run time; libbpf opens it from

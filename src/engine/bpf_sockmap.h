@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bpf_sockmap: loads bpf/sockmap.bpf.c (embedded in the binary) and keeps
  * its maps for the sockmap engine: one SOCKHASH of sockets and one counter
  * slot per direction, for the whole process. The program and maps are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine: how bytes move, as plug-ins. An engine is one file with its own
  * state and one row in the registry (engine_registry.c); the core (session,
  * worker, main, reload, stats) calls the hooks below and names no engine.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_copy: recv() into a per-direction buffer, send() it out. The
  * reference engine, the fallback, and the better one for small messages
  * (one copy of 64 bytes costs less than two splices and a pipe). The buffer

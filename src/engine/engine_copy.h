@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_copy's direction state: a buffer from the worker's pool and the
  * bytes [head, tail) waiting in it. Apart from engine_copy.c only for
  * engines that copy through the same state (sockmap, for what its program

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_list: the engine registry's rows, one per choice a route can make
  * (`engine = NAME`). Adding an engine is its file and a row here.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_names: the names of the registry's choices (engine_list.h), for the
  * config's `engine` setting; apart from the registry so that the config
  * reader links without the engines (the config fuzzer). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_registry: every engine, and every choice a route can make. Adding
  * an engine is its file and a row in each table below. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_sockmap (experimental): both sockets of a session go into the BPF
  * SOCKHASH of bpf/sockmap.bpf.c, whose stream verdict redirects every skb
  * one socket receives to the other's send path, so no byte crosses into

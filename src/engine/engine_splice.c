@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_splice: socket -> pipe -> socket with splice(2), so payload pages
  * move by reference and never cross into user space.
  *

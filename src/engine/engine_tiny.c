@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_tiny (tests only: `engine = test-tiny`): recv() and send() through
  * a 7-byte window of a copy buffer. Every stream is cut into the smallest
  * pieces and every read is short, so the core's half-close, reset, back-

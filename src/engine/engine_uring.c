@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_uring: io_uring drives a session's two directions once its backend
  * is connected. Accept, connect (with retries), the PROXY header and timers
  * stay on the worker's epoll loop; the ring's fd sits in that epoll set and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pipe_pool: see pipe_pool.h for the rules. */
 #define _GNU_SOURCE
 #include "pipe_pool.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pipe_pool: a bounded, per-worker pool of pipes for the splice engine.
  *
  * Rules (from HAProxy's pipe.c and the netdev threads): a pipe is created

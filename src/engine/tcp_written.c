@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tcp_written: see tcp_written.h for why these readings and this order. */
 #define _GNU_SOURCE
 #include "tcp_written.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tcp_written: how many bytes have entered a TCP socket's send queue (its
  * write_seq, less a constant), read without a race against ACKs, and the
  * sockmap engine's arithmetic with it: whether every byte meant for a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* urgent: see urgent.h. */
 #include "urgent.h"
 

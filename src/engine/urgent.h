@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* urgent: TCP urgent data (send(MSG_OOB)) on a direction's source.
  *
  * A receiver without SO_OOBINLINE never sees the urgent byte in the stream:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* access_log: see access_log.h. */
 #define _GNU_SOURCE
 #include "access_log.h"

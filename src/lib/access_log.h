@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* access_log: one line per session, for operators and log pipelines:
  *   2026-12-03T08:30:00.123Z route=web client=192.0.2.7:51514 backend=10.0.0.1:80
  *   up=1043 down=88211 duration_ms=35 reason=done listener=0.0.0.0:8080

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* addr: parsing and printing of socket addresses. Hostnames go through
  * getaddrinfo() once, at parse time: a proxy must not block its event loop on
  * DNS, and a name that does not resolve is a startup error, not a runtime one.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* addr: the address forms of the command line and config, for listeners and
  * backends alike:
  *   host:port      "127.0.0.1:80", "localhost:8080" (a name: every address it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cidr: see cidr.h. */
 #include "cidr.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cidr: address ranges for a route's `allow` and `deny`, and the one way
  * splicer reads a client's IP address (also the source table's key).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cmd: subcommands other than the proxy itself. */
 #ifndef SPLICER_CMD_H
 #define SPLICER_CMD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* listener: see listener.h. */
 #define _GNU_SOURCE
 #include "listener.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* listener: listening sockets. TCP listeners get one SO_REUSEPORT socket per
  * worker so the kernel spreads connections without a shared accept queue or
  * lock; a Unix listener is one socket that every worker holds a dup of

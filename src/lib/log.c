@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* log: see log.h. Format: "2026-12-02T18:30:00.123Z splicer[PID] LEVEL: message".
  *
  * Why a writer thread behind a bounded ring and not O_NONBLOCK on stderr:

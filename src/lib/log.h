@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* log: leveled lines on stderr, one line per record, so lines from several
  * workers never interleave. The level is checked in the macro, so a disabled
  * debug line costs one compare and no formatting.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* loop_guard: see loop_guard.h. */
 #include "loop_guard.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* loop_guard: stops a connection loop at run time.
  *
  * `check` refuses a backend that is its route's own listener, but a loop can

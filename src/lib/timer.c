@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* timer: see timer.h. */
 #include "timer.h"
 

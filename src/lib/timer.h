@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* timer: a per-worker binary min-heap of deadlines. Each session owns one
  * struct timer set to its earliest deadline (connect, PROXY header, idle or
  * half-closed limit, a send queue to look at again); the worker sleeps until

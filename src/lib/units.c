@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* units: number parsing with suffixes, strict (no atoi): the whole string
  * must be consumed, overflow is reported, negative numbers are rejected. */
 #include "units.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* units: parse sizes ("64k", "1m") and durations ("500ms", "5s", "10m").
  * Both return 0 on success or -EINVAL (not a number / bad suffix) or
  * -ERANGE (overflow); *out is only written on success. */

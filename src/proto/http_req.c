@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* http_req: see http_req.h. */
 #include "http_req.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* http_req: the request head parser of the stats endpoint, kept apart from
  * its sockets so it can be unit-tested and fuzzed. Strict: one request line
  * of exactly "METHOD SP /path SP HTTP/1.x", a method of 1-15 capital

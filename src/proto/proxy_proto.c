@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* proxy_proto: see proxy_proto.h. */
 #define _GNU_SOURCE
 #include "proxy_proto.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* proxy_proto: the PROXY protocol (HAProxy's spec, versions 1 and 2), which
  * passes the client's addresses to a backend ahead of the stream.
  *   v1: "PROXY TCP4 192.0.2.7 198.51.100.1 51514 443\r\n", at most 107 bytes

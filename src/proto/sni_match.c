@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sni_match: see sni_match.h. */
 #include "sni_match.h"
 

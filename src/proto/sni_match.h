@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sni_match: chooses a route by the server name of a ClientHello, among the
  * routes that share one listener.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tls_hello: see tls_hello.h. Two passes: the record walk (incremental,
  * per call) finds where the handshake message ends; the body parse runs
  * once, when it is whole, over a cursor that hops across record headers. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tls_hello: reads a TLS ClientHello from the bytes peeked so far, to route
  * a TLS connection by its server name (SNI) and ALPN without terminating it.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A splicer fleet behind ECMP, on one machine: network namespaces for the
 clients, a router, three splicer instances and five backends, joined by veth
 pairs in 10.200.0.0/16 (traffic never leaves the namespaces).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # make fleet: a splicer fleet behind ECMP in network namespaces (see
 # tests/fleet/fleet.py and doc/deployment.md).
 # Usage: fleet.sh [--short] [--balance roundrobin|leastconn|maglev] [BIN]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration-test harness for splicer; see harness.h. */
 #define _GNU_SOURCE
 #include "harness.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration-test harness for splicer: runs the proxy binary as a child
  * process, provides helper backends as threads of the test process, bounded
  * socket I/O, a position-addressable PRNG byte stream, SHA-256 and an RSS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Load drivers: see load_driver.h. */
 #define _GNU_SOURCE
 #include "load_driver.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Load drivers for test_load.c: thousands of sockets on non-blocking,
  * level-triggered epoll loops (a thread per loop, not per connection), and
  * probes of the proxy process (/proc fds and memory, /metrics).

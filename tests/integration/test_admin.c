@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for the admin socket and `splicer ctl` (issue 16, item
  * 2), each against real sessions through the proxy:
  *   - show routes | backends | sessions, as text and as JSON (parsed here);

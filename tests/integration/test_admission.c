@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Admission control on real sockets: allow/deny ranges, source_max_conns
  * and source_conn_rate tried from several 127.0.0.x sources, and a backend
  * maxconn whose queue serves a waiting client when a slot frees and closes

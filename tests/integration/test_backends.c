@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases: backend selection and failover (a refused first
  * backend, all backends down then one coming back). */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for bad input: each must get a clear error (what is
  * wrong and where) and disturb nothing else.
  *   - config files that are not text (binary junk, a NUL after a valid

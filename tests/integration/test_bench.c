@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `splicer bench` smoke tests: a run must finish, the sink must have
  * verified every byte, and every figure of every case must be present and
  * positive (the proxy figures are null only for `direct`, which has none);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration case 13: command-line errors, --help and --version (plain
  * proxy binary only, no engine variants). */
 #define _GNU_SOURCE

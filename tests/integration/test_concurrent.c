@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration case 9: 2,000 concurrent sessions, 1 MiB each way.
  *
  * One client thread and one backend thread, each an epoll loop over

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for the config file (-c) and `splicer check`: one test
  * per error class with its exact FILE:LINE: message, a valid file, two
  * routes end to end, weighted round robin over 3,000 connections, leastconn

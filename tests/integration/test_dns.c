@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for backend names with resolve= (src/ctl/dns.c), against
  * a DNS server of the test's own (UDP on 127.0.0.1, answering A, AAAA and
  * SRV from a table the test changes while the proxy runs; the proxy is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The documentation against the binary: the generated parts of
  * doc/configuration.md and doc/splicer.conf.5 are what `splicer
  * config-reference [--man]` prints (make doc writes them), the man pages

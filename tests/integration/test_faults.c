@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fault matrix: what the network and the peers can do to a session, and what
  * splicer must still guarantee.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A fleet behind ECMP (issue 18): the short run of tests/fleet/fleet.sh,
  * three instances behind a Linux router's multipath route (resilient
  * nexthop group, L4 hashing) and five backends, each in its own network

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Short fuzz runs in the default suite: every libFuzzer harness of `make
  * fuzz` (fuzz/fuzz_*.c, clang -fsanitize=fuzzer,address,undefined) runs for
  * SPLICER_FUZZ_SECONDS (20 by default) on a copy of its seed corpus, all at

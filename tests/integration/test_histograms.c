@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for the route histograms and the access log's extra
  * lines (issue 16, observability; src/core/route_hist.h, access_log.h):
  *   - sessions of known sizes and durations through an echo backend land in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for the core's limits and choices: connect timeout,
  * idle timeout, --max-conns, EMFILE on accept, pipe exhaustion fallback,
  * auto's engine choice and the -v session line. Run against the plain

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Load: 4,000 concurrent sessions in one proxy process moving 1 MiB each way
  * with every byte checked; 100,000 short connections in a row with the
  * proxy's descriptors and memory flat afterwards; user-space memory per idle

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for logging and the proxy's process hygiene (issue 12):
  * a log sink that stops reading never stalls forwarding (stderr and the
  * access log into a pipe nobody reads, a FIFO as the access log), fds 0-2

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for what an operator sees (issue 14, "failures
  * visible"): backend connect errors at the default log level, one line per
  * backend per interval with their count; the access log's appended fields

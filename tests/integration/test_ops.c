@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for operating the proxy: the access log (a line per
  * session matching the traffic, SIGUSR1 reopening the file after a rotation)
  * and systemd's readiness protocol (READY=1, STOPPING=1 on NOTIFY_SOCKET). */

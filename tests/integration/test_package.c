@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Install and package: the checks are shell scripts in tests/package/ (they
  * drive make, dpkg-deb, systemd-analyze and tools/deps.sh, which is what
  * shell is for); each test here runs one from the source tree and fails with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Issue 14, items 2 and 3: `splicer check` as a preflight (user, log file as
  * that user, listen and stats addresses bound once, unit-less durations,
  * did-you-mean, no follow-on noise) with the proxy refusing to start on the

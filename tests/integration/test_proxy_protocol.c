@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for the PROXY protocol: headers sent to a backend carry
  * the client's real address (IPv4, IPv6, Unix; v1 and v2), and accept_proxy
  * takes a client's header, forwards its address, and closes clients whose

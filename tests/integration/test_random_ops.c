@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration case: random operations on many sessions at once (in the
  * spirit of Envoy's tcp_proxy random-operation tests).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for `splicer recv` and `splicer send` (issue 6): every
  * method moves 256 MiB intact (SHA-256 at both ends, content against the
  * generated stream) into ext4 and tmpfs; send with every method from a

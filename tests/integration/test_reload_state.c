@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases for run-time state across reloads and for health-check
  * scheduling (issue 12, defects 6-8):
  *   - one route's silent backend with a 10 s check_timeout does not delay

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases: session semantics of issue 12 that the differential
  * suite (tests/peer) does not pin down against a peer.
  *   - half_close_timeout bounds a half-closed session's silence (15);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The experimental sockmap engine: a slow client taking a queued answer
  * keeps its session past half_close_timeout (below), and the fallback: when
  * BPF cannot be loaded the proxy says why in one line at start and forwards

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration cases: byte streams through the proxy (bulk, ping-pong,
  * half-close both ways, backend reset, slow reader, SIGTERM drain, unix
  * sockets, IPv6). Each case runs per engine and per proxy build; see

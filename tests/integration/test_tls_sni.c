@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TLS passthrough routed by SNI, on real sockets: ClientHellos made by
  * OpenSSL (with the names, ALPN and sizes each case needs), sent whole, one
  * byte per segment, in three pieces, or re-framed into two TLS records;

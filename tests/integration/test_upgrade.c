@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Seamless upgrade (SIGUSR2), lame duck (SIGTERM with stats on) and
  * listener closes that drop nothing queued (a reload removing an address).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The uring engine past the descriptor limit: established sessions live in
  * the workers' fixed file tables, not in the process's descriptor table, so
  * a proxy under `ulimit -n 1024` holds 1,200 sessions (2,400 sockets) open

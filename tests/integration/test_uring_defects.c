@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Regression cases for the uring engine's defects of issue 13:
  *   1. descriptor reuse: with the sessions on plain descriptors (the fixed
  *      file table full under a small ulimit -n), a session closed while an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Integration case: the plain proxy under valgrind memcheck. One proxy with
  * a route per engine (copy, splice, auto) carries, on each route, streams
  * both ways at once, request/response rounds, a half-close, a backend reset

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ClientHellos for the SNI tests; see tls_hello_gen.h. */
 #include "tls_hello_gen.h"
 

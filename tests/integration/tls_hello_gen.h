@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ClientHellos for the tests that route by SNI (tests/integration/
  * test_tls_sni.c and the differential suite, tests/peer): made by OpenSSL
  * itself, so they are what a real client sends, and re-framed when a case

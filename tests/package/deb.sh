@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The .deb `make deb` built (SPLICER_DEB): unpacked with dpkg-deb -x into a
 # throwaway root, its metadata checked, and its own `splicer check` run on
 # its own config, unchanged. The config says `user = splicer` and logs to

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tools/deps.sh against a fake host: a policy-rc.d path and an /etc of its
 # own (SPLICER_DEPS_POLICY, SPLICER_DEPS_ETC) and an install command that
 # checks the policy and enables services the way a package's postinst does

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # `make install DESTDIR=... PREFIX=/usr` (the package's layout) and PREFIX=
 # /usr/local: exactly the expected files, the unit's paths filled in, the
 # unit, config, logrotate and sysctl snippets agreeing with each other;

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The unit `make install DESTDIR=... PREFIX=/usr` writes, through systemd's
 # own checks, offline (PID 1 need not be systemd):
 #   systemd-analyze verify: no message at all (it exits 0 on unknown keys;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The differential suite's machinery; see peers.h. */
 #define _GNU_SOURCE
 #include "peers.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The differential suite's machinery: one scenario (a backend behaviour and
  * a client behaviour) runs through several columns -- direct (client to
  * backend), HAProxy, nginx stream and splicer with each engine -- repeated,

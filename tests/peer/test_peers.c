@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The differential suite: TCP edge cases through direct, HAProxy (mode tcp,
  * defaults), nginx stream (defaults, and with proxy_half_close on: by
  * default nginx ends a session at either side's FIN) and splicer with each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* make soak: a mixed workload through one proxy for SPLICER_SOAK_SECONDS
  * (600 by default), sampled every 10 s into a CSV (and a chart when gnuplot
  * is installed), with the verdict at the end: no error, no corrupted byte,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nfq_delay: holds every packet of an NFQUEUE for a fixed time, then lets
  * it go. The fault tests use it for "delay 20 ms" because this kernel has no
  * tc netem:

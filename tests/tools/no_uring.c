@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* no_uring PROG [ARGS...]: runs PROG where io_uring_setup(2) fails with
  * EPERM, as under a container's seccomp profile that blocks io_uring
  * (Docker's default does). A classic BPF filter installed with

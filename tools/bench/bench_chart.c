@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_chart: the chart of `splicer bench --chart FILE`, drawn by gnuplot
  * from the medians, each bar with a whisker from the min to the max of the
  * repetitions. On loopback: bulk throughput and CPU per GB, request/response

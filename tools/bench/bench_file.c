@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_file: see bench_file.h. */
 #define _GNU_SOURCE
 #include "bench_file.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_file: the seeds' socket -> file and file -> socket experiments
  * (threads 001 and 003) as rows of `splicer bench`, measured by running
  * `splicer recv` and `splicer send` themselves over loopback.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_link: see bench_link.h. */
 #define _GNU_SOURCE
 #include "bench_link.h"

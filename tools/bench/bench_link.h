@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_link: the links `splicer bench` measures over.
  *
  * `loopback` is the machine's lo (MTU 64k, no segmentation at all). The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_proxy: see bench_proxy.h. */
 #define _GNU_SOURCE
 #include "bench_proxy.h"

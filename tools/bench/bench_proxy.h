@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_proxy: the proxies `splicer bench` measures, started as children on
  * a free loopback port in front of the sink: splicer itself (any engine and
  * options), HAProxy, nginx stream and socat, plus the CPU and memory of each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_real: see bench_real.h. */
 #define _GNU_SOURCE
 #include "bench_real.h"

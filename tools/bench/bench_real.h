@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_real: real clients for `splicer bench --real`: redis-benchmark
  * against a redis-server, and pgbench against a PostgreSQL, both servers
  * started by the bench in a temporary directory on free loopback ports and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_report: the tables and conclusions of `splicer bench`, as text for
  * the terminal or markdown for --doc (both from bench_table), and the
  * issue-17 goals with their ratios.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_run: what one `splicer bench` run measured, shared by the runner
  * (cmd_bench.c), the reports (bench_report.c), the chart (bench_chart.c)
  * and the real clients (bench_real.c).

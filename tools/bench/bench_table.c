@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_table: see bench_table.h. */
 #include "bench_table.h"
 

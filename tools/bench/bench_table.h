@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_table: the tables of `splicer bench`, built cell by cell and
  * printed either aligned for a terminal or as markdown for --doc, so the
  * two never disagree.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_tls: see bench_tls.h. */
 #define _GNU_SOURCE
 #include "bench_tls.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_tls: the TLS passthrough rows of `splicer bench` (workload `tls`),
  * with an OpenSSL client and server inside the bench process; the proxies
  * in between never decrypt.

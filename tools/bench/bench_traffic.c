@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_traffic: see bench_traffic.h. */
 #define _GNU_SOURCE
 #include "bench_traffic.h"

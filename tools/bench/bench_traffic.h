@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_traffic: the traffic of `splicer bench`, generated and checked inside
  * splicer (threads of the bench process), so a run needs no other tool.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cmd_bench: `splicer bench`, the project's measurement of itself and of its
  * peers, in one run on the machine at hand.
  *

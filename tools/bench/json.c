@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* json: streaming JSON writer. Nothing is buffered here beyond stdio: each
  * call writes its piece at once, so a result file grows as a benchmark runs
  * and memory does not grow with the number of samples.

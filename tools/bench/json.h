@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* json: a tiny streaming JSON writer for benchmark results, indented for
  * people (newline + 2 spaces per level, empty containers as {} and []).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats: min/max/mean, median and percentiles of benchmark samples.
  *
  *   stats_sort(rtt, n);

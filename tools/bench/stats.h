@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats: summary statistics over benchmark samples (doubles), e.g. the median
  * of five runs or the p99.9 of ten million round-trip times.
  *

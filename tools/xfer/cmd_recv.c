@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cmd_recv: `splicer recv [options] LISTEN FILE` accepts stream connections
  * and writes their bytes into FILE, one connection after another (each
  * appended where the previous one ended), and reports bytes, seconds, MiB/s

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cmd_send: `splicer send [options] FILE ADDRESS` connects to ADDRESS, sends
  * FILE ('-': stdin), half-closes, waits for the receiver to close, and
  * reports bytes, seconds, MiB/s and optionally the SHA-256.

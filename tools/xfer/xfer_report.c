@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xfer_report: see xfer_report.h.
  *
  * Default pipe size 1m: recv's CPU time per GiB over loopback (5 runs each,

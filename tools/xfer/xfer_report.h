@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xfer_report: what `splicer recv` and `splicer send` share: their command
  * line, the report line, SHA-256 of the bytes moved, and the loops that move
  * bytes out of a pipe or a buffer (partial writes, EINTR, an output that

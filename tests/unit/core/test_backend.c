@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/core/backend.c: weighted round robin, leastconn, and Maglev
  * (same client -> same backend whatever the instance, about 1/N of clients
  * moved when one of N backends goes). */

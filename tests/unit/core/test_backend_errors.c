@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for the connect-error lines of src/core/backend.c: the first
  * error of a quiet backend is logged at once, the ones after it within
  * BACKEND_ERR_REPORT_MS wait and come as one line with their count, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for the run-time state registry of src/core/backend.c: config
  * generations with the same route and backend share one state object (so
  * a reload keeps health, counters and leastconn counts), keyed by the route

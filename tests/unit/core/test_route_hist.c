@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/core/route_hist.c: a value on a bound goes into that
  * bound's bucket (Prometheus's le is "less than or equal"), one above the
  * last into +Inf; workers' slices add up; routes of the same name in two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/core/source_table.c: per-source session counts and
  * rates, IPv6 keyed by /64, least-recently-used eviction that never takes
  * an entry with live sessions, and threads admitting and releasing at once.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/ctl/config.c: the settings table through the command-line
  * parser (values, units, ranges, "auto", errors) and config_finalize(). */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/engine/pipe_pool.c: pipes are non-blocking and sized, the pool
  * is bounded, only empty pipes are recycled, and destroy closes what it holds. */
 #define _GNU_SOURCE

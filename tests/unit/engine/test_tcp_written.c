@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/engine/tcp_written.c: the sockmap engine's FIN decision (issue
  * 13, defect 5). A FIN may follow a direction's bytes only once every byte
  * meant for the destination since the hand-off is on its send queue; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/lib/addr.c: addr_parse for every address form (and the
  * error sentences of the bad ones), addr_format and addr_is_inet. */
 #include <criterion/criterion.h>

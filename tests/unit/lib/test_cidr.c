@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/lib/cidr.c: range parsing and its messages, host bits,
  * v4-mapped clients, and the allow/deny decision. */
 #include <arpa/inet.h>

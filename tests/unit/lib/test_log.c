@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for logging (src/lib/log.c: escaping, the bounded sink) and the
  * worker pieces issue 12 touched (src/core/worker.c: the copy buffer pool's trim,
  * listener arming during an EMFILE pause, the heartbeat). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/lib/timer.c: the per-worker deadline heap that replaced
  * the 100 ms scan of every session (issue 13, defect 6). */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/lib/units.c: parse_size, parse_duration_ms, parse_uint and
  * the format_* helpers. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/proto/http_req.c: the stats endpoint's request parser. */
 #include <criterion/criterion.h>
 #include <string.h>

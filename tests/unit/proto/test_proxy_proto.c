@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/proto/proxy_proto.c: v1 and v2 round trips through the
  * builder and the strict parser, byte-at-a-time arrival, and each class of
  * malformed header. */

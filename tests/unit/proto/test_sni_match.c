@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/proto/sni_match.c: exact names before wildcards, the
  * longest wildcard first, case, and what `check` is told about overlaps. */
 #include <criterion/criterion.h>

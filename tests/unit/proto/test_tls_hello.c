@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for src/proto/tls_hello.c: real ClientHellos captured from
  * OpenSSL, curl and Python (tests/data/tls/README), fed whole, at every
  * split point and re-cut into records; synthetic hellos for GREASE and for

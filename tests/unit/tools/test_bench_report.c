@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for the pieces of `splicer bench` that read other programs'
  * output or lay out its own: the redis-benchmark CSV and pgbench summary
  * parsers (bench_real.c, on the texts those tools print, copied from real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for tools/bench/json.c: exact output (layout, escapes, numbers) written
  * into an open_memstream buffer, and json_finish's verdicts on unbalanced
  * nesting, misused keys, depth overflow and failed writes. */

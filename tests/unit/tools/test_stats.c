@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for tools/bench/stats.c: min/max/mean, median, percentiles (numpy's
  * linear method, values worked out by hand below), the in-place sort, and
  * the NAN cases (no samples, NaN samples, p out of range, failed copy). */
