@@ -69,7 +69,7 @@ PEER_PKGS  := haproxy nginx libnginx-mod-stream
 BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis-tools postgresql
 # `make deb` and its test (tests/package/deb.sh) build and check the package.
 PKG_PKGS   := debhelper dpkg-dev lintian
-CRITERION_ARGS ?= --jobs 1 --timeout 300
+CRITERION_ARGS ?= --jobs 1 --timeout 300 --tap=$(B)/test-times.tap
 
 .PHONY: all run test deps peer-deps bench-deps pkg-deps bench perf-doc install uninstall deb clean asan fuzz soak
 

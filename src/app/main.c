@@ -381,13 +381,15 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		stats_http_stop();
 		return start_failed(cfg, nlisteners);
 	}
-	log_startup(cfg, engine_routes_use_pipes(cfg) ? granted_pipe_size(cfg) : 0);
 	if ((hr = health_start(cfg)))
 		log_warn("health checks not started: %s", strerror(-hr));
 	dns_set_config(cfg);
 	if ((hr = dns_start()))
 		log_warn("resolver thread not started: %s; resolve= names keep their addresses",
 			 strerror(-hr));
+	/* "ready" once every thread runs: what a supervisor (or a test
+	 * counting descriptors) sees next is the steady state */
+	log_startup(cfg, engine_routes_use_pipes(cfg) ? granted_pipe_size(cfg) : 0);
 	if (!upgrade_ready() && notify_send("READY=1\nSTATUS=forwarding") < 0)
 		log_warn("NOTIFY_SOCKET is set but READY=1 could not be sent to it");
 	rl.cfg = cfg;

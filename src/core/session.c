@@ -655,6 +655,10 @@ static int session_connect(struct session *s)
 		s->attempted = 1;
 		fd = socket(b->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0) {
+			int err = errno;
+			if (err == EMFILE || err == ENFILE) /* no descriptor for the backend: */
+				worker_fd_pause(w, "backend socket", err); /* stop taking clients */
+			errno = err;
 			connect_error(s, errno, 1); /* warns once, not once per session */
 			session_unhold(s);
 			break; /* out of descriptors: another backend will not help */

@@ -300,6 +300,19 @@ static int accept_fd_error(int err)
 	return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
 }
 
+void worker_fd_pause(struct worker *w, const char *what, int err)
+{
+	/* Out of descriptors or memory: a level-triggered listener would wake
+	 * us again at once, and each accept would take the descriptor a
+	 * backend socket needs; step back, the backlog keeps the clients. */
+	if (!__atomic_exchange_n(&w->sh->fd_warned, 1, __ATOMIC_RELAXED))
+		log_warn("%s: %s; pausing accepts for %d ms (raise ulimit -n or lower --max-conns); "
+			 "logged once, counted in accept_fd_pauses", what, strerror(err), FD_PAUSE_MS);
+	CTR_ADD(w, accept_fd_pauses, 1);
+	worker_listeners_arm(w, 0);
+	w->accept_resume_ms = w->now_ms + FD_PAUSE_MS;
+}
+
 /* One connection from l's queue into a session. Returns 1 when the queue
  * may hold more (a session started, or a connection gone before its
  * accept), 0 when it is empty, -errno when accepting must stop. */
@@ -343,15 +356,7 @@ static void listener_accept(struct worker *w, struct listener *l)
 		if ((r = accept_one(w, l)) > 0)
 			continue;
 		if (r < 0 && accept_fd_error(-r)) {
-			/* Out of descriptors or memory: a level-triggered
-			 * listener would wake us again at once, so step back. */
-			if (!__atomic_exchange_n(&w->sh->fd_warned, 1, __ATOMIC_RELAXED))
-				log_warn("accept: %s; pausing accepts for %d ms (raise ulimit -n "
-					 "or lower --max-conns); logged once, counted in accept_fd_pauses",
-					 strerror(-r), FD_PAUSE_MS);
-			CTR_ADD(w, accept_fd_pauses, 1);
-			worker_listeners_arm(w, 0);
-			w->accept_resume_ms = w->now_ms + FD_PAUSE_MS;
+			worker_fd_pause(w, "accept", -r);
 		} else if (r < 0) {
 			log_warn("accept on %s: %s", l->addr->text, strerror(-r));
 		}

@@ -199,4 +199,8 @@ int worker_engines_init(struct worker *w, const struct config *cfg);
  * set): worker_scan arms them when the pause ends. */
 void worker_listeners_arm(struct worker *w, int on);
 
+/* Out of descriptors (or memory) in `what` (accept, a backend socket):
+ * accepting pauses for a moment, logged once. */
+void worker_fd_pause(struct worker *w, const char *what, int err);
+
 #endif

@@ -646,7 +646,9 @@ static void *dns_main(void *arg)
 			ares_destroy(ch);
 			ch = NULL;
 		}
-		if (!ch) {
+		/* the channel (resolv.conf, hosts, sockets) only once a name is
+		 * followed: a config without resolve= costs the thread alone */
+		if (!ch && dns.n) {
 			snprintf(resolvers, sizeof(resolvers), "%s", dns.resolvers);
 			if (channel_open(&ch, resolvers, err, sizeof(err))) {
 				log_err("resolver thread: %s; names are not looked up", err);

@@ -507,6 +507,8 @@ Test(integ, dns_one_two_one, .init = h_init, .fini = h_fini, .timeout = 90)
 	case_one_two_one(h_binary(0));
 }
 
+/* The ASan+UBSan proxy runs the case that exercises the most of dns.c and
+ * of a regenerated config (add, remove, drain); the others run plain. */
 Test(integ, dns_one_two_one_asan, .init = h_init, .fini = h_fini, .timeout = 120)
 {
 	case_one_two_one(h_binary(1));
@@ -552,10 +554,6 @@ Test(integ, dns_failure_keeps_last, .init = h_init, .fini = h_fini, .timeout = 9
 	case_failure_keeps_last(h_binary(0));
 }
 
-Test(integ, dns_failure_keeps_last_asan, .init = h_init, .fini = h_fini, .timeout = 120)
-{
-	case_failure_keeps_last(h_binary(1));
-}
 
 /* SRV: the targets and ports of the lowest priority, each target looked up
  * for addresses; a record moving a target to another port moves sessions. */
@@ -615,10 +613,6 @@ Test(integ, dns_srv, .init = h_init, .fini = h_fini, .timeout = 90)
 	case_srv(h_binary(0));
 }
 
-Test(integ, dns_srv_asan, .init = h_init, .fini = h_fini, .timeout = 120)
-{
-	case_srv(h_binary(1));
-}
 
 /* A name with resolve= that has no address at start: `check` passes with a
  * note at its line; the proxy starts without the backend (clients are
@@ -671,10 +665,6 @@ Test(integ, dns_start_without_address, .init = h_init, .fini = h_fini, .timeout 
 	case_start_without(h_binary(0));
 }
 
-Test(integ, dns_start_without_address_asan, .init = h_init, .fini = h_fini, .timeout = 120)
-{
-	case_start_without(h_binary(1));
-}
 
 /* The backend line's options and `resolvers` are checked where the file
  * says them. */
