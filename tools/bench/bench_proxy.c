@@ -43,6 +43,9 @@ static int template_path(const char *name, char *out, size_t len)
 		if (access(out, R_OK) == 0)
 			return 1;
 	}
+	snprintf(out, len, "bench/%s", name); /* run from a source tree */
+	if (access(out, R_OK) == 0)
+		return 1;
 	if (n > 0) {
 		self[n] = '\0';
 		if ((slash = strrchr(self, '/')))
