@@ -223,14 +223,18 @@ class Fleet:
         while time.monotonic() < end:
             self.procs[i].poll()  # reaps ours when it ends
             pids = [int(x) for x in sh("ip netns pids %s" % self.ns("i%d" % i), check=False).split()]
-            live = [x for x in pids if Adopted(x).poll() is None]
+            live = [x for x in pids if Adopted(x).poll() is None and proc_state(x) != "Z"]
             # a proxy's own helper processes are its children: count the
             # top-level ones (the successor is the old one's child until
-            # the old one has drained and gone)
+            # the old one has drained and gone). The old one's upgrade
+            # spawner (single-threaded, forked before any thread) may
+            # outlive it, an orphan parent of the successor: the proxy is
+            # the top-level process with worker threads.
             top = [x for x in live if ppid(x) not in live]
-            if len(top) == 1:
-                if top[0] != self.procs[i].pid:
-                    self.procs[i] = Adopted(top[0])
+            proxies = [x for x in live if threads(x) > 1]
+            if len(top) == 1 and len(proxies) == 1:
+                if proxies[0] != self.procs[i].pid:
+                    self.procs[i] = Adopted(proxies[0])
                 return True
             time.sleep(0.1)
         return False
@@ -310,6 +314,25 @@ class Adopted:
                 raise subprocess.TimeoutExpired("splicer", timeout)
             time.sleep(0.05)
         return 0
+
+
+def proc_state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+def threads(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def ppid(pid):
