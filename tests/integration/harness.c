@@ -1591,3 +1591,16 @@ char h_tag_of(const struct h_addr *a, int *keep)
 		close(fd);
 	return c;
 }
+
+const char *h_conf_write(const char *name, const char *text)
+{
+	static char path[8][300];
+	static int next;
+	char *p = path[next++ % 8];
+	FILE *f;
+
+	snprintf(p, sizeof path[0], "%s/%s", h_tmpdir(), name);
+	f = fopen(p, "we");
+	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", p);
+	return p;
+}

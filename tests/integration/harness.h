@@ -148,6 +148,10 @@ int h_addr_parse(const char *s, struct h_addr *a);
 void h_addr_from(struct h_addr *a, const struct sockaddr *sa, socklen_t len);
 int h_addr_port(const struct h_addr *a);
 
+/* Writes text to a new file `name` in h_tmpdir() (asserts success) and
+ * returns its path; the last 8 paths stay valid. */
+const char *h_conf_write(const char *name, const char *text);
+
 /* ---- the proxy process --------------------------------------------------- */
 
 struct h_proxy {

@@ -15,15 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *conf_write(const char *name, const char *text)
-{
-	static char path[300];
-	snprintf(path, sizeof path, "%s/%s", h_tmpdir(), name);
-	FILE *f = fopen(path, "we");
-	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
-	return path;
-}
-
 static int connect_from(int port, const char *src)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -53,7 +44,7 @@ static char tag_from(int fd, int *reset)
 
 static void proxy_up(struct h_proxy *p, struct h_addr *stats, const char *name, const char *text)
 {
-	const char *args[] = { "-c", conf_write(name, text), NULL };
+	const char *args[] = { "-c", h_conf_write(name, text), NULL };
 	char err[256];
 
 	H_CHECK(h_proxy_start(p, h_binary(1), args, err, sizeof err) == 0, "proxy: %s", err);

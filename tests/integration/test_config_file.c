@@ -16,24 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Writes text to a new file in the test's temp dir; returns its path. */
-static const char *conf_write(const char *name, const char *text)
-{
-	static char path[4][300];
-	static int next;
-	char *p = path[next++ % 4];
-	snprintf(p, sizeof path[0], "%s/%s", h_tmpdir(), name);
-	FILE *f = fopen(p, "we");
-	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", p);
-	return p;
-}
-
 /* Runs `splicer check -c FILE` and expects exit 1 with exactly one line on
  * stderr: "FILE:" + expected. */
 static void check_one_error(const char *bin, const char *name, const char *text,
 			    const char *expected)
 {
-	const char *path = conf_write(name, text);
+	const char *path = h_conf_write(name, text);
 	const char *args[] = { "check", "-c", path, NULL };
 	char *out = NULL, *err = NULL, want[600];
 	int st = h_run_capture(bin, args, 5000, &out, &err);
@@ -179,7 +167,7 @@ Test(integ, config_check_lists_every_problem_and_missing_file, .init = h_init, .
      .timeout = 30)
 {
 	const char *bin = h_binary(0);
-	const char *path = conf_write("many.conf", "[global]\nworkers = 0\n[route a]\nlisten = :1\n"
+	const char *path = h_conf_write("many.conf", "[global]\nworkers = 0\n[route a]\nlisten = :1\n"
 						  "[route b]\nbackend = :9\nnope = 1\n");
 	const char *args[] = { "check", "-c", path, NULL };
 	char *out = NULL, *err = NULL;
@@ -206,7 +194,7 @@ Test(integ, config_check_lists_every_problem_and_missing_file, .init = h_init, .
 Test(integ, config_check_valid_file, .init = h_init, .fini = h_fini, .timeout = 30)
 {
 	const char *bin = h_binary(0);
-	const char *path = conf_write("ok.conf",
+	const char *path = h_conf_write("ok.conf",
 				      "# a comment\n"
 				      "[global]\n"
 				      "workers = 2\n"
@@ -245,12 +233,12 @@ Test(integ, config_indentation_and_byte_order_mark_are_layout, .init = h_init, .
 {
 	const char *bin = h_binary(0);
 	const char *files[] = {
-		conf_write("indented.conf", "[global]\n    workers = 2\n[route web]\n"
+		h_conf_write("indented.conf", "[global]\n    workers = 2\n[route web]\n"
 					    "    listen = 127.0.0.1:18080\n\tbackend = 127.0.0.1:18090\n"
 					    "    # an indented comment\n\t; and another\n"
 					    "  [route api]\n  listen = 127.0.0.1:18081\n"
 					    "  backend = 127.0.0.1:18091\n"),
-		conf_write("bom.conf", "\xef\xbb\xbf[route web]\nlisten = 127.0.0.1:18080\n"
+		h_conf_write("bom.conf", "\xef\xbb\xbf[route web]\nlisten = 127.0.0.1:18080\n"
 				       "backend = 127.0.0.1:18090\n"),
 	};
 	const char *routes[] = { "2 routes, 2 listen addresses, 2 backends",
@@ -276,7 +264,7 @@ Test(integ, config_directory_and_second_file_are_refused, .init = h_init, .fini 
      .timeout = 30)
 {
 	const char *bin = h_binary(0);
-	const char *ok = conf_write("one.conf", "[route web]\nlisten = 127.0.0.1:18080\n"
+	const char *ok = h_conf_write("one.conf", "[route web]\nlisten = 127.0.0.1:18080\n"
 						"backend = 127.0.0.1:18090\n");
 	char want[600], other[300];
 	char *out = NULL, *err = NULL;
@@ -348,7 +336,7 @@ static void case_routes(const char *bin, const char *engine)
 		 "[route web]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d\nengine = %s\n\n"
 		 "[route api]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d\nengine = %s\n",
 		 a.port, engine, b.port, engine);
-	proxy_from_file(&p, bin, conf_write("routes.conf", text), NULL);
+	proxy_from_file(&p, bin, h_conf_write("routes.conf", text), NULL);
 	ready_addr(&p, 0, &web);
 	ready_addr(&p, 1, &api);
 	for (int i = 0; i < 20; i++) {
@@ -379,7 +367,7 @@ Test(integ, config_weighted_roundrobin_3000, .init = h_init, .fini = h_fini, .ti
 		 "[global]\nworkers = 2\n[route w]\nlisten = 127.0.0.1:0\n"
 		 "backend = 127.0.0.1:%d 127.0.0.1:%d weight=3 127.0.0.1:%d weight=2\n",
 		 a.port, b.port, c.port);
-	proxy_from_file(&p, bin, conf_write("weights.conf", text), NULL);
+	proxy_from_file(&p, bin, h_conf_write("weights.conf", text), NULL);
 	for (int i = 0; i < total; i++) {
 		char t = h_tag_of(&p.addr, NULL);
 		if (t >= 'A' && t <= 'C')
@@ -414,7 +402,7 @@ Test(integ, config_leastconn_prefers_idle_backend, .init = h_init, .fini = h_fin
 	snprintf(text, sizeof text,
 		 "[route lc]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d 127.0.0.1:%d\n"
 		 "balance = leastconn\n", a.port, b.port);
-	proxy_from_file(&p, bin, conf_write("leastconn.conf", text), NULL);
+	proxy_from_file(&p, bin, h_conf_write("leastconn.conf", text), NULL);
 	/* Three sessions held on whichever backend they land: then the next
 	 * ones must all go to the one with fewer, until the counts are equal. */
 	char first = h_tag_of(&p.addr, &held[nheld++]);
@@ -451,7 +439,7 @@ Test(integ, config_command_line_overrides_file, .init = h_init, .fini = h_fini, 
 		 "[global]\nworkers = 1\n[route r]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d\n"
 		 "engine = splice\nidle_timeout = 1m\n", a.port);
 	const char *extra[] = { "--engine", "copy", "--workers", "2", NULL };
-	proxy_from_file(&p, bin, conf_write("override.conf", text), extra);
+	proxy_from_file(&p, bin, h_conf_write("override.conf", text), extra);
 	H_CHECK(h_tag_of(&p.addr, NULL) == 'A', "no session through the proxy");
 	int route_ok = h_log_lines(&p, "route r:", "engine copy", "idle 60000 ms", NULL);
 	int workers_ok = h_log_lines(&p, "workers 2;", NULL);
@@ -504,7 +492,7 @@ Test(integ, config_maglev_same_client_same_backend_across_restarts, .init = h_in
 	snprintf(text, sizeof text,
 		 "[route m]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d\n"
 		 "balance = maglev\n", srv[0].port, srv[1].port, srv[2].port);
-	const char *path = conf_write("maglev.conf", text);
+	const char *path = h_conf_write("maglev.conf", text);
 	for (int run = 0; run < 2; run++) {
 		char *seen = run ? again : first;
 		proxy_from_file(&p, bin, path, NULL);
@@ -557,7 +545,7 @@ Test(integ, health_checks_mark_down_and_up, .init = h_init, .fini = h_fini, .tim
 		 "check = tcp\ncheck_interval = 100ms\ncheck_timeout = 200ms\nrise = 2\nfall = 2\n",
 		 a.port, bport);
 	const char *extra[] = { "-v", NULL };
-	proxy_from_file(&p, bin, conf_write("health.conf", text), extra);
+	proxy_from_file(&p, bin, h_conf_write("health.conf", text), extra);
 
 	/* B dies: marked down within fall x interval (+ a round of slack), and
 	 * no session tries it afterwards. */
@@ -609,7 +597,6 @@ Test(integ, health_checks_mark_down_and_up, .init = h_init, .fini = h_fini, .tim
 }
 
 /* ---- SIGHUP reload ------------------------------------------------------- */
-
 
 struct client_loop {
 	struct h_addr target;

@@ -317,15 +317,6 @@ static void tagecho_pair(struct tagecho *two, struct tagecho *three)
 
 /* ---- the proxy -------------------------------------------------------------- */
 
-static const char *conf_write(const char *name, const char *text)
-{
-	static char path[300];
-	snprintf(path, sizeof path, "%s/%s", h_tmpdir(), name);
-	FILE *f = fopen(path, "we");
-	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
-	return path;
-}
-
 static void proxy_from_file(struct h_proxy *p, const char *bin, const char *path)
 {
 	const char *args[] = { "-c", path, NULL };
@@ -344,7 +335,7 @@ static void proxy_up(struct h_proxy *p, const char *bin, const struct tdns *d, c
 	snprintf(text, sizeof text,
 		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\nresolvers = 127.0.0.1:%d\n"
 		 "[route web]\nlisten = 127.0.0.1:0\nbackend = %s\n", d->port, backend);
-	proxy_from_file(p, bin, conf_write("dns.conf", text));
+	proxy_from_file(p, bin, h_conf_write("dns.conf", text));
 	H_CHECK(h_stats_addr(p, stats) == 0, "no stats address in the log");
 }
 
@@ -554,7 +545,6 @@ Test(integ, dns_failure_keeps_last, .init = h_init, .fini = h_fini, .timeout = 9
 	case_failure_keeps_last(h_binary(0));
 }
 
-
 /* SRV: the targets and ports of the lowest priority, each target looked up
  * for addresses; a record moving a target to another port moves sessions. */
 static void case_srv(const char *bin)
@@ -613,7 +603,6 @@ Test(integ, dns_srv, .init = h_init, .fini = h_fini, .timeout = 90)
 	case_srv(h_binary(0));
 }
 
-
 /* A name with resolve= that has no address at start: `check` passes with a
  * note at its line; the proxy starts without the backend (clients are
  * closed, logged), and takes the address once DNS has one. */
@@ -633,7 +622,7 @@ static void case_start_without(const char *bin)
 	snprintf(text, sizeof text,
 		 "[global]\nresolvers = 127.0.0.1:%d\n[route web]\nlisten = 127.0.0.1:0\n"
 		 "backend = late.dns.test:%d resolve=1s\n", d.port, two.port);
-	path = conf_write("check.conf", text);
+	path = h_conf_write("check.conf", text);
 	const char *args[] = { "check", "-c", path, NULL };
 	st = h_run_capture(bin, args, 20000, &out, &err);
 	H_CHECK(st == 0 && strstr(err, "check.conf:5: note: backend late.dns.test") &&
@@ -665,7 +654,6 @@ Test(integ, dns_start_without_address, .init = h_init, .fini = h_fini, .timeout 
 	case_start_without(h_binary(0));
 }
 
-
 /* The backend line's options and `resolvers` are checked where the file
  * says them. */
 Test(integ, dns_config_errors, .init = h_init, .fini = h_fini, .timeout = 60)
@@ -693,7 +681,7 @@ Test(integ, dns_config_errors, .init = h_init, .fini = h_fini, .timeout = 60)
 	for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		snprintf(text, sizeof text, "[global]\nresolvers = 127.0.0.1:9\n[route web]\n"
 			 "listen = 127.0.0.1:0\n%s\n", cases[i].line);
-		const char *args[] = { "check", "--syntax-only", "-c", conf_write("bad.conf", text), NULL };
+		const char *args[] = { "check", "--syntax-only", "-c", h_conf_write("bad.conf", text), NULL };
 		int st = h_run_capture(bin, args, 20000, &out, &err);
 		H_CHECK(st != 0 && strstr(err, cases[i].expected), "'%s': status %d, stderr: %s",
 			cases[i].line, st, err);
@@ -702,7 +690,7 @@ Test(integ, dns_config_errors, .init = h_init, .fini = h_fini, .timeout = 60)
 	}
 	snprintf(text, sizeof text, "[global]\nresolvers = dns.example\n[route web]\n"
 		 "listen = 127.0.0.1:0\nbackend = app.dns.test:80 resolve=1s\n");
-	const char *args[] = { "check", "--syntax-only", "-c", conf_write("res.conf", text), NULL };
+	const char *args[] = { "check", "--syntax-only", "-c", h_conf_write("res.conf", text), NULL };
 	int st = h_run_capture(bin, args, 20000, &out, &err);
 	H_CHECK(st != 0 && strstr(err, "res.conf:2: resolvers: invalid value 'dns.example' (expects "
 				       "numeric addresses"),

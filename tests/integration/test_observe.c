@@ -21,19 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Writes text to a file in the test's temp dir; returns its path (static). */
-static const char *ob_write(const char *name, const char *text)
-{
-	static char path[4][300];
-	static int next;
-	char *p = path[next++ % 4];
-
-	snprintf(p, sizeof path[0], "%s/%s", h_tmpdir(), name);
-	FILE *f = fopen(p, "we");
-	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", p);
-	return p;
-}
-
 static char *ob_read(const char *path)
 {
 	FILE *f = fopen(path, "re");
@@ -248,7 +235,7 @@ Test(integ, access_log_names_listener_connect_time_error_and_ender, .init = h_in
 		 "[route hold]\nlisten = 127.0.0.1:%d\nbackend = %s\n",
 		 log, ports[0], echo.addr.text, ports[1], greeter.port, ports[2], dead.text, ports[3],
 		 resetter.addr.text, ports[4], echo.addr.text);
-	ob_start(&p, bin, ob_write("observe.conf", conf));
+	ob_start(&p, bin, h_conf_write("observe.conf", conf));
 	ob_addr(&a_echo, ports[0]);
 	ob_addr(&a_greet, ports[1]);
 	ob_addr(&a_dead, ports[2]);
@@ -491,7 +478,7 @@ Test(integ, metrics_families_are_contiguous_and_name_build_start_and_reload, .in
 	H_CHECK(h_server_start(&a, "127.0.0.1:0", 16, h_echo_conn, NULL) == 0 &&
 			h_server_start(&b, "127.0.0.1:0", 16, h_echo_conn, NULL) == 0, "echo backends");
 	int p1 = h_free_port(), p2 = h_free_port();
-	const char *path = ob_write("metrics.conf", ob_conf_text(conf, sizeof conf, p1, p2,
+	const char *path = h_conf_write("metrics.conf", ob_conf_text(conf, sizeof conf, p1, p2,
 								  a.addr.text, b.addr.text, ""));
 	int64_t before = (int64_t)time(NULL) * 1000;
 	ob_start(&p, bin, path);
@@ -514,7 +501,7 @@ Test(integ, metrics_families_are_contiguous_and_name_build_start_and_reload, .in
 	free(body);
 
 	/* a good reload, then a bad one: the metrics say which */
-	ob_write("metrics.conf", ob_conf_text(conf, sizeof conf, p1, p2, a.addr.text, b.addr.text,
+	h_conf_write("metrics.conf", ob_conf_text(conf, sizeof conf, p1, p2, a.addr.text, b.addr.text,
 					       "balance = leastconn\n"));
 	H_CHECK(kill(p.pid, SIGHUP) == 0, "SIGHUP");
 	for (int64_t end = h_now_ms() + 5000; h_now_ms() < end; h_sleep_ms(20))
@@ -526,7 +513,7 @@ Test(integ, metrics_families_are_contiguous_and_name_build_start_and_reload, .in
 		"after a good reload: success 1 and a time after the start (%lld) expected:\n%s", start,
 		body);
 	free(body);
-	ob_write("metrics.conf", "[route web]\nlisten = 127.0.0.1:1\nbackend = nowhere\n");
+	h_conf_write("metrics.conf", "[route web]\nlisten = 127.0.0.1:1\nbackend = nowhere\n");
 	h_sleep_ms(20); /* a later millisecond than the good reload's */
 	H_CHECK(kill(p.pid, SIGHUP) == 0, "SIGHUP");
 	for (int64_t end = h_now_ms() + 5000; h_now_ms() < end; h_sleep_ms(20))
@@ -579,7 +566,7 @@ Test(integ, promtool_accepts_a_real_scrape, .init = h_init, .fini = h_fini, .tim
 			h_server_start(&b, "127.0.0.1:0", 16, h_echo_conn, NULL) == 0, "echo backends");
 	H_CHECK(h_refused_open(&dead) == 0, "no refusing port");
 	int p1 = h_free_port(), p2 = h_free_port();
-	ob_start(&p, bin, ob_write("prom.conf", ob_conf_text(conf, sizeof conf, p1, p2, a.addr.text,
+	ob_start(&p, bin, h_conf_write("prom.conf", ob_conf_text(conf, sizeof conf, p1, p2, a.addr.text,
 							     dead.text, "")));
 	H_CHECK(h_stats_addr(&p, &stats) == 0, "no stats address in %s", p.log);
 	for (int i = 0; i < 4; i++) /* traffic, and a refused backend's errors */
@@ -593,7 +580,7 @@ Test(integ, promtool_accepts_a_real_scrape, .init = h_init, .fini = h_fini, .tim
 			strstr(body, "splicer_route_session_bytes_count{route=\"web\",direction=\"up\"} 4\n"),
 		"histogram families missing from the scrape:\n%s", body);
 	snprintf(file, sizeof file, "%s/scrape.txt", h_tmpdir());
-	ob_write("scrape.txt", body);
+	h_conf_write("scrape.txt", body);
 	free(body);
 	snprintf(cmd, sizeof cmd, "'%s' check metrics < '%s'", promtool, file);
 	const char *args[] = { "-c", cmd, NULL };

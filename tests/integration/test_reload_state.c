@@ -24,15 +24,6 @@
 
 /* ---- helpers --------------------------------------------------------------- */
 
-static const char *conf_write(const char *name, const char *text)
-{
-	static char path[300];
-	snprintf(path, sizeof path, "%s/%s", h_tmpdir(), name);
-	FILE *f = fopen(path, "we");
-	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
-	return path;
-}
-
 static void proxy_from_file(struct h_proxy *p, const char *bin, const char *path)
 {
 	const char *args[] = { "-c", path, NULL };
@@ -222,7 +213,7 @@ Test(integ, health_check_schedules_are_per_backend, .init = h_init, .fini = h_fi
 		 "[route fast]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d\n"
 		 "check = tcp\ncheck_interval = 100ms\ncheck_timeout = 1s\nfall = 1\n",
 		 hole.port, b.port);
-	proxy_from_file(&p, bin, conf_write("sched.conf", text));
+	proxy_from_file(&p, bin, h_conf_write("sched.conf", text));
 	H_CHECK(h_stats_addr(&p, &stats) == 0, "no stats line");
 	/* the fast route's backend passes a check first */
 	snprintf(metric, sizeof metric,
@@ -274,7 +265,7 @@ Test(integ, reload_70_in_a_row_all_apply, .init = h_init, .fini = h_fini, .timeo
 
 	echo_start(&e);
 	write_one_route(text, sizeof text, h_free_port(), e.port);
-	proxy_from_file(&p, bin, conf_write("r70.conf", text));
+	proxy_from_file(&p, bin, h_conf_write("r70.conf", text));
 	for (int i = 1; i <= 70; i++)
 		reload(&p, i);
 	H_CHECK(h_log_lines(&p, "earlier configs", NULL) == 0, "a reload was refused");
@@ -298,7 +289,7 @@ Test(integ, reload_66_generations_with_sessions_do_not_block, .init = h_init, .f
 	echo_start(&e);
 	int port = h_free_port();
 	write_one_route(text, sizeof text, port, e.port);
-	proxy_from_file(&p, bin, conf_write("r66.conf", text));
+	proxy_from_file(&p, bin, h_conf_write("r66.conf", text));
 	/* one session per generation, each seen forwarding before the reload */
 	for (int i = 0; i < gens; i++) {
 		fd[i] = h_connect(&p.addr, 2000);
@@ -333,7 +324,7 @@ Test(integ, reload_keeps_route_counters_of_a_spanning_session, .init = h_init, .
 
 	echo_start(&e);
 	write_one_route(text, sizeof text, h_free_port(), e.port);
-	proxy_from_file(&p, bin, conf_write("counters.conf", text));
+	proxy_from_file(&p, bin, h_conf_write("counters.conf", text));
 	H_CHECK(h_stats_addr(&p, &stats) == 0, "no stats line");
 	int fd = h_connect(&p.addr, 2000);
 	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
@@ -385,7 +376,7 @@ Test(integ, reload_keeps_a_dead_backend_down, .init = h_init, .fini = h_fini, .t
 		 "[route h]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d %s\n"
 		 "check = tcp\ncheck_interval = 300ms\ncheck_timeout = 200ms\nrise = 2\nfall = 3\n",
 		 h_free_port(), a.port, dead.text);
-	proxy_from_file(&p, bin, conf_write("down.conf", text));
+	proxy_from_file(&p, bin, h_conf_write("down.conf", text));
 	H_CHECK(h_stats_addr(&p, &stats) == 0, "no stats line");
 	snprintf(down, sizeof down, "backend %s is down", dead.text);
 	H_CHECK(log_wait(&p, down, NULL, 1, 5000) >= 0, "the dead backend was never marked down");
@@ -430,7 +421,7 @@ Test(integ, reload_keeps_leastconn_counts, .init = h_init, .fini = h_fini, .time
 		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\n\n"
 		 "[route lc]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d 127.0.0.1:%d\n"
 		 "balance = leastconn\n", h_free_port(), a.port, b.port);
-	proxy_from_file(&p, bin, conf_write("lc.conf", text));
+	proxy_from_file(&p, bin, h_conf_write("lc.conf", text));
 	H_CHECK(h_stats_addr(&p, &stats) == 0, "no stats line");
 	snprintf(ma, sizeof ma, "splicer_backend_sessions_active{route=\"lc\",backend=\"127.0.0.1:%d\"}",
 		 a.port);

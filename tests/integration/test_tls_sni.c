@@ -25,15 +25,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *conf_write(const char *name, const char *text)
-{
-	static char path[300];
-	snprintf(path, sizeof path, "%s/%s", h_tmpdir(), name);
-	FILE *f = fopen(path, "we");
-	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
-	return path;
-}
-
 /* Connects to a from source address src ("127.0.0.2"; NULL: any). */
 static int connect_from(const struct h_addr *a, const char *src)
 {
@@ -98,7 +89,7 @@ static void sni_env_up(struct sni_env *e, const char *bin, const char *extra_def
 		 "backend = 127.0.0.1:%d\n"
 		 "[route other]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n%s",
 		 lport, e->a.port, lport, e->b.port, lport, e->d.port, extra_default ? extra_default : "");
-	path = conf_write("sni.conf", text);
+	path = h_conf_write("sni.conf", text);
 	const char *args[] = { "-c", path, NULL };
 	char err[256];
 	H_CHECK(h_proxy_start(&e->p, bin, args, err, sizeof err) == 0, "proxy: %s", err);
@@ -200,7 +191,7 @@ Test(integ, sni_forwards_every_byte_and_closes_the_silent, .init = h_init, .fini
 		 "backend = 127.0.0.1:%d\ntls_hello_timeout = 1s\n"
 		 "[route echo]\nlisten = 127.0.0.1:%d\nbackend = %s\n",
 		 pd, po, a.port, pd, echo.addr.text);
-	const char *args[] = { "-c", conf_write("fwd.conf", text), NULL };
+	const char *args[] = { "-c", h_conf_write("fwd.conf", text), NULL };
 	H_CHECK(h_proxy_start(&p, h_binary(1), args, err, sizeof err) == 0, "proxy: %s", err);
 	H_CHECK(h_stats_addr(&p, &stats) == 0, "stats address");
 	h_addr_parse("127.0.0.1:0", &dflt);
@@ -325,7 +316,7 @@ Test(integ, sni_route_carries_64mib_of_tls_end_to_end, .init = h_init, .fini = h
 		 "[route a]\nlisten = 127.0.0.1:%d\nsni = a.example.com\nbackend = 127.0.0.1:%d\n"
 		 "[route other]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n",
 		 lport, srv.port, lport, d.port);
-	const char *args[] = { "-c", conf_write("tls64.conf", text), "--engine", "splice", NULL };
+	const char *args[] = { "-c", h_conf_write("tls64.conf", text), "--engine", "splice", NULL };
 	H_CHECK(h_proxy_start(&p, h_binary(0), args, err, sizeof err) == 0, "proxy: %s", err);
 	h_addr_parse("127.0.0.1:0", &pa);
 	((struct sockaddr_in *)&pa.ss)->sin_port = htons((uint16_t)lport);
@@ -367,7 +358,7 @@ Test(integ, sni_route_carries_64mib_of_tls_end_to_end, .init = h_init, .fini = h
  * ranges are errors of the key's line. */
 static void check_says(const char *name, const char *text, int want_status, const char *want)
 {
-	const char *path = conf_write(name, text);
+	const char *path = h_conf_write(name, text);
 	const char *args[] = { "check", "-c", path, NULL };
 	char *out = NULL, *err = NULL;
 	int st = h_run_capture(h_binary(0), args, 5000, &out, &err);
