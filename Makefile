@@ -172,8 +172,9 @@ TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 test: deps peer-deps pkg-deps
 	$(Q)$(MAKE) --no-print-directory all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
 		$(DEB)
-	@rm -f $(B)/peer-table.txt
-	$(TEST_ENV) SPLICER_PEER_TABLE=$(B)/peer-table.txt $(B)/tests $(CRITERION_ARGS)
+	@rm -f $(B)/peer-table.txt $(B)/test-times.tap
+	$(TEST_ENV) SPLICER_PEER_TABLE=$(B)/peer-table.txt $(B)/tests $(CRITERION_ARGS) || \
+		{ sh tools/test-failures.sh $(B)/test-times.tap; exit 1; }
 
 # make soak: 10 minutes of mixed traffic through one proxy, sampled into
 # $(B)/soak-out/soak.csv and soak.png; fails on any error or growth.

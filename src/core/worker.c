@@ -27,7 +27,9 @@
 #define ACCEPT_BUDGET   64  /* accepts per listener event before other work */
 #define FD_PAUSE_MS     100 /* accept pause after EMFILE/ENFILE */
 #define BUF_POOL_KEEP   256 /* idle copy buffers a worker keeps */
-#define BYTES_FLUSH_MS  1000 /* live sessions' bytes reach the route counters this often */
+#define BYTES_FLUSH_MS  250 /* live sessions' bytes reach the route counters this often:
+			     * a scrape is at most this stale; only sessions that
+			     * moved bytes are visited */
 
 uint64_t now_monotonic_ms(void)
 {

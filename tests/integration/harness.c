@@ -507,10 +507,42 @@ static int h_parse_ready(struct h_proxy *p, const char *text)
 	return h_addr_parse(addr, &p->addr) == 0 ? 1 : -1;
 }
 
+/* 1 when a proxy started with args says how long its lame duck is: on
+ * the command line, or in the config file it is given. */
+static int h_names_lameduck(const char *const *args)
+{
+	for (int i = 0; args && args[i]; i++) {
+		if (strstr(args[i], "lameduck"))
+			return 1;
+		if ((!strcmp(args[i], "-c") || !strcmp(args[i], "--config")) && args[i + 1]) {
+			char *text = h_read_file(args[i + 1], NULL);
+			int named = text && strstr(text, "lameduck");
+			free(text);
+			if (named)
+				return 1;
+		}
+	}
+	return 0;
+}
+
 int h_proxy_start(struct h_proxy *p, const char *bin, const char *const *args, char *err,
 		  size_t errlen)
 {
 	memset(p, 0, sizeof *p);
+	/* A proxy with stats on waits its lame duck (3 s by default) after
+	 * SIGTERM; h_proxy_down would pay it in every test. Only the tests
+	 * of the lame duck itself name it, so the others run without one. */
+	const char *with[H_MAX_ARGS];
+	int n = 0;
+	while (args && args[n])
+		n++;
+	if (n && n < H_MAX_ARGS - 3 && args[0][0] == '-' && !h_names_lameduck(args)) {
+		memcpy(with, args, (size_t)n * sizeof *with);
+		with[n++] = "--lameduck";
+		with[n++] = "0";
+		with[n] = NULL;
+		args = with;
+	}
 	char *argv[H_MAX_ARGS];
 	if (h_build_argv(argv, bin, args) < 0) {
 		snprintf(err, errlen, "too many arguments");

@@ -165,7 +165,9 @@ struct h_proxy {
 /* Starts `bin args...` (args NULL-terminated, without argv[0]) with stderr to
  * a log file in h_tmpdir() and stdout to /dev/null, and waits (bounded) for
  * the "ready: listening on ADDR" line. Returns 0, or -1 with a reason in err
- * (the proxy is then already killed and reaped). */
+ * (the proxy is then already killed and reaped). A proxy run whose arguments
+ * (or config file) do not name `lameduck` gets --lameduck 0: only the lame
+ * duck's own tests wait for it at SIGTERM. */
 int h_proxy_start(struct h_proxy *p, const char *bin, const char *const *args, char *err,
 		  size_t errlen);
 
