@@ -866,10 +866,7 @@ int session_new(struct worker *w, const struct listen_group *g, int fd,
 	CTR_ADD(w, active, 1);
 	if (!g->hello) /* one route: it counts the session from its accept */
 		session_set_route(s, route);
-	if (peer->sa_family != AF_UNIX) {
-		int one = 1;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	}
+	/* (TCP_NODELAY comes from the listener: worker_set_listeners) */
 	if (side_register(w, &s->cli)) {
 		ended(s, END_PROXY);
 		session_close(s, "epoll-error");
@@ -1058,6 +1055,12 @@ static void session_on_event(struct side *sd, uint32_t events)
 		sd->can_write = 1;
 	if (events & (EPOLLRDHUP | EPOLLHUP))
 		sd->rdhup = 1;
+	/* The peer's FIN was taken in order, so every byte before it is in the
+	 * receive queue: a read shorter than asked has them all, and an engine
+	 * may take the end from it instead of reading again for the 0. Not
+	 * after an error or a reset: that read must return the error. (Every
+	 * edge reports the whole state, so the last event is the one to go by.) */
+	sd->fin = (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) == EPOLLRDHUP;
 	if (events & EPOLLPRI)
 		sd->urg = sd->can_read = 1; /* urgent data: see urgent.h */
 

@@ -22,6 +22,7 @@ struct side {
 	uint8_t can_read;  /* readable edge seen and not yet drained */
 	uint8_t can_write; /* writable edge seen and not yet filled */
 	uint8_t rdhup;     /* peer's FIN seen in an event: a short read is not the end */
+	uint8_t fin;       /* the last event: a FIN and no error (session.c: session_on_event) */
 	uint8_t urg;       /* EPOLLPRI: urgent data ahead, a short read may stop at its mark */
 	uint8_t broken;    /* reset or failed (seen reading or writing): it takes no more bytes */
 	int fd;            /* -1 when not open */

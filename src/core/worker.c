@@ -7,6 +7,8 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,9 +261,17 @@ void worker_counters_total(const struct worker *ws, unsigned n, struct counters 
 void worker_set_listeners(struct worker *w, const struct config *cfg, const int *fds)
 {
 	w->nlst = cfg->nlst;
-	for (unsigned i = 0; i < cfg->nlst; i++)
+	for (unsigned i = 0; i < cfg->nlst; i++) {
 		w->lst[i] = (struct listener){ .kind = EV_LISTENER, .fd = fds[i],
 					       .addr = cfg->lst[i].addr, .grp = &cfg->lst[i] };
+		/* Accepted sockets inherit TCP_NODELAY from their listener: one
+		 * setsockopt here instead of one per connection. Set on every
+		 * socket a worker takes, inherited ones (upgrade) included. */
+		if (fds[i] >= 0 && cfg->lst[i].addr->ss.ss_family != AF_UNIX) {
+			int one = 1;
+			setsockopt(fds[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		}
+	}
 	w->cfg = cfg;
 }
 

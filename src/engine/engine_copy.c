@@ -67,11 +67,18 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 				urgent_passed(d);
 			if (n > 0) {
 				/* A read shorter than asked drained the socket: the
-				 * next byte brings a new edge, unless a FIN is already
-				 * queued behind it (rdhup), which needs one more read,
-				 * or it stopped at an urgent mark (src->urg). */
-				if ((size_t)n < size - c->tail && !d->src->rdhup && !d->src->urg)
-					d->src->can_read = 0;
+				 * next byte brings a new edge, unless it stopped at an
+				 * urgent mark (src->urg) or a FIN is queued behind it
+				 * (rdhup). A FIN without an error (src->fin) is the
+				 * end: no read for the 0 (a short connection's
+				 * two FINs cost two system calls fewer). Anything
+				 * else behind a FIN (an error) takes one more read. */
+				if ((size_t)n < size - c->tail && !d->src->urg) {
+					if (d->src->fin && !d->src->broken)
+						d->eof = 1;
+					else if (!d->src->rdhup)
+						d->src->can_read = 0;
+				}
 				/* auto: big reads in a row make a stream. Not only
 				 * reads that fill the buffer: a worker serving
 				 * several streams finds each queue part full. */
