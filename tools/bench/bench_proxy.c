@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -436,6 +437,37 @@ static void add_cpu(pid_t pid, void *arg)
 {
 	*(double *)arg += proc_cpu_one(pid, 1);
 	for_children(pid, add_cpu, arg);
+}
+
+/* Sets the affinity of every thread of pid (not its children). */
+static void set_threads_affinity(pid_t pid, void *arg)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			sched_setaffinity((pid_t)atoi(e->d_name), sizeof(cpu_set_t), arg);
+	closedir(d);
+	for_children(pid, set_threads_affinity, arg);
+}
+
+void bench_tree_avoid_cpu(pid_t pid, int cpu)
+{
+	cpu_set_t set;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (pid <= 0)
+		return;
+	CPU_ZERO(&set);
+	for (long i = 0; i < n && i < CPU_SETSIZE; i++)
+		if (i != cpu)
+			CPU_SET(i, &set);
+	set_threads_affinity(pid, &set);
 }
 
 double bench_tree_cpu(pid_t pid)

@@ -49,6 +49,9 @@ int bench_free_port(const char *host);
 double bench_tree_cpu(pid_t pid);
 /* "PID,CHILD,..." of pid and its live descendants (perf -p's list). */
 void bench_tree_pids(pid_t pid, char *out, size_t len);
+/* Keeps every thread of pid and its live descendants off CPU `cpu` (the
+ * load thread's), or lets them run on every CPU again (cpu < 0). */
+void bench_tree_avoid_cpu(pid_t pid, int cpu);
 /* Peak RSS (VmHWM) of pid and its live descendants, in KiB. */
 long bench_tree_peak_rss_kib(pid_t pid);
 /* Busy CPU seconds of the whole machine (all CPUs, /proc/stat). */
