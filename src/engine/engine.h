@@ -39,11 +39,14 @@
 #define PUMP_FALLBACK 2
 
 /* auto: this many reads in a row of at least buffer/AUTO_BIG_READ_DIV bytes
- * (16k of the default 64k) make a stream. Counting only reads that filled
+ * (32k of the default 64k) make a stream. Counting only reads that filled
  * the buffer left streams on copy when one worker served four of them
- * (0.48 vs 0.35 CPU-s/GB for splice, `splicer bench`, 4 streams). */
+ * (0.48 vs 0.35 CPU-s/GB for splice, `splicer bench`, 4 streams); counting
+ * reads of 16k took pipelined requests for a stream (16 requests of 1 KiB
+ * in flight are read 16k at a time), and splice served them at 0.77x
+ * copy's requests/s (tests/integration/test_auto_shape.c). */
 #define AUTO_STREAM_READS 4
-#define AUTO_BIG_READ_DIV 4
+#define AUTO_BIG_READ_DIV 2
 
 /* A counter of an engine's own, kept per worker, shown in /metrics as
  * splicer_NAME. Every engine also has ENGINE_CTR_BYTES (slot 0: bytes it

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/* auto chooses by the traffic's shape: a stream moves to splice, pipelined
+ * request/response stays on copy. A 16 KiB window of 1 KiB requests (the
+ * bench's rr 1024 B depth 16) was read 16 KiB at a time, which counted as
+ * a stream: 98 % of its bytes went through splice, at 0.77x copy's
+ * requests/s (`splicer bench --cases copy,auto,splice --workloads rr`).
+ * Bytes per engine come from /metrics once the session has ended. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define AS_MSG    1024
+#define AS_WINDOW 16
+#define AS_TOTAL  (8 * 1024 * 1024) /* bytes each way of the pipelined case */
+
+struct as_run {
+	struct h_server srv;
+	struct h_proxy p;
+	struct h_addr stats;
+};
+
+static void as_up(struct as_run *r, const char *bin)
+{
+	H_CHECK(h_server_start(&r->srv, "127.0.0.1:0", 16, h_echo_conn, NULL) == 0, "echo backend");
+	const char *backends[] = { r->srv.addr.text, NULL };
+	const char *extra[] = { "--stats", "127.0.0.1:0", NULL };
+	h_proxy_up(&r->p, bin, "auto", "127.0.0.1:0", backends, extra);
+	H_CHECK(h_stats_addr(&r->p, &r->stats) == 0, "no stats address in %s", r->p.log);
+}
+
+/* Bytes each engine moved, once no session is open. */
+static void as_engine_bytes(struct as_run *r, long long *copied, long long *spliced)
+{
+	for (int64_t end = h_now_ms() + 3000; h_now_ms() < end; h_sleep_ms(20))
+		if (h_metric(&r->stats, "splicer_route_sessions_active{route=\"default\"}") == 0)
+			break;
+	*copied = h_metric(&r->stats, "splicer_engine_bytes_total{engine=\"copy\"}");
+	*spliced = h_metric(&r->stats, "splicer_engine_bytes_total{engine=\"splice\"}");
+}
+
+static void as_down(struct as_run *r)
+{
+	h_server_stop(&r->srv);
+	h_proxy_down(&r->p);
+}
+
+/* One connection keeps AS_WINDOW requests of AS_MSG bytes in flight, a new
+ * one for each echo completed, every byte checked. */
+static void as_pipelined(const struct h_addr *a)
+{
+	static char out[AS_MSG * AS_WINDOW], in[AS_MSG * AS_WINDOW];
+	uint64_t sent = 0, rcvd = 0;
+	int64_t deadline = h_now_ms() + H_T(30000);
+	int fd = h_connect(a, 2000);
+
+	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
+	h_set_nodelay(fd);
+	h_set_timeouts(fd, H_T(5000));
+	while (rcvd < AS_TOTAL) {
+		/* top the window up to AS_WINDOW whole requests */
+		size_t due = (size_t)(rcvd / AS_MSG * AS_MSG + (uint64_t)AS_MSG * AS_WINDOW - sent);
+		if (sent + due > AS_TOTAL)
+			due = (size_t)(AS_TOTAL - sent);
+		if (due) {
+			h_gen(7, sent, out, due);
+			H_CHECK(h_send_all(fd, out, due, deadline) == 0, "send at %llu",
+				(unsigned long long)sent);
+			sent += due;
+		}
+		ssize_t n = recv(fd, in, sizeof(in), 0);
+		H_CHECK(n > 0, "recv at %llu of %d: %zd (%s)", (unsigned long long)rcvd, AS_TOTAL, n,
+			n < 0 ? strerror(errno) : "EOF");
+		H_CHECK(h_gen_check(7, rcvd, in, (size_t)n) == (size_t)n, "wrong bytes at %llu",
+			(unsigned long long)rcvd);
+		rcvd += (uint64_t)n;
+		H_CHECK(h_now_ms() < deadline, "only %llu of %d bytes echoed in time",
+			(unsigned long long)rcvd, AS_TOTAL);
+	}
+	close(fd);
+}
+
+static void case_pipelined_stays_on_copy(const char *bin)
+{
+	static struct as_run r;
+	long long copied, spliced;
+
+	as_up(&r, bin);
+	as_pipelined(&r.p.addr);
+	as_engine_bytes(&r, &copied, &spliced);
+	cr_log_info("auto, %d requests of %d B pipelined %d deep: copied %lld, spliced %lld bytes",
+		    AS_TOTAL / AS_MSG, AS_MSG, AS_WINDOW, copied, spliced);
+	H_CHECK(copied == 2LL * AS_TOTAL && spliced == 0,
+		"a %d KiB request window went to splice: copied %lld, spliced %lld of %d each way",
+		AS_MSG * AS_WINDOW / 1024, copied, spliced, AS_TOTAL);
+	as_down(&r);
+}
+
+static void case_stream_moves_to_splice(const char *bin)
+{
+	static struct as_run r;
+	static struct h_xfer tx, rx;
+	const uint64_t len = 64ull * 1024 * 1024;
+	int64_t deadline = h_now_ms() + H_T(40000);
+	long long copied, spliced;
+
+	as_up(&r, bin);
+	int fd = h_connect(&r.p.addr, 2000);
+	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
+	h_xfer_init(&tx, fd, 9, len, deadline);
+	tx.shut_wr = 1;
+	h_xfer_init(&rx, fd, 9, 0, deadline);
+	rx.verify = 1;
+	H_CHECK(h_xfer_start_send(&tx) == 0 && h_xfer_start_recv(&rx) == 0, "stream threads");
+	H_CHECK(h_xfer_join(&tx, 5000) == 0 && h_xfer_join(&rx, 5000) == 0, "the stream did not end");
+	h_check_stream("echoed stream", &tx, &rx, len);
+	close(fd);
+	as_engine_bytes(&r, &copied, &spliced);
+	cr_log_info("auto, a 64 MiB stream echoed: copied %lld, spliced %lld bytes", copied, spliced);
+	/* the first reads are copied, then both directions splice */
+	H_CHECK(spliced >= (long long)(2 * len * 9 / 10),
+		"a stream stayed on copy: spliced %lld, copied %lld of %llu each way", spliced, copied,
+		(unsigned long long)len);
+	as_down(&r);
+}
+
+Test(integ, auto_pipelined_requests_stay_on_copy, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	case_pipelined_stays_on_copy(h_binary(0));
+}
+
+Test(integ, auto_stream_moves_to_splice, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	case_stream_moves_to_splice(h_binary(0));
+}
