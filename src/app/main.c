@@ -209,8 +209,8 @@ static void stop_begin(struct reload_ctx *rl, struct stop *s, const char *why, i
 	int grace = 0;
 
 	if (handed_over) {
+		listener_unlink_enable(0); /* the paths are the new process's: first */
 		stats_http_stop(); /* the new process answers /health now */
-		listener_unlink_enable(0); /* its paths */
 	} else {
 		for (unsigned l = 0; l < rl->cfg->nlst; l++)
 			for (unsigned w = 0; w < rl->nw; w++)
@@ -226,6 +226,8 @@ static void stop_begin(struct reload_ctx *rl, struct stop *s, const char *why, i
 	__atomic_store_n(&rl->sh->stopping, 1, __ATOMIC_RELEASE);
 	for (unsigned i = 0; i < rl->nw; i++)
 		worker_wake(&rl->ws[i]);
+	if (handed_over) /* last: it may be finishing `ctl upgrade`'s answer */
+		admin_stop(); /* the new process answers ctl now */
 }
 
 /* SIGTERM, SIGINT (`ctl drain` sends SIGTERM). The lame duck is for a load
@@ -270,7 +272,7 @@ static void upgrade_signal(struct reload_ctx *rl, const struct stop *s)
 	if (s->stopping || s->lame_until)
 		log_warn("SIGUSR2 while stopping: ignored");
 	else
-		upgrade_start(rl->cfg, rl->fds, rl->nw, stats_http_fd());
+		upgrade_start(rl->cfg, rl->fds, rl->nw, stats_http_fd(), admin_fd());
 }
 
 /* Runs the proxy until SIGTERM/SIGINT and the drain that follows. Takes

@@ -25,6 +25,7 @@
 #include "reload.h"
 #include "session.h"
 #include "units.h"
+#include "upgrade.h"
 
 #define LINE_MAX_LEN  4096  /* a command line */
 #define MAX_CONNS     16    /* connections read at once; one more drops the oldest */
@@ -42,6 +43,7 @@ static struct {
 	int lfd, stop[2];
 	pthread_t thread;
 	int started;
+	uint64_t start_ms; /* monotonic, at admin_start */
 } st = { .lfd = -1, .stop = { -1, -1 } };
 
 /* ---- answers ---------------------------------------------------------------- */
@@ -315,6 +317,37 @@ static void show_backends(struct buf *b, int json)
 		tab_flush(&t, b);
 }
 
+/* ---- show process ----------------------------------------------------------- */
+
+/* Which process answers (after an upgrade, the new one) and what it does. */
+static const char *process_state(void)
+{
+	return __atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED) ? "draining" : "serving";
+}
+
+static void show_process(struct buf *b, int json)
+{
+	struct table t = { .ncol = 6 };
+	uint64_t up = now_monotonic_ms() - st.start_ms;
+	char pid[24], age[32], nw[24], act[24];
+
+	u64(pid, sizeof(pid), (uint64_t)getpid());
+	u64(nw, sizeof(nw), st.nw);
+	u64(act, sizeof(act), (uint64_t)__atomic_load_n(&st.sh->active, __ATOMIC_RELAXED));
+	if (json) {
+		put(b, "{\"process\":{\"pid\":%s,\"version\":", pid);
+		json_str(b, SPLICER_VERSION);
+		put(b, ",\"state\":\"%s\",\"uptime_ms\":%llu,\"workers\":%s,\"sessions_active\":%s}}\n",
+		    process_state(), (unsigned long long)up, nw, act);
+		return;
+	}
+	snprintf(age, sizeof(age), "%llu.%llus", (unsigned long long)(up / 1000),
+		 (unsigned long long)(up % 1000 / 100));
+	tab_row(&t, b, "PID", "VERSION", "STATE", "UPTIME", "WORKERS", "ACTIVE");
+	tab_row(&t, b, pid, SPLICER_VERSION, process_state(), age, nw, act);
+	tab_flush(&t, b);
+}
+
 /* ---- the workers' sessions -------------------------------------------------- */
 
 /* What a worker copies out of a session; the admin thread formats it. */
@@ -485,7 +518,7 @@ static unsigned kill_on(struct kill_req *k, int w_only)
 static void cmd_show(struct buf *b, int argc, char **argv, int json)
 {
 	if (argc != 2) {
-		fail(b, argc < 2 ? "show what? show routes|backends|sessions [--json]"
+		fail(b, argc < 2 ? "show what? show routes|backends|sessions|process [--json]"
 				 : "show %s: unexpected argument '%s'", argv[1], argc > 2 ? argv[2] : "");
 		return;
 	}
@@ -495,8 +528,10 @@ static void cmd_show(struct buf *b, int argc, char **argv, int json)
 		show_backends(b, json);
 	else if (!strcmp(argv[1], "sessions"))
 		show_sessions(b, json);
+	else if (!strcmp(argv[1], "process"))
+		show_process(b, json);
 	else
-		fail(b, "show: unknown '%s' (routes, backends or sessions)", argv[1]);
+		fail(b, "show: unknown '%s' (routes, backends, sessions or process)", argv[1]);
 }
 
 static void list_routes(const struct config *c, char *buf, size_t len)
@@ -744,7 +779,7 @@ static const struct command {
 	void (*run)(struct buf *b, int argc, char **argv, int json);
 	const char *usage;
 } commands[] = {
-	{ "show", cmd_show, "show routes|backends|sessions [--json]" },
+	{ "show", cmd_show, "show routes|backends|sessions|process [--json]" },
 	{ "backend", cmd_backend, BACKEND_USAGE },
 	{ "session", cmd_session, "session kill ID" },
 	{ "reload", cmd_reload, "reload" },
@@ -947,7 +982,12 @@ static void *admin_main(void *arg)
 }
 
 /* The socket file: mode 0600 from the start (umask while it is bound, so no
- * moment exists when another user could connect), then the run-as user's. */
+ * moment exists when another user could connect), then the run-as user's:
+ * lchown, which changes the path itself and never a file a symlink put
+ * there names (a chown(2) by path would follow it; fchown on the socket's
+ * descriptor changes the socket inode, not the file bind makes). An upgrade
+ * hands the bound socket over (upgrade.h): the file is there already, and
+ * only its owner is set again (`user =` may have changed). */
 static int admin_bind(const struct config *cfg, char *err, size_t errlen)
 {
 	const char *path = cfg->admin;
@@ -969,15 +1009,17 @@ static int admin_bind(const struct config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "admin: %s", why);
 		return -1;
 	}
-	old = umask(0177);
-	st.lfd = listener_open(&st.addr, why, sizeof(why));
-	umask(old);
-	if (st.lfd < 0) {
-		snprintf(err, errlen, "admin: %s", why);
-		return -1;
+	if ((st.lfd = upgrade_take_one(&st.addr)) < 0) {
+		old = umask(0177);
+		st.lfd = listener_open(&st.addr, why, sizeof(why));
+		umask(old);
+		if (st.lfd < 0) {
+			snprintf(err, errlen, "admin: %s", why);
+			return -1;
+		}
 	}
 	r = geteuid() == 0 ? privs_lookup(cfg->user, &uid, &gid, why, sizeof(why)) : 1;
-	if ((r == 0 && chown(path, uid, gid)) || chmod(path, 0600)) {
+	if (r == 0 && lchown(path, uid, gid)) {
 		snprintf(err, errlen, "admin %s: %s", path, strerror(errno));
 		return -1;
 	}
@@ -994,6 +1036,7 @@ int admin_start(const struct config *cfg, struct worker *ws, unsigned nworkers, 
 	st.ws = ws;
 	st.nw = nworkers;
 	st.sh = sh;
+	st.start_ms = now_monotonic_ms();
 	if (!strcmp(cfg->admin, "off"))
 		return 0;
 	if (admin_bind(cfg, err, errlen))
@@ -1012,6 +1055,11 @@ fail:
 	}
 	st.lfd = -1;
 	return -1;
+}
+
+int admin_fd(void)
+{
+	return st.started ? st.lfd : -1;
 }
 
 void admin_stop(void)

@@ -9,7 +9,9 @@
  * line, and an answer whose first line starts with "error: " says why the
  * command failed (one line). `--json` anywhere on a show line answers one
  * JSON document instead of the aligned table.
- *   show routes | backends | sessions [--json]
+ *   show routes | backends | sessions | process [--json]
+ *                                       process: the pid answering (after an
+ *                                       upgrade, the new one), its state
  *   backend ROUTE ADDR drain            no new sessions; running ones finish
  *   backend ROUTE ADDR disable [--kill] no new sessions; --kill ends running ones
  *   backend ROUTE ADDR enable           back from drain or disable
@@ -33,11 +35,19 @@
 #include "worker.h"
 
 /* Binds cfg->admin (when not "off"), gives it to cfg->user when root, and
- * starts serving. Returns 0, or -1 with the reason in err. */
+ * starts serving (an upgrade's new process takes the socket the old one
+ * handed over instead of binding: upgrade.h). Returns 0, or -1 with the
+ * reason in err. */
 int admin_start(const struct config *cfg, struct worker *ws, unsigned nworkers, struct shared *sh,
 		char *err, size_t errlen);
-/* Stops the thread, closes and removes the socket (no-op when not started). */
+/* Stops the thread (an answer under way is finished first), closes and
+ * removes the socket (no-op when not started). After an upgrade's
+ * hand-over the path is the new process's: listener_unlink_enable(0) first
+ * leaves it in place. */
 void admin_stop(void);
+
+/* The listening socket (for an upgrade to hand over), or -1. */
+int admin_fd(void);
 
 /* splicer ctl [-s PATH | -c FILE] COMMAND... [--json] (cmd_ctl.c): sends the
  * command, prints the answer; exit 0, 1 when the answer is an error or the

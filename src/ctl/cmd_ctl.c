@@ -21,7 +21,7 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: splicer ctl [-s ADMIN_SOCKET | -c FILE] COMMAND [--json]\n"
-		"  show routes|backends|sessions [--json]\n"
+		"  show routes|backends|sessions|process [--json]\n"
 		"  backend ROUTE ADDR drain|disable [--kill]|enable|weight N\n"
 		"  session kill ID\n"
 		"  reload | upgrade | drain | help\n"

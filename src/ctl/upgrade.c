@@ -503,9 +503,10 @@ int upgrade_pending(void)
 	return up.pid != 0;
 }
 
-/* Every distinct listening descriptor (Unix listeners: each worker's dup). */
+/* Every distinct listening descriptor (Unix listeners: each worker's dup),
+ * then the stats and admin sockets. */
 static unsigned collect_fds(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw,
-			    int stats_fd, int *out)
+			    int stats_fd, int admin_fd, int *out)
 {
 	unsigned n = 0;
 
@@ -515,10 +516,13 @@ static unsigned collect_fds(const struct config *cfg, int (*fds)[MAX_LISTENERS],
 				out[n++] = fds[w][l];
 	if (stats_fd >= 0)
 		out[n++] = stats_fd;
+	if (admin_fd >= 0)
+		out[n++] = admin_fd;
 	return n;
 }
 
-int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd)
+int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd,
+		  int admin_fd)
 {
 	unsigned n;
 	int *list, p[2] = { -1, -1 }, pid = -1, rc = -1;
@@ -531,11 +535,11 @@ int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned 
 		log_err("upgrade: no spawner process (it could not start); serving on");
 		return -1;
 	}
-	if (!(list = calloc((size_t)cfg->nlst * nw + 1, sizeof(*list)))) {
+	if (!(list = calloc((size_t)cfg->nlst * nw + 2, sizeof(*list)))) {
 		log_err("upgrade: out of memory; serving on");
 		return -1;
 	}
-	n = collect_fds(cfg, fds, nw, stats_fd, list);
+	n = collect_fds(cfg, fds, nw, stats_fd, admin_fd, list);
 	if (pipe2(p, O_CLOEXEC)) {
 		log_err("upgrade: pipe: %s; serving on", strerror(errno));
 		free(list);

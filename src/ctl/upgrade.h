@@ -4,7 +4,8 @@
  * without refusing or resetting a client.
  *
  * The old process has the new one started (by its spawner, below), which
- * inherits every listening socket (the routes' and the stats endpoint's): the descriptors
+ * inherits every listening socket (the routes', the stats endpoint's and the
+ * admin socket's): the descriptors
  * are left open across exec, and SPLICER_INHERIT=fd,fd,... names them
  * (inherited descriptors rather than SCM_RIGHTS: the child is ours, so a
  * socketpair adds a protocol and nothing the exec does not already give;
@@ -19,7 +20,8 @@
  * READY=1 (NOTIFY_SOCKET is inherited), stops SYNs on the inherited sockets
  * it does not keep (listener.h: their last holder, the old process, accepts
  * their queues empty before it closes them) and answers "ready". Then the
- * old process stops its stats endpoint, sends MAINPID=<new pid> too (under
+ * old process stops its stats endpoint and its admin socket (leaving their
+ * paths, the new process's now), sends MAINPID=<new pid> too (under
  * NotifyAccess=main only the old, still the main PID, is heard), closes its
  * listeners after accepting what they queued, and drains its sessions up to
  * drain_timeout, without sending systemd anything more. No verdict within
@@ -58,7 +60,8 @@ int upgrade_inherited(void);
  * or -errno with err. */
 int upgrade_listener_open_n(struct addr *a, unsigned n, int *fds, char *err, unsigned errlen);
 
-/* An inherited socket bound to *a (the stats endpoint), or -1. */
+/* An inherited socket bound to *a (the stats endpoint, the admin socket),
+ * or -1. */
 int upgrade_take_one(const struct addr *a);
 
 /* Once accepting: tells systemd and the old process; closes the inherited
@@ -73,8 +76,10 @@ int upgrade_ready(void);
 int upgrade_spawner_start(void);
 
 /* Starts the new process with every listener of cfg (fds: per worker, nw
- * workers) and the stats socket (-1: none). Returns 0, or -1 (logged). */
-int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd);
+ * workers), the stats socket and the admin socket (-1: none). Returns 0, or
+ * -1 (logged). */
+int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd,
+		  int admin_fd);
 
 /* 1 while a new process is starting. */
 int upgrade_pending(void);

@@ -139,6 +139,37 @@ static void up_write(const char *path, const char *text)
 	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "write %s", path);
 }
 
+/* `bin ctl -s sock words...`: the exit code (-1: it did not end), stdout
+ * and stderr in *out and *err (the caller frees them). */
+static int up_ctl(const char *bin, const char *sock, char **out, char **err,
+		  const char *const *words)
+{
+	const char *args[16] = { "ctl", "-s", sock };
+	int n = 3, st;
+
+	for (int i = 0; words[i] && n < 15; i++)
+		args[n++] = words[i];
+	args[n] = NULL;
+	st = h_run_capture(bin, args, 60000, out, err);
+	return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The pid `ctl show process --json` names: the process that answers. */
+static pid_t up_ctl_pid(const char *bin, const char *sock)
+{
+	char *out = NULL, *err = NULL;
+	int rc = up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "process", "--json",
+								      NULL });
+	const char *k = out ? strstr(out, "\"pid\":") : NULL;
+	pid_t pid = k ? (pid_t)atoi(k + 6) : 0;
+
+	H_CHECK(rc == 0 && pid > 0, "ctl show process: exit %d, stdout '%s', stderr '%s'", rc,
+		out ? out : "", err ? err : "");
+	free(out);
+	free(err);
+	return pid;
+}
+
 /* ---- clients -------------------------------------------------------------- */
 
 /* Echo round trips, one after the other, until stop: each one connected and
@@ -439,6 +470,68 @@ Test(integ, upgrade_with_invalid_config_keeps_the_old_process, .init = up_init, 
 		"the new process does not serve: %s", why);
 	kill(np, SIGTERM);
 	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	h_server_stop(&srv);
+}
+
+/* With admin = PATH the admin socket is handed over like a listener: the
+ * new process takes it (it could not bind the path the old one serves),
+ * ctl is answered by the new process at once, while the old one still
+ * drains a held session (show process names the new pid, show sessions
+ * lists none of the old one's), the path stays when the old process exits,
+ * and it exits 0 once that session ends. */
+Test(integ, upgrade_hands_over_the_admin_socket, .init = up_init, .fini = up_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+	char conf[256], sock[256], text[1024], why[256], *out = NULL, *err = NULL;
+	int port = h_free_port(), s1 = h_free_port();
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	snprintf(conf, sizeof conf, "%s/adm.conf", h_tmpdir());
+	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
+	snprintf(text, sizeof text, "[global]\nworkers = 2\nstats = 127.0.0.1:%d\nadmin = %s\n"
+		 "[route r]\nlisten = 127.0.0.1:%d\nbackend = %s\n", s1, sock, port, srv.addr.text);
+	up_write(conf, text);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+	H_CHECK(up_ctl_pid(bin, sock) == p.pid, "ctl before the upgrade is not answered by %d",
+		(int)p.pid);
+	int held = h_connect(&p.addr, 2000);
+	char buf[100];
+	memset(buf, 'h', sizeof buf);
+	H_CHECK(held >= 0 && h_send_all(held, buf, sizeof buf, h_now_ms() + 2000) == 0 &&
+		h_recv_exact(held, buf, sizeof buf, h_now_ms() + 2000) == 0, "held session");
+
+	H_CHECK(kill(p.pid, SIGUSR2) == 0, "SIGUSR2");
+	pid_t np = up_nth_takeover(&p, 1, 15000);
+	H_CHECK(np > 0, "no new process took over within 15 s (admin socket not handed over?); "
+		"log %s", p.log);
+	up_track(np);
+	H_CHECK(up_ctl_pid(bin, sock) == np, "ctl after the hand-over is not answered by the new "
+		"process %d", (int)np);
+	rc = up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "sessions", "--json",
+								   NULL });
+	H_CHECK(rc == 0 && out && strstr(out, "\"sessions\":[") && !strstr(out, "\"id\":"),
+		"show sessions after the hand-over lists the old process's session: %s", out);
+	free(out);
+	free(err);
+	H_CHECK(h_proxy_alive(&p), "the old process %d exited with a session running", (int)p.pid);
+	H_CHECK(h_send_all(held, buf, sizeof buf, h_now_ms() + 2000) == 0 &&
+		h_recv_exact(held, buf, sizeof buf, h_now_ms() + 2000) == 0,
+		"the held session on the draining old process");
+	close(held);
+	int st = h_proxy_wait(&p, 10000);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the old process: status %d", st);
+	H_CHECK(access(sock, F_OK) == 0, "the old process removed the admin path it handed over");
+	H_CHECK(up_ctl_pid(bin, sock) == np, "ctl once the old process is gone");
+	H_CHECK(h_log_lines(&p, "admin:", "Address already in use", NULL) == 0,
+		"the new process tried to bind the admin path; log %s", p.log);
+	kill(np, SIGTERM);
+	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	H_CHECK(access(sock, F_OK) != 0, "the last process left its admin path behind");
 	h_server_stop(&srv);
 }
 
