@@ -270,7 +270,7 @@ static void stop_signal(struct reload_ctx *rl, struct stop *s, int sig)
 static void upgrade_signal(struct reload_ctx *rl, const struct stop *s)
 {
 	if (s->stopping || s->lame_until)
-		log_warn("SIGUSR2 while stopping: ignored");
+		upgrade_refuse("SIGUSR2 while stopping: ignored");
 	else
 		upgrade_start(rl->cfg, rl->fds, rl->nw, stats_http_fd(), admin_fd());
 }

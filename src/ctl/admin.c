@@ -33,6 +33,7 @@
 #define SEND_MS       5000  /* an answer's reader may take this long */
 #define CALL_MS       2000  /* a worker's answer (worker_call) */
 #define RELOAD_MS     15000 /* a reload's outcome */
+#define UPGRADE_WAIT_MS (UPGRADE_TIMEOUT_MS + 5000) /* an upgrade's: above its own limit */
 #define MAX_ARGS      16
 
 static struct {
@@ -737,9 +738,23 @@ static void cmd_reload(struct buf *b, int argc, char **argv, int json)
 	fail(b, "reload: asked (SIGHUP), no outcome within %d ms; see the log", RELOAD_MS);
 }
 
-/* SIGUSR2 to this process: the upgrade is the main thread's. */
+/* The failure's detail: the new process's last lines, each indented (an
+ * empty one would end the answer). */
+static void put_msgs(struct buf *b, const char *msgs)
+{
+	for (const char *p = msgs; *p;) {
+		size_t len = strcspn(p, "\n");
+		if (len)
+			put(b, "  %.*s\n", (int)len, p);
+		p += len + (p[len] == '\n');
+	}
+}
+
+/* SIGUSR2 to this process (the upgrade is the main thread's), then its
+ * outcome: the new process's pid, or why it did not take over. */
 static void cmd_upgrade(struct buf *b, int argc, char **argv, int json)
 {
+	static struct upgrade_outcome before, o; /* the admin thread's alone */
 	sigset_t mask;
 
 	(void)json;
@@ -750,11 +765,33 @@ static void cmd_upgrade(struct buf *b, int argc, char **argv, int json)
 		fail(b, "upgrade: this process does not take SIGUSR2");
 		return;
 	}
+	if (__atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED)) {
+		fail(b, "upgrade: the proxy is stopping");
+		return;
+	}
+	upgrade_outcome(&before);
 	if (kill(getpid(), SIGUSR2)) {
 		fail(b, "upgrade: kill(SIGUSR2): %s", strerror(errno));
 		return;
 	}
-	put(b, "ok: upgrade asked (SIGUSR2): its outcome is in the log\n");
+	for (uint64_t end = now_monotonic_ms() + UPGRADE_WAIT_MS; now_monotonic_ms() < end;) {
+		upgrade_outcome(&o);
+		if (o.seq != before.seq) {
+			if (o.ok) {
+				put(b, "ok: upgraded: process %d serves now; this one (%d) drains its "
+				    "sessions\n", o.pid, (int)getpid());
+				return;
+			}
+			fail(b, "upgrade: %s", o.why);
+			if (o.msgs[0]) {
+				put(b, "the new process said:\n");
+				put_msgs(b, o.msgs);
+			}
+			return;
+		}
+		poll(NULL, 0, 10);
+	}
+	fail(b, "upgrade: asked (SIGUSR2), no outcome within %d ms; see the log", UPGRADE_WAIT_MS);
 }
 
 /* SIGTERM to this process: the lame duck (/health 503 for lameduck while

@@ -7,8 +7,9 @@
  * The protocol is lines: a command per line, as many lines per connection
  * as the client likes; each answer is lines of text ending with an empty
  * line, and an answer whose first line starts with "error: " says why the
- * command failed (one line). `--json` anywhere on a show line answers one
- * JSON document instead of the aligned table.
+ * command failed (that line; lines after it give detail: a failed upgrade's
+ * are the new process's last messages). `--json` anywhere on a show line
+ * answers one JSON document instead of the aligned table.
  *   show routes | backends | sessions | process [--json]
  *                                       process: the pid answering (after an
  *                                       upgrade, the new one), its state
@@ -18,7 +19,7 @@
  *   backend ROUTE ADDR weight N         1..MAX_WEIGHT, for every balance kind
  *   session kill ID                     ID as `show sessions` prints it (hex)
  *   reload                              SIGHUP to this process; answers its outcome
- *   upgrade                             SIGUSR2 to this process; answers that it was asked
+ *   upgrade                             SIGUSR2 to this process; answers its outcome
  *   help
  * ADDR is a backend's address as configured or as resolved. Drain, disable
  * and weight live in the backend's run-time state (backend.h), so they last

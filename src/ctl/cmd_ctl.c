@@ -4,6 +4,7 @@
  *   splicer ctl -c /etc/splicer/splicer.conf backend web 10.0.0.2:80 drain */
 #define _GNU_SOURCE
 #include "admin.h"
+#include "upgrade.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -15,7 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CTL_TIMEOUT_MS 20000 /* above the longest answer's wait (a reload's) */
+/* above the longest answer's wait (an upgrade's: UPGRADE_TIMEOUT_MS and more) */
+#define CTL_TIMEOUT_MS (UPGRADE_TIMEOUT_MS + 10000)
 
 static int usage(void)
 {

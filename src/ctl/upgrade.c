@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@
 
 #define ENV_INHERIT "SPLICER_INHERIT"
 #define ENV_ANSWER  "SPLICER_UPGRADE_FD"
+#define ENV_LOG     "SPLICER_UPGRADE_LOG"
 
 extern char **environ;
 
@@ -44,6 +47,7 @@ struct inherited {
 static struct inherited *inh;
 static unsigned ninh;
 static int answer_fd = -1; /* the pipe to the old process, until "ready" */
+static int real_err = -1;  /* stderr as started, while fd 2 goes to the old process */
 
 /* The path as started, made absolute now (the working directory could
  * change; a relative path would then name another file). */
@@ -102,6 +106,32 @@ static void inherit_fd(int fd)
 	ninh++;
 }
 
+/* Until it answers, this process's stderr (start-up lines, a config's
+ * problems, a sanitizer's report) is a pipe to the old process, which
+ * writes it to the log and keeps the last lines for `ctl upgrade`. */
+static void stderr_to_old(const char *var)
+{
+	int fd = var ? atoi(var) : -1;
+
+	if (fd <= 2 || fcntl(fd, F_GETFD) < 0)
+		return;
+	if ((real_err = fcntl(2, F_DUPFD_CLOEXEC, 3)) >= 0 && dup2(fd, 2) < 0) {
+		close(real_err);
+		real_err = -1;
+	}
+	close(fd);
+}
+
+/* stderr is the log's own again: the old process sees the pipe's EOF. */
+static void stderr_back(void)
+{
+	if (real_err < 0)
+		return;
+	dup2(real_err, 2);
+	close(real_err);
+	real_err = -1;
+}
+
 void upgrade_init(int argc, char **argv)
 {
 	const char *list = getenv(ENV_INHERIT), *ans = getenv(ENV_ANSWER);
@@ -128,8 +158,11 @@ void upgrade_init(int argc, char **argv)
 			p = end + (*end == ',');
 		}
 	}
+	if (answer_fd >= 0)
+		stderr_to_old(getenv(ENV_LOG));
 	unsetenv(ENV_INHERIT);
 	unsetenv(ENV_ANSWER);
+	unsetenv(ENV_LOG);
 }
 
 int upgrade_inherited(void)
@@ -251,6 +284,7 @@ int upgrade_ready(void)
 
 	if (answer_fd < 0)
 		return 0;
+	stderr_back(); /* what follows is logged as it happens */
 	snprintf(msg, sizeof(msg), "MAINPID=%d\nREADY=1\nSTATUS=forwarding", (int)getpid());
 	if (notify_send(msg) < 0)
 		log_warn("NOTIFY_SOCKET is set but MAINPID and READY=1 could not be sent to it");
@@ -353,51 +387,74 @@ static int sp_send(int fd, int type, int val, const int *fds, unsigned nfds)
 	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(data) ? 0 : -1;
 }
 
-/* The environment with the hand-over's two variables (replacing any). */
-static char **child_env(const char *inherit, const char *answer)
+/* The descriptors SP_GO carries besides the sockets, in order, and the
+ * variable that names each to the new process. */
+static const char *const go_env[] = { ENV_ANSWER, ENV_LOG };
+#define NGO (sizeof(go_env) / sizeof(go_env[0]))
+
+/* 1 when the entry sets one of the hand-over's variables. */
+static int handover_var(const char *entry)
+{
+	size_t len = strcspn(entry, "=");
+
+	if (len == sizeof(ENV_INHERIT) - 1 && !strncmp(entry, ENV_INHERIT, len))
+		return 1;
+	for (unsigned i = 0; i < NGO; i++)
+		if (len == strlen(go_env[i]) && !strncmp(entry, go_env[i], len))
+			return 1;
+	return 0;
+}
+
+/* The environment with the hand-over's variables vars[0..n-1] (replacing
+ * any). */
+static char **child_env(char *const *vars, unsigned nvars)
 {
 	size_t n = 0, k = 0;
 	char **env;
 
 	while (environ[n])
 		n++;
-	if (!(env = calloc(n + 3, sizeof(*env))))
+	if (!(env = calloc(n + nvars + 1, sizeof(*env))))
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], ENV_INHERIT "=", sizeof(ENV_INHERIT)) &&
-		    strncmp(environ[i], ENV_ANSWER "=", sizeof(ENV_ANSWER)))
+		if (!handover_var(environ[i]))
 			env[k++] = environ[i];
-	env[k++] = (char *)inherit;
-	env[k++] = (char *)answer;
+	for (unsigned i = 0; i < nvars; i++)
+		env[k++] = vars[i];
 	return env;
 }
 
-/* The spawner's fork: the new process, with fds[] and the answer pipe. */
-static pid_t sp_spawn(const int *fds, unsigned n, int answer)
+/* The spawner's fork: the new process, with fds[] and go[] (go_env). */
+static pid_t sp_spawn(const int *fds, unsigned n, const int *go)
 {
 	size_t cap = (size_t)n * 12 + sizeof(ENV_INHERIT) + 2, k;
-	char *inherit = malloc(cap), ans[48], **env;
+	char *vars[1 + NGO], named[NGO][48], **env;
 	pid_t pid = -1;
 
-	if (!inherit)
+	if (!(vars[0] = malloc(cap)))
 		return -1;
-	k = (size_t)snprintf(inherit, cap, ENV_INHERIT "=");
+	k = (size_t)snprintf(vars[0], cap, ENV_INHERIT "=");
 	for (unsigned i = 0; i < n && k < cap; i++)
-		k += (size_t)snprintf(inherit + k, cap - k, "%s%d", i ? "," : "", fds[i]);
-	snprintf(ans, sizeof(ans), ENV_ANSWER "=%d", answer);
-	if ((env = child_env(inherit, ans)) && (pid = fork()) == 0) {
+		k += (size_t)snprintf(vars[0] + k, cap - k, "%s%d", i ? "," : "", fds[i]);
+	for (unsigned i = 0; i < NGO; i++) {
+		snprintf(named[i], sizeof(named[i]), "%s=%d", go_env[i], go[i]);
+		vars[1 + i] = named[i];
+	}
+	if ((env = child_env(vars, 1 + NGO)) && (pid = fork()) == 0) {
 		static const int sigs[] = { SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE };
 		for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 			signal(sigs[i], SIG_DFL); /* ignored here; an ignored signal stays so */
 		for (unsigned i = 0; i < n; i++)
 			fcntl(fds[i], F_SETFD, 0);
-		fcntl(answer, F_SETFD, 0);
+		for (unsigned i = 0; i < NGO; i++)
+			fcntl(go[i], F_SETFD, 0);
 		execve(exe, args, env);
-		fprintf(stderr, "splicer: upgrade: cannot execute %s: %s\n", exe, strerror(errno));
+		/* the old process logs it, and `ctl upgrade` answers it */
+		dprintf(go[1], "splicer: upgrade: cannot execute %s: %s\n", exe, strerror(errno));
 		_exit(127);
 	}
 	free(env);
-	free(inherit);
+	free(vars[0]);
 	return pid;
 }
 
@@ -429,11 +486,11 @@ static void sp_main(int fd)
 			memcpy(list + n, batch, got * sizeof(int));
 			n += got;
 		} else if (t == SP_GO) {
-			pid = got == 1 ? sp_spawn(list, n, batch[0]) : -1;
+			pid = got == NGO ? sp_spawn(list, n, batch) : -1;
 			for (unsigned i = 0; i < n; i++)
 				close(list[i]);
-			if (got == 1)
-				close(batch[0]);
+			for (unsigned i = 0; i < got; i++)
+				close(batch[i]);
 			n = 0;
 			sp_send(fd, SP_GO, (int)pid, NULL, 0);
 		} else if (t == SP_WAIT || t == SP_KILL) {
@@ -463,6 +520,10 @@ int upgrade_spawner_start(void)
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(sv[0]);
+		/* a new process forks its spawner before it answers: the next
+		 * generation's stderr is the log's, not a pipe to the old process */
+		if (real_err >= 0)
+			dup2(real_err, 2);
 		/* nothing but 0-2 and the socket: what an upgrade handed over
 		 * belongs to the proxy */
 		if (sv[1] > 3)
@@ -486,6 +547,125 @@ static int sp_ask(int type, int *val)
 		return -1;
 	t = sp_recv(sp_fd, val, NULL, 0, NULL);
 	return t > 0 ? 0 : -1;
+}
+
+/* ---- the old process: the outcome, for `ctl upgrade` -------------------- */
+
+static pthread_mutex_t outcome_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct upgrade_outcome last; /* under outcome_lock */
+
+void upgrade_outcome(struct upgrade_outcome *o)
+{
+	pthread_mutex_lock(&outcome_lock);
+	*o = last;
+	pthread_mutex_unlock(&outcome_lock);
+}
+
+static void outcome_set(int ok, int pid, const char *msgs, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void outcome_set(int ok, int pid, const char *msgs, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&outcome_lock);
+	last.seq++;
+	last.ok = ok;
+	last.pid = pid;
+	va_start(ap, fmt);
+	vsnprintf(last.why, sizeof(last.why), fmt, ap);
+	va_end(ap);
+	snprintf(last.msgs, sizeof(last.msgs), "%s", msgs ? msgs : "");
+	pthread_mutex_unlock(&outcome_lock);
+}
+
+void upgrade_refuse(const char *why)
+{
+	log_warn("%s", why);
+	outcome_set(0, 0, NULL, "%s", why);
+}
+
+/* ---- the old process: the new one's stderr ------------------------------- */
+
+/* Until it answers, the new process's stderr comes here: each line goes to
+ * this process's log (it carries the new process's pid), and the last ones
+ * are kept for the outcome. */
+static struct {
+	int fd; /* the pipe's read end, -1: none */
+	size_t n;
+	char line[LOG_LINE_MAX]; /* a line not ended yet */
+	size_t kept;
+	char tail[UPGRADE_MSGS_MAX]; /* the last whole lines */
+} relay = { .fd = -1 };
+
+static void relay_keep(const char *line, size_t len)
+{
+	if (len > sizeof(relay.tail) / 2) /* a very long line: its start */
+		len = sizeof(relay.tail) / 2;
+	while (relay.kept + len >= sizeof(relay.tail)) { /* the oldest line gives way */
+		char *nl = memchr(relay.tail, '\n', relay.kept);
+		size_t cut = nl ? (size_t)(nl - relay.tail) + 1 : relay.kept;
+		memmove(relay.tail, relay.tail + cut, relay.kept - cut);
+		relay.kept -= cut;
+	}
+	memcpy(relay.tail + relay.kept, line, len);
+	relay.kept += len;
+	relay.tail[relay.kept] = '\0';
+}
+
+static void relay_line(void)
+{
+	relay.line[relay.n++] = '\n';
+	log_sink_put(&log_err_sink, relay.line, relay.n);
+	relay_keep(relay.line, relay.n);
+	relay.n = 0;
+}
+
+static void relay_close(void)
+{
+	if (relay.fd < 0)
+		return;
+	if (relay.n)
+		relay_line();
+	close(relay.fd);
+	relay.fd = -1;
+}
+
+/* What the new process wrote so far (bounded per call: it cannot hold the
+ * main thread); at EOF (it answered, or it is gone) the pipe is closed. */
+static void relay_pump(void)
+{
+	char buf[4096];
+
+	for (unsigned turns = 0; relay.fd >= 0 && turns < 64; turns++) {
+		ssize_t r = read(relay.fd, buf, sizeof(buf));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return;
+		if (r <= 0) {
+			relay_close();
+			return;
+		}
+		for (ssize_t i = 0; i < r; i++) {
+			if (buf[i] == '\n') {
+				relay_line();
+				continue;
+			}
+			relay.line[relay.n++] = buf[i];
+			if (relay.n == sizeof(relay.line) - 1)
+				relay_line();
+		}
+	}
+}
+
+static void relay_start(int fd)
+{
+	relay_close(); /* a new process given up on may still have been talking */
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	relay.fd = fd;
+	relay.n = relay.kept = 0;
+	relay.tail[0] = '\0';
 }
 
 /* ---- the old process: starting the new one ------------------------------- */
@@ -521,61 +701,77 @@ static unsigned collect_fds(const struct config *cfg, int (*fds)[MAX_LISTENERS],
 	return n;
 }
 
+/* A start that did not happen: logged, and the outcome. */
+static int start_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int start_failed(const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	log_err("upgrade: %s; serving on", why);
+	outcome_set(0, 0, NULL, "%s; serving on", why);
+	return -1;
+}
+
 int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd,
 		  int admin_fd)
 {
 	unsigned n;
-	int *list, p[2] = { -1, -1 }, pid = -1, rc = -1;
+	int *list, ans[2] = { -1, -1 }, err[2] = { -1, -1 }, pid = -1, rc = -1;
 
 	if (up.pid) {
+		/* `ctl upgrade` answers the outcome of that one */
 		log_warn("upgrade: process %d is starting already; request ignored", (int)up.pid);
 		return -1;
 	}
-	if (sp_fd < 0) {
-		log_err("upgrade: no spawner process (it could not start); serving on");
-		return -1;
-	}
-	if (!(list = calloc((size_t)cfg->nlst * nw + 2, sizeof(*list)))) {
-		log_err("upgrade: out of memory; serving on");
-		return -1;
-	}
+	if (sp_fd < 0)
+		return start_failed("no spawner process (it could not start)");
+	if (!(list = calloc((size_t)cfg->nlst * nw + 2, sizeof(*list))))
+		return start_failed("out of memory");
 	n = collect_fds(cfg, fds, nw, stats_fd, admin_fd, list);
-	if (pipe2(p, O_CLOEXEC)) {
-		log_err("upgrade: pipe: %s; serving on", strerror(errno));
-		free(list);
-		return -1;
+	if (pipe2(ans, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
+		start_failed("pipe: %s", strerror(errno));
+		goto out;
 	}
 	for (unsigned i = 0; i < n; i += SP_BATCH)
-		if (sp_send(sp_fd, SP_FDS, 0, list + i, n - i < SP_BATCH ? n - i : SP_BATCH) < 0)
+		if (sp_send(sp_fd, SP_FDS, 0, list + i, n - i < SP_BATCH ? n - i : SP_BATCH) < 0) {
+			start_failed("the spawner does not answer (%s)", strerror(errno));
 			goto out;
+		}
 	{
 		struct timeval tv = { 5, 0 };
 		setsockopt(sp_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	if (sp_send(sp_fd, SP_GO, 0, &p[1], 1) < 0 || sp_recv(sp_fd, &pid, NULL, 0, NULL) <= 0)
-		goto out;
-	if (pid <= 0) {
-		log_err("upgrade: the spawner could not fork; serving on");
+	int go[NGO] = { ans[1], err[1] };
+	if (sp_send(sp_fd, SP_GO, 0, go, NGO) < 0 || sp_recv(sp_fd, &pid, NULL, 0, NULL) <= 0) {
+		start_failed("the spawner does not answer (%s)", strerror(errno));
 		goto out;
 	}
-	close(p[1]);
-	p[1] = -1;
-	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	if (pid <= 0) {
+		start_failed("the spawner could not fork");
+		goto out;
+	}
+	fcntl(ans[0], F_SETFL, O_NONBLOCK);
 	memset(&up, 0, sizeof(up));
 	up.pid = pid;
-	up.rfd = p[0];
+	up.rfd = ans[0];
+	ans[0] = -1;
+	relay_start(err[0]);
+	err[0] = -1;
 	up.deadline_ms = now_monotonic_ms() + UPGRADE_TIMEOUT_MS;
 	log_info("upgrade: started %s as process %d with %u listening socket%s; serving on until "
 		 "it is ready", exe, pid, n, n == 1 ? "" : "s");
 	rc = 0;
 out:
-	if (rc) {
-		if (pid < 0)
-			log_err("upgrade: the spawner does not answer (%s); serving on", strerror(errno));
-		close(p[0]);
+	for (unsigned i = 0; i < 2; i++) {
+		if (ans[i] >= 0)
+			close(ans[i]);
+		if (err[i] >= 0)
+			close(err[i]);
 	}
-	if (p[1] >= 0)
-		close(p[1]);
 	free(list);
 	return rc;
 }
@@ -588,11 +784,36 @@ static void reaped(void)
 	up.n = 0;
 }
 
+/* The new process is gone before it said "ready" (st: its wait status,
+ * -1 unknown): its last words are read, then the verdict is logged. */
+static void failed(int st, const char *how)
+{
+	char why[160];
+
+	relay_pump(); /* up to EOF: nobody writes any more */
+	relay_close();
+	if (how)
+		snprintf(why, sizeof(why), "%s", how);
+	else if (st != -1 && WIFEXITED(st))
+		snprintf(why, sizeof(why), "exited with status %d before it was ready",
+			 WEXITSTATUS(st));
+	else if (st != -1)
+		snprintf(why, sizeof(why), "ended by signal %d before it was ready", WTERMSIG(st));
+	else
+		snprintf(why, sizeof(why), "ended before it was ready");
+	log_warn("upgrade: the new process %d %s (its messages are above); serving on unchanged",
+		 (int)up.pid, why);
+	outcome_set(0, up.pid, relay.tail, "the new process %d %s; serving on unchanged",
+		    (int)up.pid, why);
+	reaped();
+}
+
 int upgrade_poll(uint64_t now_ms)
 {
 	ssize_t r = -1;
 	int st = -1;
 
+	relay_pump();
 	if (!up.pid)
 		return 0;
 	while (up.n < sizeof(up.buf) - 1 &&
@@ -601,30 +822,27 @@ int upgrade_poll(uint64_t now_ms)
 	up.buf[up.n] = '\0';
 	if (strstr(up.buf, "ready\n")) {
 		char msg[32];
+		relay_pump(); /* it gave its stderr back before it answered */
 		/* heard when the unit's NotifyAccess is main: this is still it */
 		snprintf(msg, sizeof(msg), "MAINPID=%d", (int)up.pid);
 		notify_send(msg);
 		log_info("upgrade: process %d serves now; this one (%d) stops accepting and drains "
 			 "its sessions", (int)up.pid, (int)getpid());
+		outcome_set(1, up.pid, NULL, "process %d serves now", (int)up.pid);
 		reaped(); /* not waited for: it outlives this process */
 		return 1;
 	}
 	if (r == 0 || up.n == sizeof(up.buf) - 1) { /* it ended, or said nonsense */
-		if (sp_ask(r == 0 ? SP_WAIT : SP_KILL, &st) == 0 && st != -1)
-			log_warn("upgrade: the new process %d %s %d before it was ready (its messages are "
-				 "above); serving on unchanged", (int)up.pid,
-				 WIFEXITED(st) ? "exited with status" : "ended by signal",
-				 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-		else
-			log_warn("upgrade: the new process %d ended before it was ready; serving on "
-				 "unchanged", (int)up.pid);
-		reaped();
+		if (sp_ask(r == 0 ? SP_WAIT : SP_KILL, &st))
+			st = -1;
+		failed(st, NULL);
 		return 0;
 	}
 	if (now_ms >= up.deadline_ms) {
-		log_err("upgrade: the new process %d was not ready within %d s; killed, serving on "
-			"unchanged", (int)up.pid, UPGRADE_TIMEOUT_MS / 1000);
-		upgrade_abort();
+		log_err("upgrade: the new process %d was not ready within %d s; killed",
+			(int)up.pid, UPGRADE_TIMEOUT_MS / 1000);
+		sp_ask(SP_KILL, &st);
+		failed(st, "was not ready in time: killed");
 	}
 	return 0;
 }
@@ -636,5 +854,5 @@ void upgrade_abort(void)
 	if (!up.pid)
 		return;
 	sp_ask(SP_KILL, &st);
-	reaped();
+	failed(st, "was killed: the proxy is stopping");
 }

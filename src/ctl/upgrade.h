@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* upgrade: SIGUSR2 (and `splicer ctl upgrade`, which sends it) replaces the
- * running process with the binary now on disk, with the same arguments,
- * without refusing or resetting a client.
+/* upgrade: SIGUSR2 (and `splicer ctl upgrade`, which sends it and answers
+ * the outcome) replaces the running process with the binary now on disk,
+ * with the same arguments, without refusing or resetting a client.
  *
  * The old process has the new one started (by its spawner, below), which
  * inherits every listening socket (the routes', the stats endpoint's and the
@@ -12,8 +12,11 @@
  * the new process learns each socket's address from getsockname(), from the
  * kernel rather than a text the old one wrote). SPLICER_UPGRADE_FD is the
  * write end of a pipe on which the new process answers "ready" once it
- * accepts. The new process reads and checks the config like any start
- * (invalid: it prints the problems to the shared stderr and exits non-zero;
+ * accepts. Until then its stderr is a pipe to the old process
+ * (SPLICER_UPGRADE_LOG), which writes each line to the log and keeps the
+ * last ones for `ctl upgrade`'s answer. The new process reads and checks
+ * the config like any start
+ * (invalid: it prints the problems and exits non-zero;
  * the old one sees the pipe close without "ready" and serves on as it was),
  * takes the inherited sockets whose address is still configured, binds only
  * what is new, starts its workers, tells systemd MAINPID=<its pid> and
@@ -46,7 +49,8 @@
 
 /* At the start of the proxy (before the config is read): remembers the
  * binary's path and argv, and takes what an upgrade handed over (the
- * environment variables are removed; the descriptors closed on exec again). */
+ * environment variables are removed; the descriptors closed on exec again;
+ * stderr goes to the old process until upgrade_ready). */
 void upgrade_init(int argc, char **argv);
 
 /* ---- the new process --------------------------------------------------- */
@@ -77,7 +81,8 @@ int upgrade_spawner_start(void);
 
 /* Starts the new process with every listener of cfg (fds: per worker, nw
  * workers), the stats socket and the admin socket (-1: none). Returns 0, or
- * -1 (logged). */
+ * -1 (logged; the outcome is this failure, unless one is starting already:
+ * the outcome is then that one's). */
 int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd,
 		  int admin_fd);
 
@@ -86,10 +91,28 @@ int upgrade_pending(void);
 
 /* Called each main-loop turn: returns 1 once the new process said "ready"
  * (the caller then stops accepting and drains), 0 otherwise; a new process
- * that exited or timed out is reaped and logged. */
+ * that exited or timed out is reaped and logged. Also writes the lines of
+ * the new process's stderr to the log while it sends any. */
 int upgrade_poll(uint64_t now_ms);
 
 /* Stops a starting new process (SIGTERM to the old one meanwhile). */
 void upgrade_abort(void);
+
+/* `ctl upgrade`: the outcome of the last upgrade asked. seq grows with each
+ * outcome; ok with the new pid, else why and the new process's last lines
+ * of stderr (msgs, newline-separated; empty when it said nothing). */
+#define UPGRADE_MSGS_MAX 3072
+struct upgrade_outcome {
+	uint64_t seq;
+	int ok;
+	int pid;
+	char why[256];
+	char msgs[UPGRADE_MSGS_MAX];
+};
+void upgrade_outcome(struct upgrade_outcome *o);
+
+/* SIGUSR2 that the caller does not act on (the proxy is stopping): logged,
+ * and the outcome is this failure. */
+void upgrade_refuse(const char *why);
 
 #endif

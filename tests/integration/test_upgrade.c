@@ -535,6 +535,74 @@ Test(integ, upgrade_hands_over_the_admin_socket, .init = up_init, .fini = up_fin
 	h_server_stop(&srv);
 }
 
+/* ctl upgrade answers the outcome: with the config made invalid, exit 1,
+ * why and the new process's own messages, and the old process serves on
+ * (it still answers ctl); with a valid one, ok and the new pid, which is
+ * the process that answers ctl from then on. */
+Test(integ, upgrade_ctl_answers_the_outcome, .init = up_init, .fini = up_fini, .timeout = 90)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+	char conf[256], sock[256], text[1024], why[256], *out = NULL, *err = NULL;
+	const char *const upgrade[] = { "upgrade", NULL };
+	int port = h_free_port();
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	snprintf(conf, sizeof conf, "%s/bad.conf", h_tmpdir());
+	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
+	snprintf(text, sizeof text, "[global]\nworkers = 2\nadmin = %s\n[route r]\n"
+		 "listen = 127.0.0.1:%d\nbackend = %s\n", sock, port, srv.addr.text);
+	up_write(conf, text);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+
+	up_write(conf, "[global]\nworkers = banana\n[route r]\nlisten = 127.0.0.1:1\n");
+	int64_t t0 = h_now_ms();
+	rc = up_ctl(bin, sock, &out, &err, upgrade);
+	int64_t t_bad = h_now_ms() - t0;
+	H_CHECK(rc == 1 && err && strstr(err, "error: upgrade: the new process") &&
+		strstr(err, "exited with status 2 before it was ready; serving on unchanged") &&
+		strstr(err, "bad.conf:2:") && strstr(err, "workers"),
+		"ctl upgrade with an invalid config: exit %d, stdout '%s', stderr '%s'", rc,
+		out ? out : "", err ? err : "");
+	free(out);
+	free(err);
+	H_CHECK(h_log_lines(&p, "bad.conf:2:", "workers", NULL) == 1,
+		"the new process's message is not in the log once; log %s", p.log);
+	H_CHECK(h_proxy_alive(&p), "the old process is gone");
+	H_CHECK(up_ctl_pid(bin, sock) == p.pid, "after the failed upgrade ctl is not answered by "
+		"the old process");
+	H_CHECK(h_echo_roundtrip(&p.addr, 100, 1, 3000, why, sizeof why) == 0,
+		"the old process does not serve after the failed upgrade: %s", why);
+
+	up_write(conf, text);
+	t0 = h_now_ms();
+	rc = up_ctl(bin, sock, &out, &err, upgrade);
+	int64_t t_ok = h_now_ms() - t0;
+	pid_t np = up_nth_takeover(&p, 1, 1000);
+	char want[96];
+	snprintf(want, sizeof want, "ok: upgraded: process %d serves now; this one (%d) drains",
+		 (int)np, (int)p.pid);
+	H_CHECK(rc == 0 && np > 0 && out && strstr(out, want), "ctl upgrade: exit %d, stdout '%s', "
+		"stderr '%s' (the log says process %d took over)", rc, out ? out : "",
+		err ? err : "", (int)np);
+	free(out);
+	free(err);
+	up_track(np);
+	fprintf(stderr, "ctl upgrade: answered the failure in %lld ms, the hand-over in %lld ms\n",
+		(long long)t_bad, (long long)t_ok);
+	H_CHECK(up_ctl_pid(bin, sock) == np, "ctl after the upgrade is not answered by %d",
+		(int)np);
+	H_CHECK(h_proxy_wait(&p, 10000) != -1, "the old process did not exit");
+	H_CHECK(h_echo_roundtrip(&p.addr, 100, 2, 3000, why, sizeof why) == 0,
+		"the new process does not serve: %s", why);
+	kill(np, SIGTERM);
+	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	h_server_stop(&srv);
+}
+
 /* The notify socket hears MAINPID=<new pid> and READY=1 from the new
  * process (SCM_CREDENTIALS says who sent it), and nothing from the old one
  * but MAINPID=<new pid> (for NotifyAccess=main): no READY, no STOPPING. */
