@@ -203,7 +203,9 @@ struct stop {
  * process, new connections stop first (listener.h: listener_quiesce) and
  * the workers go on accepting for LISTENER_CLOSE_GRACE_MS, so the
  * handshakes under way land in the queues they accept empty before the
- * close. */
+ * close. After a hand-over the workers close the sockets the new process
+ * keeps without accepting again (upgrade_kept), and accept the others'
+ * queues empty (the new process stopped their SYNs). */
 static void stop_begin(struct reload_ctx *rl, struct stop *s, const char *why, int handed_over)
 {
 	int grace = 0;
@@ -211,6 +213,7 @@ static void stop_begin(struct reload_ctx *rl, struct stop *s, const char *why, i
 	if (handed_over) {
 		listener_unlink_enable(0); /* the paths are the new process's: first */
 		stats_http_stop(); /* the new process answers /health now */
+		rl->sh->nkept = upgrade_kept(&rl->sh->kept_fds); /* worker.c: not accepted from */
 	} else {
 		for (unsigned l = 0; l < rl->cfg->nlst; l++)
 			for (unsigned w = 0; w < rl->nw; w++)

@@ -39,6 +39,7 @@ static char **args;
 
 struct inherited {
 	int fd;
+	unsigned idx; /* its place in SPLICER_INHERIT: the old process's list */
 	int taken;
 	socklen_t len;
 	struct sockaddr_storage ss; /* getsockname() */
@@ -84,7 +85,7 @@ static void find_exe(const char *argv0)
 }
 
 /* One descriptor of SPLICER_INHERIT: a listening socket, or it is ignored. */
-static void inherit_fd(int fd)
+static void inherit_fd(int fd, unsigned idx)
 {
 	struct inherited *h = &inh[ninh];
 	int listening = 0;
@@ -102,6 +103,7 @@ static void inherit_fd(int fd)
 		return;
 	}
 	h->fd = fd;
+	h->idx = idx;
 	h->taken = 0;
 	ninh++;
 }
@@ -148,14 +150,14 @@ void upgrade_init(int argc, char **argv)
 		for (const char *p = list; *p; p++)
 			most += *p == ',';
 		inh = calloc(most, sizeof(*inh));
-		for (const char *p = list; inh && *p;) {
+		for (unsigned idx = 0; inh && *list; idx++) {
 			char *end;
-			long fd = strtol(p, &end, 10);
-			if (end == p)
+			long fd = strtol(list, &end, 10);
+			if (end == list)
 				break;
 			if (fd < INT_MAX)
-				inherit_fd((int)fd);
-			p = end + (*end == ',');
+				inherit_fd((int)fd, idx);
+			list = end + (*end == ',');
 		}
 	}
 	if (answer_fd >= 0)
@@ -253,21 +255,27 @@ int upgrade_listener_open_n(struct addr *a, unsigned n, int *fds, char *err, uns
  * once it has accepted what it queued. From now on new connections must not
  * arrive there: SYNs stop (unless another socket of its SO_REUSEPORT group
  * stays and the kernel migrates the queue, tcp_migrate_req), a Unix path
- * nobody keeps is removed. Returns 1 when a grace is due. */
-static int give_back(const struct inherited *h)
+ * nobody keeps is removed. Returns 1 when a grace is due; *stays is 1 when
+ * the queue stays with a socket this process keeps (the same Unix socket,
+ * or a migration), so the old process must only close it. */
+static int give_back(const struct inherited *h, int *stays)
 {
 	int sibling = 0;
 
+	*stays = 0;
 	for (unsigned i = 0; i < ninh; i++)
 		sibling |= inh[i].taken && same_sockaddr(&h->ss, h->len, &inh[i].ss, inh[i].len);
 	if (h->ss.ss_family == AF_UNIX) {
 		const struct sockaddr_un *sun = (const void *)&h->ss;
 		if (!sibling && sun->sun_path[0])
 			unlink(sun->sun_path);
+		*stays = sibling; /* a dup of a socket taken */
 		return 0;
 	}
-	if (sibling && listener_migrates())
+	if (sibling && listener_migrates()) {
+		*stays = 1;
 		return 0;
+	}
 	if (listener_stop_syns(h->fd) < 0) {
 		log_warn("upgrade: inherited socket %d: SYNs not stopped (%s); a connection may be "
 			 "reset when the old process closes it", h->fd, strerror(errno));
@@ -276,9 +284,33 @@ static int give_back(const struct inherited *h)
 	return 1;
 }
 
+/* "ready", then "keep I,J,...": the inherited sockets (by their place in
+ * SPLICER_INHERIT) whose queues are this process's, which the old process
+ * closes without accepting from. An old process that reads only "ready"
+ * (an older binary) accepts every queue empty, as it always did. */
+static void answer(const char *stays)
+{
+	size_t cap = (size_t)ninh * 11 + 16, n = 6;
+	char *msg = stays ? malloc(cap) : NULL; /* none: plain "ready", nothing is lost */
+
+	if (msg) {
+		n = (size_t)snprintf(msg, cap, "ready\nkeep ");
+		for (unsigned i = 0, first = 1; i < ninh; i++)
+			if (inh[i].taken || stays[i]) {
+				n += (size_t)snprintf(msg + n, cap - n, "%s%u", first ? "" : ",", inh[i].idx);
+				first = 0;
+			}
+		msg[n++] = '\n';
+	}
+	if (write(answer_fd, msg ? msg : "ready\n", n) != (ssize_t)n)
+		log_warn("upgrade: the old process did not take the answer (%s); it stops after %d s",
+			 strerror(errno), UPGRADE_TIMEOUT_MS / 1000);
+	free(msg);
+}
+
 int upgrade_ready(void)
 {
-	char msg[96];
+	char msg[96], *stays;
 	unsigned taken = 0, back = 0;
 	int grace = 0;
 
@@ -288,9 +320,14 @@ int upgrade_ready(void)
 	snprintf(msg, sizeof(msg), "MAINPID=%d\nREADY=1\nSTATUS=forwarding", (int)getpid());
 	if (notify_send(msg) < 0)
 		log_warn("NOTIFY_SOCKET is set but MAINPID and READY=1 could not be sent to it");
-	for (unsigned i = 0; i < ninh; i++)
+	stays = calloc(ninh + 1, 1);
+	for (unsigned i = 0; i < ninh; i++) {
+		int st = 0;
 		if (!inh[i].taken)
-			grace |= give_back(&inh[i]);
+			grace |= give_back(&inh[i], &st);
+		if (stays)
+			stays[i] = (char)st;
+	}
 	if (grace) /* the old process accepts meanwhile: handshakes under way complete */
 		usleep(LISTENER_CLOSE_GRACE_MS * 1000);
 	for (unsigned i = 0; i < ninh; i++) {
@@ -302,11 +339,10 @@ int upgrade_ready(void)
 	}
 	log_info("upgrade: serving in place of the old process: %u inherited socket%s taken, %u "
 		 "left to it to close", taken, taken == 1 ? "" : "s", back);
-	if (write(answer_fd, "ready\n", 6) != 6)
-		log_warn("upgrade: the old process did not take the answer (%s); it stops after %d s",
-			 strerror(errno), UPGRADE_TIMEOUT_MS / 1000);
+	answer(stays);
 	close(answer_fd);
 	answer_fd = -1;
+	free(stays);
 	free(inh);
 	inh = NULL;
 	ninh = 0;
@@ -674,9 +710,16 @@ static struct {
 	pid_t pid;        /* the new process, 0: none starting */
 	int rfd;          /* its answer */
 	uint64_t deadline_ms;
-	char buf[16];
-	size_t n;
+	uint64_t ready_ms; /* "ready" read at (0: not yet); the rest follows */
+	char *ans;        /* the answer so far */
+	size_t n, cap;
+	int *fds;         /* what it was given, in order: the answer's indices */
+	unsigned nfds;
 } up = { .rfd = -1 };
+
+/* After the hand-over: the sockets the new process keeps (upgrade_kept). */
+static int *kept;
+static unsigned nkept;
 
 int upgrade_pending(void)
 {
@@ -759,6 +802,11 @@ int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned 
 	up.pid = pid;
 	up.rfd = ans[0];
 	ans[0] = -1;
+	up.fds = list;
+	up.nfds = n;
+	list = NULL;
+	up.cap = (size_t)n * 11 + 64; /* "ready\nkeep " and every index */
+	up.ans = malloc(up.cap); /* none: answer_read says nonsense, and it is killed */
 	relay_start(err[0]);
 	err[0] = -1;
 	up.deadline_ms = now_monotonic_ms() + UPGRADE_TIMEOUT_MS;
@@ -779,9 +827,68 @@ out:
 static void reaped(void)
 {
 	close(up.rfd);
+	free(up.ans);
+	free(up.fds);
+	memset(&up, 0, sizeof(up));
 	up.rfd = -1;
-	up.pid = 0;
-	up.n = 0;
+}
+
+/* The answer's "keep" line, once whole: the descriptors of this process
+ * whose sockets the new one keeps. Without it (an older binary, or a line
+ * cut short) the list is empty, and every queue is accepted here. */
+static void take_kept(const char *ready)
+{
+	const char *p = ready + 6, *end = strchr(p, '\n');
+
+	free(kept);
+	nkept = 0;
+	if (strncmp(p, "keep ", 5) || !end || !(kept = calloc(up.nfds + 1, sizeof(*kept))))
+		return;
+	for (p += 5; p < end;) {
+		char *next;
+		unsigned long i = strtoul(p, &next, 10);
+		if (next == p || i >= up.nfds)
+			break;
+		kept[nkept++] = up.fds[i];
+		p = next + (*next == ',');
+	}
+}
+
+unsigned upgrade_kept(const int **fds)
+{
+	*fds = kept;
+	return nkept;
+}
+
+/* Reads what the new process answered. Returns 1 when it said "ready" and
+ * the rest of its answer is in (or will not come), -1 when it ended or
+ * said nonsense (*eof: which), 0 while it says nothing more. */
+static int answer_read(uint64_t now_ms, int *eof)
+{
+	const char *ready;
+	ssize_t r = -1;
+
+	*eof = 0;
+	while (up.ans && up.n < up.cap - 1 &&
+	       (r = read(up.rfd, up.ans + up.n, up.cap - 1 - up.n)) > 0)
+		up.n += (size_t)r;
+	if (!up.ans)
+		return -1;
+	up.ans[up.n] = '\0';
+	*eof = r == 0;
+	if ((ready = strstr(up.ans, "ready\n"))) {
+		if (!up.ready_ms)
+			up.ready_ms = now_ms;
+		/* whole: at EOF, or once the keep line ends; an answer that stops
+		 * half-way is taken as it is after a second */
+		if (r == 0 || up.n == up.cap - 1 || strchr(ready + 6, '\n') ||
+		    now_ms >= up.ready_ms + 1000) {
+			take_kept(ready);
+			return 1;
+		}
+		return 0;
+	}
+	return r == 0 || up.n == up.cap - 1 ? -1 : 0;
 }
 
 /* The new process is gone before it said "ready" (st: its wait status,
@@ -810,30 +917,26 @@ static void failed(int st, const char *how)
 
 int upgrade_poll(uint64_t now_ms)
 {
-	ssize_t r = -1;
-	int st = -1;
+	int st = -1, eof, r;
 
 	relay_pump();
 	if (!up.pid)
 		return 0;
-	while (up.n < sizeof(up.buf) - 1 &&
-	       (r = read(up.rfd, up.buf + up.n, sizeof(up.buf) - 1 - up.n)) > 0)
-		up.n += (size_t)r;
-	up.buf[up.n] = '\0';
-	if (strstr(up.buf, "ready\n")) {
+	if ((r = answer_read(now_ms, &eof)) > 0) {
 		char msg[32];
 		relay_pump(); /* it gave its stderr back before it answered */
 		/* heard when the unit's NotifyAccess is main: this is still it */
 		snprintf(msg, sizeof(msg), "MAINPID=%d", (int)up.pid);
 		notify_send(msg);
 		log_info("upgrade: process %d serves now; this one (%d) stops accepting and drains "
-			 "its sessions", (int)up.pid, (int)getpid());
+			 "its sessions (%u of the %u sockets handed over are kept by it, with what "
+			 "they queued)", (int)up.pid, (int)getpid(), nkept, up.nfds);
 		outcome_set(1, up.pid, NULL, "process %d serves now", (int)up.pid);
 		reaped(); /* not waited for: it outlives this process */
 		return 1;
 	}
-	if (r == 0 || up.n == sizeof(up.buf) - 1) { /* it ended, or said nonsense */
-		if (sp_ask(r == 0 ? SP_WAIT : SP_KILL, &st))
+	if (r < 0) { /* it ended, or said nonsense */
+		if (sp_ask(eof ? SP_WAIT : SP_KILL, &st))
 			st = -1;
 		failed(st, NULL);
 		return 0;

@@ -22,12 +22,17 @@
  * what is new, starts its workers, tells systemd MAINPID=<its pid> and
  * READY=1 (NOTIFY_SOCKET is inherited), stops SYNs on the inherited sockets
  * it does not keep (listener.h: their last holder, the old process, accepts
- * their queues empty before it closes them) and answers "ready". Then the
- * old process stops its stats endpoint and its admin socket (leaving their
- * paths, the new process's now), sends MAINPID=<new pid> too (under
- * NotifyAccess=main only the old, still the main PID, is heard), closes its
- * listeners after accepting what they queued, and drains its sessions up to
- * drain_timeout, without sending systemd anything more. No verdict within
+ * their queues empty before it closes them) and answers "ready", then
+ * "keep I,J,..." (the places in SPLICER_INHERIT of the sockets whose queues
+ * stay with it). Then the old process stops its stats endpoint and its
+ * admin socket (leaving their paths, the new process's now), sends
+ * MAINPID=<new pid> too (under NotifyAccess=main only the old, still the
+ * main PID, is heard), closes the listeners the new process keeps without
+ * accepting from them again (what they queued is the new process's: a
+ * session the old one took now would get the old config and the old
+ * drain_timeout), accepts the others' queues empty before it closes them,
+ * and drains its sessions up to drain_timeout, without sending systemd
+ * anything more. No verdict within
  * UPGRADE_TIMEOUT_MS: the new process is killed and the old serves on.
  *
  * The binary: the path this process was started as (argv[0], made absolute
@@ -94,6 +99,13 @@ int upgrade_pending(void);
  * that exited or timed out is reaped and logged. Also writes the lines of
  * the new process's stderr to the log while it sends any. */
 int upgrade_poll(uint64_t now_ms);
+
+/* After upgrade_poll returned 1: the descriptors of this process whose
+ * sockets the new one keeps, in *fds (valid until the next upgrade). The
+ * workers close them without accepting from them again: what they queued
+ * is the new process's. 0 when it did not say (an older binary): every
+ * queue is then accepted empty here, as before. */
+unsigned upgrade_kept(const int **fds);
 
 /* Stops a starting new process (SIGTERM to the old one meanwhile). */
 void upgrade_abort(void);

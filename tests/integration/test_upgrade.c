@@ -9,6 +9,7 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,14 +182,23 @@ struct up_clients {
 	_Atomic long tried, ok, refused, reset;
 	_Atomic long slow; /* connects that took a SYN retransmission (>= 900 ms) */
 	char last_reset[256], last_refused[320];
+	/* the tags a backend may answer ("T" when not set); forbid: a tag (low
+	 * byte) that a session connected after the time above it (ms, h_now_ms)
+	 * must not get: the backend of a process that handed over */
+	const char *tags;
+	_Atomic uint64_t forbid;
+	_Atomic long late; /* sessions that got it */
+	char last_late[128];
 	pthread_t thr[4];
 	int n;
 };
 
-/* One session through the proxy to a tag server (h_tag_start with tag
- * 'T'): the backend's byte, then EOF. Returns 0 or -errno with why, which
- * starts with "connect to" when the connect failed. */
-static int up_tag_session(const struct h_addr *a, char *why, size_t len, int *slow)
+/* One session through the proxy to a tag server (h_tag_start): the
+ * backend's byte (one of tags), then EOF. Returns 0 or -errno with why,
+ * which starts with "connect to" when the connect failed; *tag is the byte
+ * and *t_conn when the connect completed. */
+static int up_tag_session(const struct h_addr *a, const char *tags, char *why, size_t len,
+			  int *slow, char *tag, int64_t *t_conn)
 {
 	/* 8 s: a SYN dropped by a listener on its way out (listener.h) is sent
 	 * again after 1 s, and, unlucky again, after 2 s and 4 s more */
@@ -196,7 +206,9 @@ static int up_tag_session(const struct h_addr *a, char *why, size_t len, int *sl
 	int fd = h_connect(a, 8000), rc;
 	char c = 0;
 
-	*slow = h_now_ms() - t0 >= 900;
+	*t_conn = h_now_ms();
+	*slow = *t_conn - t0 >= 900;
+	*tag = 0;
 
 	if (fd < 0) {
 		rc = -errno;
@@ -204,7 +216,8 @@ static int up_tag_session(const struct h_addr *a, char *why, size_t len, int *sl
 		return rc;
 	}
 	rc = h_recv_exact(fd, &c, 1, deadline);
-	if (rc == 0 && c != 'T')
+	*tag = c;
+	if (rc == 0 && (!c || !strchr(tags, c)))
 		rc = -EPROTO;
 	if (rc == 0)
 		rc = h_expect_eof(fd, deadline);
@@ -221,9 +234,20 @@ static void *up_client_main(void *arg)
 	char why[256];
 
 	for (long i = 0; !c->stop && i < 200000; i++) {
-		int slow, rc = up_tag_session(&c->addr, why, sizeof why, &slow);
+		int64_t t_conn;
+		char tag;
+		int slow, rc = up_tag_session(&c->addr, c->tags ? c->tags : "T", why, sizeof why,
+					      &slow, &tag, &t_conn);
+		uint64_t forbid = c->forbid;
 		c->tried++;
 		c->slow += slow;
+		if (rc == 0 && forbid && tag == (char)(forbid & 0xff) &&
+		    (uint64_t)t_conn > forbid >> 8) {
+			c->late++;
+			snprintf(c->last_late, sizeof c->last_late, "tag %c, connected %lld ms after "
+				 "the hand-over was seen", tag,
+				 (long long)(t_conn - (int64_t)(forbid >> 8)));
+		}
 		if (rc == 0)
 			c->ok++;
 		else if (!strncmp(why, "connect to", 10)) {
@@ -239,10 +263,12 @@ static void *up_client_main(void *arg)
 	return NULL;
 }
 
-static void up_clients_start(struct up_clients *c, const struct h_addr *a, int n)
+static void up_clients_start(struct up_clients *c, const struct h_addr *a, int n,
+			     const char *tags)
 {
 	memset(c, 0, sizeof *c);
 	c->addr = *a;
+	c->tags = tags;
 	c->n = n;
 	for (int i = 0; i < n; i++)
 		H_CHECK(pthread_create(&c->thr[i], NULL, up_client_main, c) == 0, "client thread");
@@ -329,17 +355,22 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 	static struct up_clients cl;
 	static struct up_prober pr;
 	char conf[256], text[1024], log[256], why[256];
-	static struct h_tag_server tag;
+	/* generation g (0: the first start) has backend "ABC"[g % 3]: after
+	 * the hand-over to g, no session connected later may get g - 1's tag */
+	static struct h_tag_server tag[3];
+	char tagb[3][32];
 	int port = h_free_port(), xport = h_free_port(), s1 = h_free_port(), s2 = h_free_port();
 	int rc = h_server_start(&srv, "127.0.0.1:0", 512, h_echo_conn, NULL);
-	char tagb[32];
 
 	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
-	h_tag_start(&tag, 'T', 0, 0);
-	snprintf(tagb, sizeof tagb, "127.0.0.1:%d", tag.port);
+	for (int i = 0; i < 3; i++) {
+		h_tag_start(&tag[i], (char)('A' + i), 0, 0);
+		snprintf(tagb[i], sizeof tagb[i], "127.0.0.1:%d", tag[i].port);
+	}
 	snprintf(conf, sizeof conf, "%s/up.conf", h_tmpdir());
 	snprintf(log, sizeof log, "%s/access.log", h_tmpdir());
-	up_write(conf, up_config(text, sizeof text, port, 2, s1, "off", tagb, xport, srv.addr.text));
+	up_write(conf, up_config(text, sizeof text, port, 2, s1, "off", tagb[0], xport,
+				 srv.addr.text));
 	const char *args[] = { "-c", conf, NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 	pid_t pid = p.pid;
@@ -348,7 +379,7 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 	up_local(&stats, s1);
 	pr.addr = stats;
 	H_CHECK(pthread_create(&pr.thr, NULL, up_prober_main, &pr) == 0, "prober");
-	up_clients_start(&cl, &p.addr, 2);
+	up_clients_start(&cl, &p.addr, 2, "ABC");
 
 	/* a transfer through the proxy across the first upgrade: 8 MiB echoed,
 	 * read at 64 KiB per 20 ms (about 2.6 s) */
@@ -378,8 +409,11 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 			pthread_join(pr.thr, NULL);
 		}
 		up_write(conf, up_config(text, sizeof text, port, workers, sp, n % 2 ? log : "off",
-					 tagb, xport, srv.addr.text));
+					 tagb[n % 3], xport, srv.addr.text));
 		pid = up_upgrade_watch(&p, pid, n, n == 1 ? &rx.progress : NULL, &progress_at_first);
+		/* the takeover line is logged before the old process stops its
+		 * stats endpoint and its workers: 100 ms for that */
+		cl.forbid = (uint64_t)(h_now_ms() + 100) << 8 | (uint64_t)('A' + (n - 1) % 3);
 		char wl[64];
 		snprintf(wl, sizeof wl, "workers %d;", workers);
 		H_CHECK(h_log_lines(&p, "splicer[", wl, NULL) > 0, "upgrade %d: no process started "
@@ -410,15 +444,18 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 	H_CHECK(lines > 0, "no access-log line in %s from the generations with log = it", log);
 
 	fprintf(stderr, "upgrade loop: 20 upgrades in %lld ms; connections tried %ld, ok %ld, "
-		"refused %ld, reset %ld, connect >= 900 ms %ld; /health probes %ld, not 200: %ld; "
+		"refused %ld, reset %ld, connect >= 900 ms %ld, served by an old process after its "
+		"hand-over %ld; /health probes %ld, not 200: %ld; "
 		"transfer %llu bytes (%llu when the first upgrade was done)\n", (long long)t_loop,
 		(long)cl.tried, (long)cl.ok, (long)cl.refused, (long)cl.reset, (long)cl.slow,
-		(long)pr.tried, (long)pr.bad,
+		(long)cl.late, (long)pr.tried, (long)pr.bad,
 		(unsigned long long)rx.bytes, (unsigned long long)progress_at_first);
 	H_CHECK(cl.refused == 0 && cl.reset == 0, "clients across 20 upgrades: %ld refused, %ld "
 		"reset of %ld (last refused: %s; last reset: %s); log %s", (long)cl.refused,
 		(long)cl.reset, (long)cl.tried, cl.last_refused, cl.last_reset, p.log);
 	H_CHECK(cl.ok > 100, "only %ld round trips in the loop", (long)cl.ok);
+	H_CHECK(cl.late == 0, "%ld sessions were served by an old process after its hand-over "
+		"(last: %s)", (long)cl.late, cl.last_late);
 	H_CHECK(pr.bad == 0, "/health did not answer 200 to %ld of %ld probes across upgrades",
 		(long)pr.bad, (long)pr.tried);
 
@@ -426,7 +463,107 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 	H_CHECK(up_wait_gone(pid, 10000) == 0, "the last generation did not stop");
 	const char *prob = h_proxy_log_problem(&p);
 	H_CHECK(prob == NULL, "sanitizer report in %s: %s", p.log, prob);
-	h_tag_stop(&tag);
+	for (int i = 0; i < 3; i++)
+		h_tag_stop(&tag[i]);
+	h_server_stop(&srv);
+}
+
+/* Connections queued on a socket the new process keeps are the new
+ * process's: the old one does not accept them at the hand-over (it would
+ * serve them with the old config and cut them at its drain_timeout), and
+ * none is lost. max_conns = 1 keeps them queued: the old process is full
+ * (a held session on route x), so four clients of route r wait in the
+ * kernel's queue; the new process (max_conns 1 too) takes one before it is
+ * ready, and the other three must come to it one by one, as the test ends
+ * each session: every client reads the new config's backend tag 'N', none
+ * the old one's 'O'. */
+Test(integ, upgrade_leaves_queued_connections_to_the_new_process, .init = up_init,
+     .fini = up_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+	static struct h_tag_server old_b, new_b;
+	char conf[256], text[1024], why[256], buf[100];
+	int port = h_free_port(), xport = h_free_port();
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	h_tag_start(&old_b, 'O', 1, 0);
+	h_tag_start(&new_b, 'N', 1, 0);
+	snprintf(conf, sizeof conf, "%s/q.conf", h_tmpdir());
+	const char *fmt = "[global]\nworkers = 1\nmax_conns = 1\n[route r]\nlisten = 127.0.0.1:%d\n"
+			  "backend = 127.0.0.1:%d\n[route x]\nlisten = 127.0.0.1:%d\nbackend = %s\n";
+	snprintf(text, sizeof text, fmt, port, old_b.port, xport, srv.addr.text);
+	up_write(conf, text);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+
+	struct h_addr xa;
+	up_local(&xa, xport);
+	int held = h_connect(&xa, 2000);
+	memset(buf, 'q', sizeof buf);
+	H_CHECK(held >= 0 && h_send_all(held, buf, sizeof buf, h_now_ms() + 2000) == 0 &&
+		h_recv_exact(held, buf, sizeof buf, h_now_ms() + 2000) == 0,
+		"the session that fills the old process");
+	enum { NQ = 4 };
+	int c[NQ];
+	for (int i = 0; i < NQ; i++)
+		H_CHECK((c[i] = h_connect(&p.addr, 2000)) >= 0, "client %d: %s", i, strerror(errno));
+	h_sleep_ms(300);
+	for (int i = 0; i < NQ; i++) /* the premise: they wait in the queue */
+		H_CHECK(recv(c[i], buf, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN,
+			"client %d was served by the full old process", i);
+
+	snprintf(text, sizeof text, fmt, port, new_b.port, xport, srv.addr.text);
+	up_write(conf, text);
+	H_CHECK(kill(p.pid, SIGUSR2) == 0, "SIGUSR2");
+	pid_t np = up_nth_takeover(&p, 1, 15000);
+	H_CHECK(np > 0, "no new process took over; log %s", p.log);
+	up_track(np);
+
+	/* one by one: the session that has its tag is ended, the next comes */
+	int served = 0, open_n = NQ;
+	int64_t end = h_now_ms() + 10000;
+	while (open_n && h_now_ms() < end) {
+		struct pollfd pf[NQ];
+		int k = 0, map[NQ];
+		for (int i = 0; i < NQ; i++)
+			if (c[i] >= 0) {
+				pf[k] = (struct pollfd){ .fd = c[i], .events = POLLIN };
+				map[k++] = i;
+			}
+		if (poll(pf, (nfds_t)k, 200) <= 0)
+			continue;
+		for (int j = 0; j < k; j++) {
+			int i = map[j];
+			if (!pf[j].revents)
+				continue;
+			char t = 0;
+			ssize_t n = recv(c[i], &t, 1, 0);
+			H_CHECK(n == 1 && t == 'N', "client %d: %s '%c': %s after the hand-over", i,
+				n == 1 ? "read" : "no byte", n == 1 ? t : '-',
+				t == 'O' ? "the old process accepted it (old config)"
+					 : "lost in the hand-over");
+			close(c[i]);
+			c[i] = -1;
+			open_n--;
+			served++;
+		}
+	}
+	H_CHECK(served == NQ, "%d of %d queued clients served by the new process within 10 s",
+		served, NQ);
+	H_CHECK(old_b.accepted == 0 && new_b.accepted == NQ, "backend of the old config: %d "
+		"sessions, of the new one: %d (want 0 and %d)", (int)old_b.accepted,
+		(int)new_b.accepted, NQ);
+	H_CHECK(h_proxy_alive(&p), "the old process exited with its session on route x running");
+	close(held);
+	int st = h_proxy_wait(&p, 10000);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the old process: status %d", st);
+	kill(np, SIGTERM);
+	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	h_tag_stop(&old_b);
+	h_tag_stop(&new_b);
 	h_server_stop(&srv);
 }
 
@@ -704,7 +841,7 @@ Test(integ, lameduck_health_503_while_still_accepting, .init = up_init, .fini = 
 	up_local(&stats, s1);
 	H_CHECK(up_health(&stats, body, sizeof body) == 200, "/health before SIGTERM: %s", body);
 
-	up_clients_start(&cl, &p.addr, 2);
+	up_clients_start(&cl, &p.addr, 2, NULL);
 	h_sleep_ms(100);
 	int64_t t0 = h_now_ms();
 	H_CHECK(kill(p.pid, SIGTERM) == 0, "SIGTERM");
@@ -775,7 +912,7 @@ Test(integ, reload_removing_a_listener_resets_nobody, .init = up_init, .fini = u
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 	struct h_addr to_b;
 	up_local(&to_b, b);
-	up_clients_start(&cl, &to_b, 4);
+	up_clients_start(&cl, &to_b, 4, NULL);
 	for (int n = 1; n <= 20; n++) {
 		up_write(conf, n % 2 ? without : with);
 		H_CHECK(kill(p.pid, SIGHUP) == 0, "SIGHUP");
