@@ -197,6 +197,8 @@ static void watch_workers(struct worker *ws, unsigned n, char *stalled)
 struct stop {
 	int stopping;        /* listeners closed, sessions draining */
 	uint64_t lame_until; /* lame duck until then (monotonic ms; 0: none) */
+	int handed_over;     /* the drain began with an upgrade's hand-over */
+	int signalled;       /* a stop signal came since */
 };
 
 /* Stops accepting and starts the drain. Unless the sockets went to a new
@@ -226,6 +228,7 @@ static void stop_begin(struct reload_ctx *rl, struct stop *s, const char *why, i
 	__atomic_store_n(&rl->sh->drain_deadline_ms, now_monotonic_ms() + rl->cfg->drain_timeout_ms,
 			 __ATOMIC_RELAXED);
 	s->stopping = 1;
+	s->handed_over = handed_over;
 	__atomic_store_n(&rl->sh->stopping, 1, __ATOMIC_RELEASE);
 	for (unsigned i = 0; i < rl->nw; i++)
 		worker_wake(&rl->ws[i]);
@@ -235,15 +238,28 @@ static void stop_begin(struct reload_ctx *rl, struct stop *s, const char *why, i
 
 /* SIGTERM, SIGINT (`ctl drain` sends SIGTERM). The lame duck is for a load
  * balancer that probes /health: without a stats endpoint there is nobody
- * to tell, and SIGINT is an operator at a terminal. */
+ * to tell, and SIGINT is an operator at a terminal. During an upgrade
+ * (upgrade.h): a new process that is ready takes over and this one drains;
+ * one that is not is sent SIGTERM, and this one stops as it would have. */
 static void stop_signal(struct reload_ctx *rl, struct stop *s, int sig)
 {
 	const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
 	uint64_t now = now_monotonic_ms();
 
-	if (upgrade_pending()) {
-		log_warn("%s: the upgrade under way is abandoned", name);
-		upgrade_abort();
+	if (upgrade_pending() && upgrade_poll(now)) {
+		log_info("%s during the upgrade: the new process is ready: it serves on, this one "
+			 "drains", name);
+		stop_begin(rl, s, "upgrade", 1);
+		s->signalled = 1;
+		return;
+	}
+	upgrade_abandon(name); /* when one is starting */
+	if (s->stopping && s->handed_over && !s->signalled) {
+		/* the drain is the upgrade's, not a signal's: this is the first */
+		log_info("%s: draining since the upgrade's hand-over already; a second signal closes "
+			 "every session now", name);
+		s->signalled = 1;
+		return;
 	}
 	if (s->stopping) {
 		log_info("second signal: closing every session now");

@@ -302,9 +302,8 @@ static void answer(const char *stays)
 			}
 		msg[n++] = '\n';
 	}
-	if (write(answer_fd, msg ? msg : "ready\n", n) != (ssize_t)n)
-		log_warn("upgrade: the old process did not take the answer (%s); it stops after %d s",
-			 strerror(errno), UPGRADE_TIMEOUT_MS / 1000);
+	if (write(answer_fd, msg ? msg : "ready\n", n) != (ssize_t)n) /* it gave up on us */
+		log_warn("upgrade: the old process did not take the answer (%s)", strerror(errno));
 	free(msg);
 }
 
@@ -364,7 +363,7 @@ int upgrade_ready(void)
  * with, so with `user =` the new process starts as root too: it binds new
  * ports below 1024 and joins the SO_REUSEPORT groups root made, then drops
  * to the user as any start does. */
-enum { SP_FDS = 'F', SP_GO = 'G', SP_WAIT = 'W', SP_KILL = 'K' };
+enum { SP_FDS = 'F', SP_GO = 'G', SP_WAIT = 'W', SP_KILL = 'K', SP_TERM = 'T' };
 #define SP_BATCH 200 /* descriptors per message (the kernel takes 253) */
 
 static int sp_fd = -1; /* the proxy's end */
@@ -529,6 +528,13 @@ static void sp_main(int fd)
 				close(batch[i]);
 			n = 0;
 			sp_send(fd, SP_GO, (int)pid, NULL, 0);
+		} else if (t == SP_TERM) {
+			/* it drains and exits on its own, after this process maybe:
+			 * not waited for (reaped by whoever inherits it) */
+			if (pid > 0)
+				kill(pid, SIGTERM);
+			pid = 0;
+			sp_send(fd, SP_WAIT, -1, NULL, 0);
 		} else if (t == SP_WAIT || t == SP_KILL) {
 			if (t == SP_KILL && pid > 0)
 				kill(pid, SIGKILL);
@@ -950,12 +956,19 @@ int upgrade_poll(uint64_t now_ms)
 	return 0;
 }
 
-void upgrade_abort(void)
+void upgrade_abandon(const char *why)
 {
 	int st;
 
 	if (!up.pid)
 		return;
-	sp_ask(SP_KILL, &st);
-	failed(st, "was killed: the proxy is stopping");
+	/* SIGKILL would reset what its workers accepted already (they start
+	 * before it answers); SIGTERM lets it drain that. Its stderr is still
+	 * written to the log here until it gives it back (relay_pump). */
+	log_warn("%s: the upgrade under way is abandoned: the new process %d, not ready, is sent "
+		 "SIGTERM (it drains what it accepted and exits)", why, (int)up.pid);
+	sp_ask(SP_TERM, &st);
+	outcome_set(0, up.pid, relay.tail, "%s: the new process %d was not ready yet: it is sent "
+		    "SIGTERM and this one stops too", why, (int)up.pid);
+	reaped();
 }

@@ -34,6 +34,12 @@
  * and drains its sessions up to drain_timeout, without sending systemd
  * anything more. No verdict within
  * UPGRADE_TIMEOUT_MS: the new process is killed and the old serves on.
+ * SIGTERM or SIGINT to the old process meanwhile: a new process that has
+ * answered "ready" takes over (the old one drains, as after any hand-over;
+ * the signal stopped the old process, and the service runs on in the new
+ * one); one that has not is sent SIGTERM (it drains what its workers
+ * accepted already and exits) and the old process stops as the signal says:
+ * nothing serves afterwards.
  *
  * The binary: the path this process was started as (argv[0], made absolute
  * at start; found in PATH when it had no '/'), not /proc/self/exe, which
@@ -107,8 +113,11 @@ int upgrade_poll(uint64_t now_ms);
  * queue is then accepted empty here, as before. */
 unsigned upgrade_kept(const int **fds);
 
-/* Stops a starting new process (SIGTERM to the old one meanwhile). */
-void upgrade_abort(void);
+/* Gives up on a starting new process that has not said "ready" (call
+ * upgrade_poll first: one that did takes over): SIGTERM or SIGINT to the
+ * old process meanwhile (why names it). It is sent SIGTERM, not SIGKILL:
+ * its workers accept before it answers, and it drains what they took. */
+void upgrade_abandon(const char *why);
 
 /* `ctl upgrade`: the outcome of the last upgrade asked. seq grows with each
  * outcome; ok with the new pid, else why and the new process's last lines

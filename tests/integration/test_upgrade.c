@@ -75,9 +75,11 @@ static int up_wait_gone(pid_t pid, int ms)
 	return 0;
 }
 
-/* The pid of the n-th (1-based) "upgrade: process PID serves now" line of
- * the shared log, waiting up to ms for it; 0 when it did not come. */
-static pid_t up_nth_takeover(const struct h_proxy *p, int n, int ms)
+/* The pid of the n-th (1-based) line of the shared log with mark, then at
+ * (the pid follows it), then also (NULL: anything), waiting up to ms for
+ * it; 0 when it did not come. */
+static pid_t up_log_pid(const struct h_proxy *p, const char *mark, const char *at,
+			const char *also, int n, int ms)
 {
 	int64_t end = h_now_ms() + ms;
 
@@ -87,17 +89,23 @@ static pid_t up_nth_takeover(const struct h_proxy *p, int n, int ms)
 		int seen = 0;
 		pid_t pid = 0;
 
-		while (f && fgets(line, sizeof line, f)) {
-			const char *k = strstr(line, "upgrade: process ");
-			if (k && strstr(k, " serves now") && ++seen == n)
-				pid = (pid_t)atoi(k + strlen("upgrade: process "));
+		while (f && !pid && fgets(line, sizeof line, f)) {
+			const char *k = strstr(line, mark);
+			if (k && (k = strstr(k, at)) && (!also || strstr(k, also)) && ++seen == n)
+				pid = (pid_t)atoi(k + strlen(at));
 		}
 		if (f)
 			fclose(f);
 		if (pid || h_now_ms() > end)
 			return pid;
-		h_sleep_ms(10);
+		h_sleep_ms(5);
 	}
+}
+
+/* The n-th "upgrade: process PID serves now" (an old process's). */
+static pid_t up_nth_takeover(const struct h_proxy *p, int n, int ms)
+{
+	return up_log_pid(p, "upgrade: process ", "upgrade: process ", " serves now", n, ms);
 }
 
 /* Upgrades the process pid (the n-th upgrade of the test): SIGUSR2, the new
@@ -811,6 +819,121 @@ Test(integ, upgrade_tells_systemd_the_new_main_pid, .init = up_init, .fini = up_
 	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
 	close(fd);
 	h_server_stop(&srv);
+}
+
+/* The pid of "upgrade: started ... as process PID" in the log, or 0. */
+static pid_t up_started_pid(const struct h_proxy *p, int ms)
+{
+	return up_log_pid(p, "upgrade: started ", " as process ", NULL, 1, ms);
+}
+
+/* The wait status of pid, a process that comes back to this subreaper
+ * (-1: not within ms). */
+static int up_wait_status(pid_t pid, int ms)
+{
+	int64_t end = h_now_ms() + ms;
+	int st;
+
+	while (h_now_ms() < end) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return st;
+		h_sleep_ms(5);
+	}
+	return -1;
+}
+
+/* SIGTERM to the old process right after SIGUSR2, at several moments up
+ * to the new process saying it serves. Whatever the moment, no client is
+ * reset, the old process exits 0, and the end is the one the log names
+ * (upgrade.h): "the new process is ready" -> it serves on; "abandoned" ->
+ * it was sent SIGTERM (not SIGKILL, which would reset what its workers
+ * accepted) and ends with status 0, or by that SIGTERM when it came before
+ * the new process blocks signals (it has accepted nothing then), and the
+ * port refuses: nothing serves. */
+Test(integ, upgrade_stop_signal_during_the_upgrade_resets_nobody, .init = up_init,
+     .fini = up_fini, .timeout = 120)
+{
+	const char *bin = h_binary(0);
+	static struct h_proxy p;
+	static struct up_clients cl;
+	static struct h_tag_server tag;
+	static const int delay_ms[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 20, 40, -1 }; /* -1: once it serves */
+	char conf[256], text[1024], why[256], tagb[32];
+	int took_over = 0, abandoned = 0, at_signal = 0, drained = 0;
+	long tried = 0, reset = 0;
+
+	h_tag_start(&tag, 'T', 0, 0);
+	snprintf(tagb, sizeof tagb, "127.0.0.1:%d", tag.port);
+	snprintf(conf, sizeof conf, "%s/st.conf", h_tmpdir());
+	for (unsigned k = 0; k < sizeof delay_ms / sizeof delay_ms[0]; k++) {
+		int port = h_free_port();
+		snprintf(text, sizeof text, "[global]\nworkers = 2\n[route r]\nlisten = 127.0.0.1:%d\n"
+			 "backend = %s\n", port, tagb);
+		up_write(conf, text);
+		const char *args[] = { "-c", conf, NULL };
+		H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+		up_clients_start(&cl, &p.addr, 2, NULL);
+		h_sleep_ms(50);
+		H_CHECK(kill(p.pid, SIGUSR2) == 0, "SIGUSR2");
+		if (delay_ms[k] > 0)
+			h_sleep_ms(delay_ms[k]);
+		if (delay_ms[k] < 0) {
+			int64_t end = h_now_ms() + 15000;
+			while (!h_log_lines(&p, "upgrade: serving in place of the old process", NULL) &&
+			       h_now_ms() < end)
+				h_sleep_ms(1);
+		}
+		H_CHECK(kill(p.pid, SIGTERM) == 0, "SIGTERM");
+		pid_t old = p.pid, np = up_started_pid(&p, 5000);
+		H_CHECK(np > 0, "delay %d: no new process was started; log %s", delay_ms[k], p.log);
+		up_track(np);
+		int st = h_proxy_wait(&p, 15000);
+		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			"delay %d: the old process %d: status %d; log %s", delay_ms[k], (int)old, st,
+			p.log);
+		int polled = h_log_lines(&p, "SIGTERM during the upgrade: the new process is ready",
+					 NULL);
+		int ready = polled + h_log_lines(&p, "upgrade: process ", " serves now", NULL);
+		at_signal += polled;
+		int gave_up = h_log_lines(&p, "SIGTERM: the upgrade under way is abandoned", NULL);
+		H_CHECK(ready + gave_up == 1 || (ready == 2 && !gave_up), "delay %d: the log names "
+			"%d takeovers and %d abandons; log %s", delay_ms[k], ready, gave_up, p.log);
+		if (ready) {
+			/* the service runs on in the new process */
+			H_CHECK(h_tag_of(&p.addr, NULL) == 'T', "delay %d: the new process %d does not "
+				"serve after the old one stopped", delay_ms[k], (int)np);
+			up_clients_stop(&cl);
+			kill(np, SIGTERM);
+			took_over++;
+		} else {
+			int nst = up_wait_status(np, 15000);
+			H_CHECK(nst != -1 && ((WIFEXITED(nst) && WEXITSTATUS(nst) == 0) ||
+					      (WIFSIGNALED(nst) && WTERMSIG(nst) == SIGTERM)),
+				"delay %d: the abandoned new process %d: status %d (%s %d); log %s",
+				delay_ms[k], (int)np, nst, nst != -1 && WIFSIGNALED(nst) ? "signal" : "exit",
+				nst == -1 ? -1 : WIFSIGNALED(nst) ? WTERMSIG(nst) : WEXITSTATUS(nst), p.log);
+			drained += WIFEXITED(nst);
+			int fd = h_connect(&p.addr, 1000);
+			H_CHECK(fd < 0 && errno == ECONNREFUSED, "delay %d: something still accepts "
+				"after both stopped", delay_ms[k]);
+			up_clients_stop(&cl);
+			abandoned++;
+		}
+		H_CHECK(up_wait_gone(np, 15000) == 0, "delay %d: the new process did not stop",
+			delay_ms[k]);
+		H_CHECK(cl.reset == 0, "delay %d: %ld clients of %ld reset (last: %s); log %s",
+			delay_ms[k], (long)cl.reset, (long)cl.tried, cl.last_reset, p.log);
+		tried += cl.tried;
+		reset += cl.reset;
+	}
+	fprintf(stderr, "SIGTERM during an upgrade, %zu times: the new process took over %d times "
+		"(%d of them found ready when the signal came), was sent SIGTERM %d times (%d of them "
+		"drained and exited 0, the others ended before they blocked it); clients tried %ld, "
+		"reset %ld\n", sizeof delay_ms / sizeof delay_ms[0], took_over, at_signal, abandoned,
+		drained, tried, reset);
+	H_CHECK(took_over >= 1 && abandoned >= 1, "the delays did not reach both ends (took over "
+		"%d, abandoned %d)", took_over, abandoned);
+	h_tag_stop(&tag);
 }
 
 /* ---- lame duck ------------------------------------------------------------- */
