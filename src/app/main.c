@@ -313,6 +313,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	 * set up: sockmap loads its BPF program); a route whose engine cannot
 	 * run here moves to its fallback, said once (reload does the same) */
 	engine_routes_check(cfg);
+	upgrade_apply_state(cfg); /* the old process's drain, disable, weight */
 	/* before any thread, session or listener of this process: upgrade.c */
 	if ((hr = upgrade_spawner_start()))
 		log_warn("upgrade spawner process: %s; SIGUSR2 will be refused", strerror(-hr));

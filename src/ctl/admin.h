@@ -23,7 +23,8 @@
  *   help
  * ADDR is a backend's address as configured or as resolved. Drain, disable
  * and weight live in the backend's run-time state (backend.h), so they last
- * across reloads while the backend stays in the file, and `show backends`
+ * across reloads while the backend stays in the file (and across upgrades:
+ * upgrade.h hands them over), and `show backends`
  * says where they differ from the file ("5 (file: 1)").
  *
  * A process-wide `drain` (lame duck) belongs beside reload and upgrade in

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -21,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "listener.h"
 #include "log.h"
 #include "notify.h"
@@ -29,6 +31,8 @@
 #define ENV_INHERIT "SPLICER_INHERIT"
 #define ENV_ANSWER  "SPLICER_UPGRADE_FD"
 #define ENV_LOG     "SPLICER_UPGRADE_LOG"
+#define ENV_STATE   "SPLICER_UPGRADE_STATE"
+#define STATE_MAX   (4 << 20) /* bytes of overrides read: far above MAX_BACKENDS' lines */
 
 extern char **environ;
 
@@ -49,6 +53,7 @@ static struct inherited *inh;
 static unsigned ninh;
 static int answer_fd = -1; /* the pipe to the old process, until "ready" */
 static int real_err = -1;  /* stderr as started, while fd 2 goes to the old process */
+static char *state;        /* the admin overrides handed over, until applied */
 
 /* The path as started, made absolute now (the working directory could
  * change; a relative path would then name another file). */
@@ -134,6 +139,57 @@ static void stderr_back(void)
 	real_err = -1;
 }
 
+/* The admin overrides of the old process: lines "ROUTE\tADDR\tSTATE\tWEIGHT"
+ * (state_write), read now, put in force once the config is. */
+static void state_read(const char *var)
+{
+	int fd = var ? atoi(var) : -1;
+	size_t n = 0;
+	ssize_t r;
+
+	if (fd <= 2 || fcntl(fd, F_GETFD) < 0)
+		return;
+	if ((state = malloc(STATE_MAX + 1)))
+		while (n < STATE_MAX && (r = read(fd, state + n, STATE_MAX - n)) > 0)
+			n += (size_t)r;
+	if (state)
+		state[n] = '\0';
+	close(fd);
+}
+
+void upgrade_apply_state(struct config *cfg)
+{
+	unsigned n = 0;
+
+	for (char *save = NULL, *l = state ? strtok_r(state, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		char *f[4], *fs = NULL;
+		unsigned k = 0;
+		for (char *t = strtok_r(l, "\t", &fs); t && k < 4; t = strtok_r(NULL, "\t", &fs))
+			f[k++] = t;
+		if (k != 4)
+			continue;
+		int admin = atoi(f[2]), weight = atoi(f[3]);
+		for (unsigned i = 0; i < cfg->nroutes; i++) {
+			struct route *rt = cfg->route[i];
+			for (unsigned b = 0; b < rt->nbackend && !strcmp(rt->name, f[0]); b++) {
+				if (strcmp(rt->backend[b].addr.text, f[1]))
+					continue;
+				if (admin >= BACKEND_READY && admin <= BACKEND_DISABLED)
+					backend_set_admin(rt, b, admin);
+				if (weight >= 1 && weight <= MAX_WEIGHT)
+					backend_set_weight(rt, b, (unsigned)weight);
+				n++;
+			}
+		}
+	}
+	if (n)
+		log_info("upgrade: the admin overrides (drain, disable, weight) of %u backend%s carried "
+			 "over from the old process", n, n == 1 ? "" : "s");
+	free(state);
+	state = NULL;
+}
+
 void upgrade_init(int argc, char **argv)
 {
 	const char *list = getenv(ENV_INHERIT), *ans = getenv(ENV_ANSWER);
@@ -160,11 +216,14 @@ void upgrade_init(int argc, char **argv)
 			list = end + (*end == ',');
 		}
 	}
-	if (answer_fd >= 0)
+	if (answer_fd >= 0) {
 		stderr_to_old(getenv(ENV_LOG));
+		state_read(getenv(ENV_STATE));
+	}
 	unsetenv(ENV_INHERIT);
 	unsetenv(ENV_ANSWER);
 	unsetenv(ENV_LOG);
+	unsetenv(ENV_STATE);
 }
 
 int upgrade_inherited(void)
@@ -424,7 +483,7 @@ static int sp_send(int fd, int type, int val, const int *fds, unsigned nfds)
 
 /* The descriptors SP_GO carries besides the sockets, in order, and the
  * variable that names each to the new process. */
-static const char *const go_env[] = { ENV_ANSWER, ENV_LOG };
+static const char *const go_env[] = { ENV_ANSWER, ENV_LOG, ENV_STATE };
 #define NGO (sizeof(go_env) / sizeof(go_env[0]))
 
 /* 1 when the entry sets one of the hand-over's variables. */
@@ -750,6 +809,36 @@ static unsigned collect_fds(const struct config *cfg, int (*fds)[MAX_LISTENERS],
 	return n;
 }
 
+/* The admin overrides (drain, disable, a weight not the file's) of cfg's
+ * backends, for the new process (state_read): a memfd, or /dev/null
+ * (logged) when none can be made. Returns the descriptor, or -1. */
+static int state_write(const struct config *cfg)
+{
+	int fd = memfd_create("splicer-upgrade-state", MFD_CLOEXEC);
+	FILE *f;
+
+	if (fd < 0 || !(f = fdopen(dup(fd), "w"))) {
+		log_warn("upgrade: the admin overrides cannot be handed over (%s): the new process "
+			 "starts with the file's", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	for (unsigned i = 0; i < cfg->nroutes; i++) {
+		const struct route *r = cfg->route[i];
+		for (unsigned k = 0; k < r->nbackend; k++) {
+			unsigned w = backend_weight(r, k);
+			int admin = backend_admin(r, k);
+			if (admin != BACKEND_READY || w != r->backend[k].weight)
+				fprintf(f, "%s\t%s\t%d\t%u\n", r->name, r->backend[k].addr.text, admin,
+					w != r->backend[k].weight ? w : 0);
+		}
+	}
+	fclose(f);
+	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
 /* A start that did not happen: logged, and the outcome. */
 static int start_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int start_failed(const char *fmt, ...)
@@ -769,7 +858,7 @@ int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned 
 		  int admin_fd)
 {
 	unsigned n;
-	int *list, ans[2] = { -1, -1 }, err[2] = { -1, -1 }, pid = -1, rc = -1;
+	int *list, ans[2] = { -1, -1 }, err[2] = { -1, -1 }, sfd = -1, pid = -1, rc = -1;
 
 	if (up.pid) {
 		/* `ctl upgrade` answers the outcome of that one */
@@ -781,7 +870,7 @@ int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned 
 	if (!(list = calloc((size_t)cfg->nlst * nw + 2, sizeof(*list))))
 		return start_failed("out of memory");
 	n = collect_fds(cfg, fds, nw, stats_fd, admin_fd, list);
-	if (pipe2(ans, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
+	if (pipe2(ans, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || (sfd = state_write(cfg)) < 0) {
 		start_failed("pipe: %s", strerror(errno));
 		goto out;
 	}
@@ -794,7 +883,7 @@ int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned 
 		struct timeval tv = { 5, 0 };
 		setsockopt(sp_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	int go[NGO] = { ans[1], err[1] };
+	int go[NGO] = { ans[1], err[1], sfd };
 	if (sp_send(sp_fd, SP_GO, 0, go, NGO) < 0 || sp_recv(sp_fd, &pid, NULL, 0, NULL) <= 0) {
 		start_failed("the spawner does not answer (%s)", strerror(errno));
 		goto out;
@@ -820,6 +909,8 @@ int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned 
 		 "it is ready", exe, pid, n, n == 1 ? "" : "s");
 	rc = 0;
 out:
+	if (sfd >= 0)
+		close(sfd);
 	for (unsigned i = 0; i < 2; i++) {
 		if (ans[i] >= 0)
 			close(ans[i]);

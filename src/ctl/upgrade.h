@@ -14,7 +14,11 @@
  * write end of a pipe on which the new process answers "ready" once it
  * accepts. Until then its stderr is a pipe to the old process
  * (SPLICER_UPGRADE_LOG), which writes each line to the log and keeps the
- * last ones for `ctl upgrade`'s answer. The new process reads and checks
+ * last ones for `ctl upgrade`'s answer; SPLICER_UPGRADE_STATE is a file of
+ * the admin socket's overrides (drain, disable, weight: backend.h), which
+ * the new process puts in force on the backends its config still has (by
+ * route and address) before it accepts, so they last across an upgrade as
+ * across a reload. The new process reads and checks
  * the config like any start
  * (invalid: it prints the problems and exits non-zero;
  * the old one sees the pipe close without "ready" and serves on as it was),
@@ -63,6 +67,11 @@
  * environment variables are removed; the descriptors closed on exec again;
  * stderr goes to the old process until upgrade_ready). */
 void upgrade_init(int argc, char **argv);
+
+/* Puts the admin overrides the old process handed over (drain, disable,
+ * weight) in force on cfg's backends of the same route and address, before
+ * any session; once (no-op without). */
+void upgrade_apply_state(struct config *cfg);
 
 /* ---- the new process --------------------------------------------------- */
 

@@ -748,6 +748,80 @@ Test(integ, upgrade_ctl_answers_the_outcome, .init = up_init, .fini = up_fini, .
 	h_server_stop(&srv);
 }
 
+/* Runs ctl and asserts exit 0 and want in its answer. */
+static void up_ctl_ok(const char *bin, const char *sock, const char *want,
+		      const char *const *words)
+{
+	char *out = NULL, *err = NULL;
+	int rc = up_ctl(bin, sock, &out, &err, words);
+
+	H_CHECK(rc == 0 && out && strstr(out, want), "ctl %s %s...: exit %d, stdout '%s', stderr "
+		"'%s' (expected '%s')", words[0], words[1] ? words[1] : "", rc, out ? out : "",
+		err ? err : "", want);
+	free(out);
+	free(err);
+}
+#define UP_CTL_OK(bin, sock, want, ...) \
+	up_ctl_ok(bin, sock, want, (const char *const[]){ __VA_ARGS__, NULL })
+
+/* The admin overrides survive an upgrade as they survive a reload: drain,
+ * disable and a weight set before it are in force in the new process (show
+ * backends, and where new sessions go). */
+Test(integ, upgrade_keeps_the_admin_overrides, .init = up_init, .fini = up_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_proxy p;
+	static struct h_tag_server t[3];
+	char conf[256], sock[256], text[1024], why[256], be[3][32], *out = NULL, *err = NULL;
+	int port = h_free_port();
+
+	for (int i = 0; i < 3; i++) {
+		h_tag_start(&t[i], (char)('A' + i), 0, 0);
+		snprintf(be[i], sizeof be[i], "127.0.0.1:%d", t[i].port);
+	}
+	snprintf(conf, sizeof conf, "%s/ov.conf", h_tmpdir());
+	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
+	snprintf(text, sizeof text, "[global]\nworkers = 2\nadmin = %s\n[route r]\n"
+		 "listen = 127.0.0.1:%d\nbackend = %s %s %s\nbalance = roundrobin\n", sock, port,
+		 be[0], be[1], be[2]);
+	up_write(conf, text);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+	UP_CTL_OK(bin, sock, "drains", "backend", "r", be[0], "drain");
+	UP_CTL_OK(bin, sock, "weight 5 (file: 1)", "backend", "r", be[1], "weight", "5");
+	UP_CTL_OK(bin, sock, "disabled", "backend", "r", be[2], "disable");
+	UP_CTL_OK(bin, sock, "ok: upgraded", "upgrade");
+	pid_t np = up_nth_takeover(&p, 1, 1000);
+	H_CHECK(np > 0, "no takeover in the log %s", p.log);
+	up_track(np);
+	H_CHECK(up_ctl_pid(bin, sock) == np, "ctl is not answered by the new process");
+	H_CHECK(up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "backends", NULL }) ==
+		0 && out, "show backends: %s", err ? err : "");
+	char want[3][64];
+	snprintf(want[0], sizeof want[0], "%s  drain ", be[0]);
+	snprintf(want[2], sizeof want[2], "%s  disabled ", be[2]);
+	const char *b1 = strstr(out, be[1]);
+	H_CHECK(strstr(out, want[0]) && strstr(out, want[2]) && b1 && strstr(b1, "5 (file: 1)"),
+		"the new process's backends:\n%s", out);
+	free(out);
+	free(err);
+	int n[3] = { 0 };
+	for (int i = 0; i < 12; i++) {
+		char c = h_tag_of(&p.addr, NULL);
+		if (c >= 'A' && c <= 'C')
+			n[c - 'A']++;
+	}
+	H_CHECK(n[0] == 0 && n[1] == 12 && n[2] == 0, "12 sessions after the upgrade: A (drained) "
+		"%d, B %d, C (disabled) %d", n[0], n[1], n[2]);
+	H_CHECK(h_log_lines(&p, "admin overrides", "of 3 backends carried over", NULL) == 1,
+		"the new process did not say what it carried over; log %s", p.log);
+	H_CHECK(h_proxy_wait(&p, 10000) != -1, "the old process did not exit");
+	kill(np, SIGTERM);
+	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	for (int i = 0; i < 3; i++)
+		h_tag_stop(&t[i]);
+}
+
 /* The notify socket hears MAINPID=<new pid> and READY=1 from the new
  * process (SCM_CREDENTIALS says who sent it), and nothing from the old one
  * but MAINPID=<new pid> (for NotifyAccess=main): no READY, no STOPPING. */
