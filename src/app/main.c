@@ -273,6 +273,10 @@ static void stop_signal(struct reload_ctx *rl, struct stop *s, int sig)
 		return;
 	}
 	notify_send("STOPPING=1\nSTATUS=draining");
+	if (stats_http_lameduck()) { /* `ctl lameduck`: the load balancer had its time */
+		stop_begin(rl, s, sig == SIGTERM ? "SIGTERM after ctl lameduck" : name, 0);
+		return;
+	}
 	if (sig == SIGTERM && rl->cfg->lameduck_ms && strcmp(rl->cfg->stats, "off")) {
 		stats_http_set_lameduck();
 		s->lame_until = now + rl->cfg->lameduck_ms;
@@ -290,6 +294,8 @@ static void upgrade_signal(struct reload_ctx *rl, const struct stop *s)
 {
 	if (s->stopping || s->lame_until)
 		upgrade_refuse("SIGUSR2 while stopping: ignored");
+	else if (stats_http_lameduck()) /* the new process would answer /health 200 */
+		upgrade_refuse("SIGUSR2 during the lame duck (ctl lameduck): ignored");
 	else
 		upgrade_start(rl->cfg, rl->fds, rl->nw, stats_http_fd(), admin_fd());
 }

@@ -24,6 +24,7 @@
 #include "privs.h"
 #include "reload.h"
 #include "session.h"
+#include "stats_http.h"
 #include "units.h"
 #include "upgrade.h"
 
@@ -323,7 +324,9 @@ static void show_backends(struct buf *b, int json)
 /* Which process answers (after an upgrade, the new one) and what it does. */
 static const char *process_state(void)
 {
-	return __atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED) ? "draining" : "serving";
+	if (__atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED))
+		return "draining";
+	return stats_http_lameduck() ? "lameduck" : "serving";
 }
 
 static void show_process(struct buf *b, int json)
@@ -809,6 +812,34 @@ static void cmd_drain(struct buf *b, int argc, char **argv, int json)
 	       "close and sessions finish within drain_timeout\n");
 }
 
+/* The lame duck without a stop: /health answers 503 so that a load balancer
+ * (a Kubernetes readiness probe) stops sending, while the listeners accept
+ * on; the SIGTERM that follows drains at once (main.c: the lame duck was
+ * this). For a preStop hook: `splicer ctl -s PATH lameduck && sleep N`. */
+static void cmd_lameduck(struct buf *b, int argc, char **argv, int json)
+{
+	(void)json;
+	if (no_args(b, argc, argv))
+		return;
+	if (stats_http_fd() < 0) {
+		fail(b, "lameduck: no stats endpoint (stats = off): there is no /health to turn 503");
+		return;
+	}
+	if (__atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED)) {
+		put(b, "ok: draining already: /health answers 503, the listeners are closed\n");
+		return;
+	}
+	if (stats_http_lameduck()) {
+		put(b, "ok: lame duck already: /health answers 503; the listeners accept on\n");
+		return;
+	}
+	stats_http_set_lameduck();
+	log_info("ctl lameduck: /health answers 503 from now on; the listeners accept on until "
+		 "SIGTERM, which then drains at once");
+	put(b, "ok: lame duck: /health answers 503; the listeners accept on until SIGTERM, which "
+	       "then drains at once\n");
+}
+
 static void cmd_help(struct buf *b, int argc, char **argv, int json);
 
 static const struct command {
@@ -821,6 +852,7 @@ static const struct command {
 	{ "session", cmd_session, "session kill ID" },
 	{ "reload", cmd_reload, "reload" },
 	{ "upgrade", cmd_upgrade, "upgrade" },
+	{ "lameduck", cmd_lameduck, "lameduck" },
 	{ "drain", cmd_drain, "drain" },
 	{ "help", cmd_help, "help" },
 };
@@ -862,7 +894,8 @@ static void answer_line(struct buf *b, char *line)
 			commands[i].run(b, argc, argv, json);
 			goto end;
 		}
-	fail(b, "unknown command '%s' (show, backend, session, reload, upgrade, help)", argv[0]);
+	fail(b, "unknown command '%s' (show, backend, session, reload, upgrade, lameduck, drain, "
+	     "help)", argv[0]);
 end:
 	if (b->oom) {
 		b->oom = 0;

@@ -20,6 +20,9 @@
  *   session kill ID                     ID as `show sessions` prints it (hex)
  *   reload                              SIGHUP to this process; answers its outcome
  *   upgrade                             SIGUSR2 to this process; answers its outcome
+ *   lameduck                            /health 503, the listeners accept on; a
+ *                                       SIGTERM then drains at once (preStop)
+ *   drain                               SIGTERM to this process
  *   help
  * ADDR is a backend's address as configured or as resolved. Drain, disable
  * and weight live in the backend's run-time state (backend.h), so they last
@@ -27,8 +30,8 @@
  * upgrade.h hands them over), and `show backends`
  * says where they differ from the file ("5 (file: 1)").
  *
- * A process-wide `drain` (lame duck) belongs beside reload and upgrade in
- * admin.c's command table. */
+ * The process-wide commands (reload, upgrade, lameduck, drain) sit beside
+ * each other in admin.c's command table. */
 #ifndef SPLICER_ADMIN_H
 #define SPLICER_ADMIN_H
 #include <stddef.h>

@@ -26,7 +26,9 @@ static int usage(void)
 		"  show routes|backends|sessions|process [--json]\n"
 		"  backend ROUTE ADDR drain|disable [--kill]|enable|weight N\n"
 		"  session kill ID\n"
-		"  reload | upgrade | drain | help\n"
+		"  reload | upgrade | lameduck | drain | help\n"
+		"    lameduck: /health answers 503 while the listeners accept on; the SIGTERM\n"
+		"    that follows drains at once (a Kubernetes preStop: ctl ... lameduck && sleep N)\n"
 		"-c FILE reads the socket's path from the file's `admin = PATH` ([global]).\n");
 	return 2;
 }

@@ -13,7 +13,9 @@
  *     says where they differ from the file;
  *   - the socket is mode 0600 and the run-as user's; another user cannot
  *     connect (and could, were it 0666: the check can fail);
- *   - bad commands get specific errors; the line protocol's terminator. */
+ *   - bad commands get specific errors; the line protocol's terminator;
+ *   - lameduck: /health 503 with the listener still serving, then SIGTERM
+ *     drains at once. */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -865,6 +867,110 @@ Test(integ, admin_bad_commands, .init = h_init, .fini = h_fini, .timeout = 60)
 	te_stop(&b);
 }
 
+/* GET /health: the status code (0: no answer), the body in body. */
+static int health(const struct h_addr *stats, char *body, size_t len)
+{
+	const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	char buf[4096];
+	int code = 0, fd = h_connect(stats, 2000);
+
+	body[0] = '\0';
+	if (fd < 0)
+		return 0;
+	if (h_send_all(fd, req, sizeof req - 1, h_now_ms() + 2000) == 0) {
+		size_t n = h_recv_all(fd, buf, sizeof buf - 1, h_now_ms() + 2000);
+		buf[n] = '\0';
+		const char *b = strstr(buf, "\r\n\r\n");
+		if (sscanf(buf, "HTTP/1.1 %d", &code) != 1)
+			code = 0;
+		snprintf(body, len, "%s", b ? b + 4 : "");
+	}
+	close(fd);
+	return code;
+}
+
+/* Backends a and b, the admin socket, stats on and lameduck: the proxy. */
+static void stats_proxy_up(struct h_proxy *p, const char *bin, struct tag_echo *a,
+			   struct tag_echo *b, const char *lameduck, struct h_addr *stats)
+{
+	const char *backends[3], *extra[] = { "--admin", sock_path(), "--stats", "127.0.0.1:0",
+					      "--lameduck", lameduck, NULL };
+
+	te_start(a, 'a');
+	te_start(b, 'b');
+	backends[0] = a->text, backends[1] = b->text, backends[2] = NULL;
+	h_proxy_up(p, bin, "auto", "127.0.0.1:0", backends, extra);
+	H_CHECK(h_stats_addr(p, stats) == 0, "stats address");
+}
+
+/* ctl lameduck (a Kubernetes preStop): /health turns 503 and show process
+ * says lameduck, while the listener accepts and serves on with no SIGTERM
+ * and no end; a second call changes nothing; an upgrade is refused
+ * meanwhile. The SIGTERM that follows drains at once (not another
+ * `lameduck` of 5 s): the port refuses, the held session finishes, exit 0. */
+static void case_lameduck(const char *bin)
+{
+	struct tag_echo a, b;
+	struct h_proxy p;
+	struct h_addr stats;
+	char *out = NULL, body[256];
+
+	stats_proxy_up(&p, bin, &a, &b, "5s", &stats);
+	H_CHECK(health(&stats, body, sizeof body) == 200, "/health before: %s", body);
+	CTL(bin, &out, "show", "process");
+	H_CHECK(table_has(out, "PID", "STATE", NULL) && table_has(out, " serving ", NULL, NULL),
+		"show process before:\n%s", out);
+	free(out);
+
+	CTL(bin, &out, "lameduck");
+	H_CHECK(strstr(out, "ok: lame duck: /health answers 503"), "ctl lameduck: %s", out);
+	free(out);
+	H_CHECK(health(&stats, body, sizeof body) == 503 && strstr(body, "draining"),
+		"/health after ctl lameduck: %s", body);
+	CTL(bin, &out, "lameduck");
+	H_CHECK(strstr(out, "ok: lame duck already"), "a second ctl lameduck: %s", out);
+	free(out);
+	CTL(bin, &out, "show", "process", "--json");
+	H_CHECK(json_valid(out) && strstr(out, "\"state\":\"lameduck\""), "show process: %s", out);
+	free(out);
+	CTL_FAILS(bin, "SIGUSR2 during the lame duck (ctl lameduck): ignored", "upgrade");
+	/* no stop follows: still accepting and serving well after */
+	h_sleep_ms(300);
+	H_CHECK(h_proxy_alive(&p), "ctl lameduck stopped the proxy");
+	int held = -1;
+	char t = h_tag_of(&p.addr, &held);
+	H_CHECK((t == 'a' || t == 'b') && echo_ok(held, 11, 2000),
+		"a new connection during the lame duck: tag '%c'", t ? t : '-');
+	H_CHECK(health(&stats, body, sizeof body) == 503, "/health later in the lame duck: %s", body);
+
+	int64_t t0 = h_now_ms();
+	H_CHECK(kill(p.pid, SIGTERM) == 0, "SIGTERM");
+	int64_t t_refused = -1;
+	for (int64_t end = h_now_ms() + 3000; h_now_ms() < end; h_sleep_ms(10)) {
+		int fd = h_connect(&p.addr, 200);
+		if (fd < 0 && errno == ECONNREFUSED) {
+			t_refused = h_now_ms() - t0;
+			break;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	H_CHECK(t_refused >= 0 && t_refused < 1000, "after SIGTERM the port refused after %lld ms "
+		"(a second lame duck of 5 s?)", (long long)t_refused);
+	H_CHECK(h_proxy_alive(&p) && echo_ok(held, 12, 2000), "the held session while draining");
+	close(held);
+	int st = h_proxy_wait(&p, 10000);
+	int64_t t_exit = h_now_ms() - t0;
+	fprintf(stderr, "ctl lameduck, then SIGTERM: port refusing after %lld ms, exit after %lld ms\n",
+		(long long)t_refused, (long long)t_exit);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "after SIGTERM: status %d", st);
+	te_stop(&a);
+	te_stop(&b);
+}
+
+Test(integ, admin_lameduck, .init = h_init, .fini = h_fini, .timeout = 60) { case_lameduck(h_binary(0)); }
+Test(integ, admin_lameduck_asan, .init = h_init, .fini = h_fini, .timeout = 90) { case_lameduck(h_binary(1)); }
+
 /* ctl drain: the lame duck, then the drain, as SIGTERM: /health answers 503
  * at once while the listener still accepts, and the proxy then exits 0. */
 Test(integ, admin_drain_process, .init = h_init, .fini = h_fini, .timeout = 60)
@@ -873,27 +979,14 @@ Test(integ, admin_drain_process, .init = h_init, .fini = h_fini, .timeout = 60)
 	struct tag_echo a, b;
 	struct h_proxy p;
 	struct h_addr stats;
-	char *out = NULL, buf[4096];
-	const char *backends[3], *extra[] = { "--admin", sock_path(), "--stats", "127.0.0.1:0",
-					      "--lameduck", "1s", NULL };
+	char *out = NULL, body[256];
 
-	te_start(&a, 'a');
-	te_start(&b, 'b');
-	backends[0] = a.text, backends[1] = b.text, backends[2] = NULL;
-	h_proxy_up(&p, bin, "auto", "127.0.0.1:0", backends, extra);
-	H_CHECK(h_stats_addr(&p, &stats) == 0, "stats address");
+	stats_proxy_up(&p, bin, &a, &b, "1s", &stats);
 	ctl_ok(bin, &out, (const char *const[]){ "drain", NULL });
 	H_CHECK(strstr(out, "ok: draining"), "ctl drain said: %s", out);
 	free(out);
 	/* /health is 503 during the lame duck, and the listener still serves */
-	int fd = h_connect(&stats, 2000);
-	H_CHECK(fd >= 0, "stats connect");
-	const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-	H_CHECK(h_send_all(fd, req, sizeof req - 1, h_now_ms() + 2000) == 0, "health request");
-	size_t n = h_recv_all(fd, buf, sizeof buf - 1, h_now_ms() + 2000);
-	buf[n] = '\0';
-	close(fd);
-	H_CHECK(strstr(buf, " 503 "), "/health during the lame duck: %s", buf);
+	H_CHECK(health(&stats, body, sizeof body) == 503, "/health during the lame duck: %s", body);
 	H_CHECK(tag_via(&p.addr, NULL, NULL) != 0, "the listener refused during the lame duck");
 	int st = h_proxy_wait(&p, 10000);
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "after ctl drain: status %d", st);
