@@ -3,7 +3,8 @@
  * 2), each against real sessions through the proxy:
  *   - show routes | backends | sessions, as text and as JSON (parsed here);
  *   - drain: a held session keeps working, new ones go to the other backend;
- *     enable brings it back;
+ *     enable brings it back; drain, disable and disable --kill print how long
+ *     they took to act ("admin timing": < 1 s asserted);
  *   - disable keeps running sessions, disable --kill ends them (and only
  *     them);
  *   - weight: 3 against 1 gives exactly 300:100 of 400 connections with
@@ -450,6 +451,29 @@ static void case_show(const char *bin)
 Test(integ, admin_show, .init = h_init, .fini = h_fini, .timeout = 60) { case_show(h_binary(0)); }
 Test(integ, admin_show_asan, .init = h_init, .fini = h_fini, .timeout = 90) { case_show(h_binary(1)); }
 
+/* When (h_now_us) a new session has its tag from backend want (-1: none
+ * of 16 did). */
+static int64_t us_session_on(const struct h_addr *proxy, char want)
+{
+	for (int i = 0; i < 16; i++)
+		if (tag_via(proxy, NULL, NULL) == want)
+			return h_now_us();
+	return -1;
+}
+
+/* The timings the closing note quotes: from the ctl command (the ctl
+ * process started) and from its answer (it exited) to what it caused. */
+static void timing_note(const char *bin, const char *what, int64_t t_cmd, int64_t t_ans,
+			int64_t t_effect)
+{
+	fprintf(stderr, "admin timing (%s): %s: ctl %.2f ms; %.2f ms after the answer (%.2f ms "
+		"after the command)\n", strcmp(bin, h_binary(1)) ? "plain" : "asan", what,
+		(double)(t_ans - t_cmd) / 1000, (double)(t_effect - t_ans) / 1000,
+		(double)(t_effect - t_cmd) / 1000);
+	H_CHECK(t_effect >= t_ans && t_effect - t_cmd < 1000000, "%s: %.2f ms from the ctl command "
+		"(bound: 1 s)", what, (double)(t_effect - t_cmd) / 1000);
+}
+
 /* drain: the held session on A goes on; new ones all go to B; enable. */
 static void case_drain(const char *bin)
 {
@@ -462,7 +486,11 @@ static void case_drain(const char *bin)
 	te_start(&b, 'B');
 	proxy_up(&p, bin, &a, &b, "roundrobin");
 	fa = session_to(&p.addr, 'A');
+	int64_t t_cmd = h_now_us();
 	CTL(bin, &out, "backend", "default", a.text, "drain");
+	int64_t t_ans = h_now_us(), t_b = us_session_on(&p.addr, 'B');
+	H_CHECK(t_b >= 0, "no new session reached B after the drain of A");
+	timing_note(bin, "drain A: the first new session on B", t_cmd, t_ans, t_b);
 	H_CHECK(strstr(out, "ok: ") && strstr(out, "drains") && strstr(out, "1 running finish"),
 		"drain's answer: %s", out);
 	free(out);
@@ -500,20 +528,27 @@ static void case_disable(const char *bin)
 	fa = session_to(&p.addr, 'A');
 	fa2 = session_to(&p.addr, 'A');
 	fb = session_to(&p.addr, 'B');
+	int64_t t_cmd = h_now_us();
 	CTL(bin, &out, "backend", "default", a.text, "disable");
+	int64_t t_ans = h_now_us(), t_b = us_session_on(&p.addr, 'B');
+	H_CHECK(t_b >= 0, "no new session reached B after A was disabled");
+	timing_note(bin, "disable A: the first new session on B", t_cmd, t_ans, t_b);
 	H_CHECK(strstr(out, "disabled") && strstr(out, "2 running go on"), "disable: %s", out);
 	free(out);
 	H_CHECK(echo_ok(fa, 4, 500), "disable without --kill ended a running session");
 	for (int i = 0; i < 10; i++)
 		n_a += tag_via(&p.addr, NULL, NULL) == 'A';
 	H_CHECK(n_a == 0, "%d of 10 new sessions went to the disabled backend", n_a);
+	t_cmd = h_now_us();
 	CTL(bin, &out, "backend", "default", a.text, "disable", "--kill");
+	t_ans = h_now_us();
 	H_CHECK(strstr(out, "2 running ended"), "disable --kill: %s", out);
 	free(out);
 	r = h_expect_eof(fa, h_now_ms() + 3000);
 	H_CHECK(r == 0 || r == -ECONNRESET, "the killed session on A: %d (%s)", r, strerror(-r));
 	r = h_expect_eof(fa2, h_now_ms() + 3000);
 	H_CHECK(r == 0 || r == -ECONNRESET, "the second session on A: %d", r);
+	timing_note(bin, "disable --kill A: EOF of both sessions on A", t_cmd, t_ans, h_now_us());
 	H_CHECK(echo_ok(fb, 5, 500), "disable --kill of A ended B's session");
 	CTL(bin, &out, "show", "backends");
 	H_CHECK(table_has(out, a.text, " disabled ", NULL), "show backends:\n%s", out);
