@@ -197,20 +197,25 @@ static void watch_workers(struct worker *ws, unsigned n, char *stalled)
 struct stop {
 	int stopping;        /* listeners closed, sessions draining */
 	uint64_t lame_until; /* lame duck until then (monotonic ms; 0: none) */
+	int handed_over;     /* the drain began with an upgrade's hand-over */
+	int signalled;       /* a stop signal came since */
 };
 
 /* Stops accepting and starts the drain. Unless the sockets went to a new
  * process, new connections stop first (listener.h: listener_quiesce) and
  * the workers go on accepting for LISTENER_CLOSE_GRACE_MS, so the
  * handshakes under way land in the queues they accept empty before the
- * close. */
+ * close. After a hand-over the workers close the sockets the new process
+ * keeps without accepting again (upgrade_kept), and accept the others'
+ * queues empty (the new process stopped their SYNs). */
 static void stop_begin(struct reload_ctx *rl, struct stop *s, const char *why, int handed_over)
 {
 	int grace = 0;
 
 	if (handed_over) {
+		listener_unlink_enable(0); /* the paths are the new process's: first */
 		stats_http_stop(); /* the new process answers /health now */
-		listener_unlink_enable(0); /* its paths */
+		rl->sh->nkept = upgrade_kept(&rl->sh->kept_fds); /* worker.c: not accepted from */
 	} else {
 		for (unsigned l = 0; l < rl->cfg->nlst; l++)
 			for (unsigned w = 0; w < rl->nw; w++)
@@ -223,22 +228,38 @@ static void stop_begin(struct reload_ctx *rl, struct stop *s, const char *why, i
 	__atomic_store_n(&rl->sh->drain_deadline_ms, now_monotonic_ms() + rl->cfg->drain_timeout_ms,
 			 __ATOMIC_RELAXED);
 	s->stopping = 1;
+	s->handed_over = handed_over;
 	__atomic_store_n(&rl->sh->stopping, 1, __ATOMIC_RELEASE);
 	for (unsigned i = 0; i < rl->nw; i++)
 		worker_wake(&rl->ws[i]);
+	if (handed_over) /* last: it may be finishing `ctl upgrade`'s answer */
+		admin_stop(); /* the new process answers ctl now */
 }
 
 /* SIGTERM, SIGINT (`ctl drain` sends SIGTERM). The lame duck is for a load
  * balancer that probes /health: without a stats endpoint there is nobody
- * to tell, and SIGINT is an operator at a terminal. */
+ * to tell, and SIGINT is an operator at a terminal. During an upgrade
+ * (upgrade.h): a new process that is ready takes over and this one drains;
+ * one that is not is sent SIGTERM, and this one stops as it would have. */
 static void stop_signal(struct reload_ctx *rl, struct stop *s, int sig)
 {
 	const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
 	uint64_t now = now_monotonic_ms();
 
-	if (upgrade_pending()) {
-		log_warn("%s: the upgrade under way is abandoned", name);
-		upgrade_abort();
+	if (upgrade_pending() && upgrade_poll(now)) {
+		log_info("%s during the upgrade: the new process is ready: it serves on, this one "
+			 "drains", name);
+		stop_begin(rl, s, "upgrade", 1);
+		s->signalled = 1;
+		return;
+	}
+	upgrade_abandon(name); /* when one is starting */
+	if (s->stopping && s->handed_over && !s->signalled) {
+		/* the drain is the upgrade's, not a signal's: this is the first */
+		log_info("%s: draining since the upgrade's hand-over already; a second signal closes "
+			 "every session now", name);
+		s->signalled = 1;
+		return;
 	}
 	if (s->stopping) {
 		log_info("second signal: closing every session now");
@@ -252,6 +273,10 @@ static void stop_signal(struct reload_ctx *rl, struct stop *s, int sig)
 		return;
 	}
 	notify_send("STOPPING=1\nSTATUS=draining");
+	if (stats_http_lameduck()) { /* `ctl lameduck`: the load balancer had its time */
+		stop_begin(rl, s, sig == SIGTERM ? "SIGTERM after ctl lameduck" : name, 0);
+		return;
+	}
 	if (sig == SIGTERM && rl->cfg->lameduck_ms && strcmp(rl->cfg->stats, "off")) {
 		stats_http_set_lameduck();
 		s->lame_until = now + rl->cfg->lameduck_ms;
@@ -268,9 +293,11 @@ static void stop_signal(struct reload_ctx *rl, struct stop *s, int sig)
 static void upgrade_signal(struct reload_ctx *rl, const struct stop *s)
 {
 	if (s->stopping || s->lame_until)
-		log_warn("SIGUSR2 while stopping: ignored");
+		upgrade_refuse("SIGUSR2 while stopping: ignored");
+	else if (stats_http_lameduck()) /* the new process would answer /health 200 */
+		upgrade_refuse("SIGUSR2 during the lame duck (ctl lameduck): ignored");
 	else
-		upgrade_start(rl->cfg, rl->fds, rl->nw, stats_http_fd());
+		upgrade_start(rl->cfg, rl->fds, rl->nw, stats_http_fd(), admin_fd());
 }
 
 /* Runs the proxy until SIGTERM/SIGINT and the drain that follows. Takes
@@ -292,6 +319,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	 * set up: sockmap loads its BPF program); a route whose engine cannot
 	 * run here moves to its fallback, said once (reload does the same) */
 	engine_routes_check(cfg);
+	upgrade_apply_state(cfg); /* the old process's drain, disable, weight */
 	/* before any thread, session or listener of this process: upgrade.c */
 	if ((hr = upgrade_spawner_start()))
 		log_warn("upgrade spawner process: %s; SIGUSR2 will be refused", strerror(-hr));

@@ -380,7 +380,8 @@ static void listener_accept(struct worker *w, struct listener *l)
  * connection in its queue becomes a session, whatever --max-conns says,
  * since closing the socket would reset them. The closer has stopped new
  * ones from arriving first (listener.h: listener_stop_syns, a Unix path
- * unlinked; or, after an upgrade, the new process holds the socket). */
+ * unlinked; or, after an upgrade, the new process stopped them on a socket
+ * it does not keep). */
 static void listener_drain(struct worker *w, struct listener *l)
 {
 	unsigned n = 0;
@@ -466,12 +467,24 @@ static void worker_scan(struct worker *w)
 		worker_listeners_arm(w, 1);
 }
 
+/* After an upgrade's hand-over, a socket the new process keeps: what it
+ * queued is the new process's (it accepts with the new config), so this
+ * worker only closes its descriptor. */
+static int kept_by_new_process(const struct worker *w, const struct listener *l)
+{
+	for (unsigned i = 0; i < w->sh->nkept; i++)
+		if (w->sh->kept_fds[i] == l->fd)
+			return 1;
+	return 0;
+}
+
 static void worker_start_drain(struct worker *w)
 {
 	w->draining = 1;
 	worker_listeners_arm(w, 0);
 	for (unsigned i = 0; i < w->nlst; i++)
-		listener_drain(w, &w->lst[i]);
+		if (!kept_by_new_process(w, &w->lst[i]))
+			listener_drain(w, &w->lst[i]);
 	listeners_close(w); /* new connects are refused from now on */
 }
 

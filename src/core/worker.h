@@ -65,6 +65,11 @@ struct shared {
 	int fd_warned;              /* EMFILE logged once (atomic) */
 	struct worker *workers;     /* all of them, for wake-ups across workers (waitq.h) */
 	unsigned nworkers;
+	/* after an upgrade's hand-over: listening descriptors whose sockets
+	 * the new process keeps, with what they queued; a worker closes them
+	 * without accepting again. Set before stopping (its release store). */
+	const int *kept_fds;
+	unsigned nkept;
 };
 
 struct listener {

@@ -24,7 +24,9 @@
 #include "privs.h"
 #include "reload.h"
 #include "session.h"
+#include "stats_http.h"
 #include "units.h"
+#include "upgrade.h"
 
 #define LINE_MAX_LEN  4096  /* a command line */
 #define MAX_CONNS     16    /* connections read at once; one more drops the oldest */
@@ -32,6 +34,7 @@
 #define SEND_MS       5000  /* an answer's reader may take this long */
 #define CALL_MS       2000  /* a worker's answer (worker_call) */
 #define RELOAD_MS     15000 /* a reload's outcome */
+#define UPGRADE_WAIT_MS (UPGRADE_TIMEOUT_MS + 5000) /* an upgrade's: above its own limit */
 #define MAX_ARGS      16
 
 static struct {
@@ -42,6 +45,7 @@ static struct {
 	int lfd, stop[2];
 	pthread_t thread;
 	int started;
+	uint64_t start_ms; /* monotonic, at admin_start */
 } st = { .lfd = -1, .stop = { -1, -1 } };
 
 /* ---- answers ---------------------------------------------------------------- */
@@ -315,6 +319,39 @@ static void show_backends(struct buf *b, int json)
 		tab_flush(&t, b);
 }
 
+/* ---- show process ----------------------------------------------------------- */
+
+/* Which process answers (after an upgrade, the new one) and what it does. */
+static const char *process_state(void)
+{
+	if (__atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED))
+		return "draining";
+	return stats_http_lameduck() ? "lameduck" : "serving";
+}
+
+static void show_process(struct buf *b, int json)
+{
+	struct table t = { .ncol = 6 };
+	uint64_t up = now_monotonic_ms() - st.start_ms;
+	char pid[24], age[32], nw[24], act[24];
+
+	u64(pid, sizeof(pid), (uint64_t)getpid());
+	u64(nw, sizeof(nw), st.nw);
+	u64(act, sizeof(act), (uint64_t)__atomic_load_n(&st.sh->active, __ATOMIC_RELAXED));
+	if (json) {
+		put(b, "{\"process\":{\"pid\":%s,\"version\":", pid);
+		json_str(b, SPLICER_VERSION);
+		put(b, ",\"state\":\"%s\",\"uptime_ms\":%llu,\"workers\":%s,\"sessions_active\":%s}}\n",
+		    process_state(), (unsigned long long)up, nw, act);
+		return;
+	}
+	snprintf(age, sizeof(age), "%llu.%llus", (unsigned long long)(up / 1000),
+		 (unsigned long long)(up % 1000 / 100));
+	tab_row(&t, b, "PID", "VERSION", "STATE", "UPTIME", "WORKERS", "ACTIVE");
+	tab_row(&t, b, pid, SPLICER_VERSION, process_state(), age, nw, act);
+	tab_flush(&t, b);
+}
+
 /* ---- the workers' sessions -------------------------------------------------- */
 
 /* What a worker copies out of a session; the admin thread formats it. */
@@ -485,7 +522,7 @@ static unsigned kill_on(struct kill_req *k, int w_only)
 static void cmd_show(struct buf *b, int argc, char **argv, int json)
 {
 	if (argc != 2) {
-		fail(b, argc < 2 ? "show what? show routes|backends|sessions [--json]"
+		fail(b, argc < 2 ? "show what? show routes|backends|sessions|process [--json]"
 				 : "show %s: unexpected argument '%s'", argv[1], argc > 2 ? argv[2] : "");
 		return;
 	}
@@ -495,8 +532,10 @@ static void cmd_show(struct buf *b, int argc, char **argv, int json)
 		show_backends(b, json);
 	else if (!strcmp(argv[1], "sessions"))
 		show_sessions(b, json);
+	else if (!strcmp(argv[1], "process"))
+		show_process(b, json);
 	else
-		fail(b, "show: unknown '%s' (routes, backends or sessions)", argv[1]);
+		fail(b, "show: unknown '%s' (routes, backends, sessions or process)", argv[1]);
 }
 
 static void list_routes(const struct config *c, char *buf, size_t len)
@@ -702,9 +741,23 @@ static void cmd_reload(struct buf *b, int argc, char **argv, int json)
 	fail(b, "reload: asked (SIGHUP), no outcome within %d ms; see the log", RELOAD_MS);
 }
 
-/* SIGUSR2 to this process: the upgrade is the main thread's. */
+/* The failure's detail: the new process's last lines, each indented (an
+ * empty one would end the answer). */
+static void put_msgs(struct buf *b, const char *msgs)
+{
+	for (const char *p = msgs; *p;) {
+		size_t len = strcspn(p, "\n");
+		if (len)
+			put(b, "  %.*s\n", (int)len, p);
+		p += len + (p[len] == '\n');
+	}
+}
+
+/* SIGUSR2 to this process (the upgrade is the main thread's), then its
+ * outcome: the new process's pid, or why it did not take over. */
 static void cmd_upgrade(struct buf *b, int argc, char **argv, int json)
 {
+	static struct upgrade_outcome before, o; /* the admin thread's alone */
 	sigset_t mask;
 
 	(void)json;
@@ -715,11 +768,33 @@ static void cmd_upgrade(struct buf *b, int argc, char **argv, int json)
 		fail(b, "upgrade: this process does not take SIGUSR2");
 		return;
 	}
+	if (__atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED)) {
+		fail(b, "upgrade: the proxy is stopping");
+		return;
+	}
+	upgrade_outcome(&before);
 	if (kill(getpid(), SIGUSR2)) {
 		fail(b, "upgrade: kill(SIGUSR2): %s", strerror(errno));
 		return;
 	}
-	put(b, "ok: upgrade asked (SIGUSR2): its outcome is in the log\n");
+	for (uint64_t end = now_monotonic_ms() + UPGRADE_WAIT_MS; now_monotonic_ms() < end;) {
+		upgrade_outcome(&o);
+		if (o.seq != before.seq) {
+			if (o.ok) {
+				put(b, "ok: upgraded: process %d serves now; this one (%d) drains its "
+				    "sessions\n", o.pid, (int)getpid());
+				return;
+			}
+			fail(b, "upgrade: %s", o.why);
+			if (o.msgs[0]) {
+				put(b, "the new process said:\n");
+				put_msgs(b, o.msgs);
+			}
+			return;
+		}
+		poll(NULL, 0, 10);
+	}
+	fail(b, "upgrade: asked (SIGUSR2), no outcome within %d ms; see the log", UPGRADE_WAIT_MS);
 }
 
 /* SIGTERM to this process: the lame duck (/health 503 for lameduck while
@@ -737,6 +812,34 @@ static void cmd_drain(struct buf *b, int argc, char **argv, int json)
 	       "close and sessions finish within drain_timeout\n");
 }
 
+/* The lame duck without a stop: /health answers 503 so that a load balancer
+ * (a Kubernetes readiness probe) stops sending, while the listeners accept
+ * on; the SIGTERM that follows drains at once (main.c: the lame duck was
+ * this). For a preStop hook: `splicer ctl -s PATH lameduck && sleep N`. */
+static void cmd_lameduck(struct buf *b, int argc, char **argv, int json)
+{
+	(void)json;
+	if (no_args(b, argc, argv))
+		return;
+	if (stats_http_fd() < 0) {
+		fail(b, "lameduck: no stats endpoint (stats = off): there is no /health to turn 503");
+		return;
+	}
+	if (__atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED)) {
+		put(b, "ok: draining already: /health answers 503, the listeners are closed\n");
+		return;
+	}
+	if (stats_http_lameduck()) {
+		put(b, "ok: lame duck already: /health answers 503; the listeners accept on\n");
+		return;
+	}
+	stats_http_set_lameduck();
+	log_info("ctl lameduck: /health answers 503 from now on; the listeners accept on until "
+		 "SIGTERM, which then drains at once");
+	put(b, "ok: lame duck: /health answers 503; the listeners accept on until SIGTERM, which "
+	       "then drains at once\n");
+}
+
 static void cmd_help(struct buf *b, int argc, char **argv, int json);
 
 static const struct command {
@@ -744,11 +847,12 @@ static const struct command {
 	void (*run)(struct buf *b, int argc, char **argv, int json);
 	const char *usage;
 } commands[] = {
-	{ "show", cmd_show, "show routes|backends|sessions [--json]" },
+	{ "show", cmd_show, "show routes|backends|sessions|process [--json]" },
 	{ "backend", cmd_backend, BACKEND_USAGE },
 	{ "session", cmd_session, "session kill ID" },
 	{ "reload", cmd_reload, "reload" },
 	{ "upgrade", cmd_upgrade, "upgrade" },
+	{ "lameduck", cmd_lameduck, "lameduck" },
 	{ "drain", cmd_drain, "drain" },
 	{ "help", cmd_help, "help" },
 };
@@ -790,7 +894,8 @@ static void answer_line(struct buf *b, char *line)
 			commands[i].run(b, argc, argv, json);
 			goto end;
 		}
-	fail(b, "unknown command '%s' (show, backend, session, reload, upgrade, help)", argv[0]);
+	fail(b, "unknown command '%s' (show, backend, session, reload, upgrade, lameduck, drain, "
+	     "help)", argv[0]);
 end:
 	if (b->oom) {
 		b->oom = 0;
@@ -947,7 +1052,12 @@ static void *admin_main(void *arg)
 }
 
 /* The socket file: mode 0600 from the start (umask while it is bound, so no
- * moment exists when another user could connect), then the run-as user's. */
+ * moment exists when another user could connect), then the run-as user's:
+ * lchown, which changes the path itself and never a file a symlink put
+ * there names (a chown(2) by path would follow it; fchown on the socket's
+ * descriptor changes the socket inode, not the file bind makes). An upgrade
+ * hands the bound socket over (upgrade.h): the file is there already, and
+ * only its owner is set again (`user =` may have changed). */
 static int admin_bind(const struct config *cfg, char *err, size_t errlen)
 {
 	const char *path = cfg->admin;
@@ -969,15 +1079,17 @@ static int admin_bind(const struct config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "admin: %s", why);
 		return -1;
 	}
-	old = umask(0177);
-	st.lfd = listener_open(&st.addr, why, sizeof(why));
-	umask(old);
-	if (st.lfd < 0) {
-		snprintf(err, errlen, "admin: %s", why);
-		return -1;
+	if ((st.lfd = upgrade_take_one(&st.addr)) < 0) {
+		old = umask(0177);
+		st.lfd = listener_open(&st.addr, why, sizeof(why));
+		umask(old);
+		if (st.lfd < 0) {
+			snprintf(err, errlen, "admin: %s", why);
+			return -1;
+		}
 	}
 	r = geteuid() == 0 ? privs_lookup(cfg->user, &uid, &gid, why, sizeof(why)) : 1;
-	if ((r == 0 && chown(path, uid, gid)) || chmod(path, 0600)) {
+	if (r == 0 && lchown(path, uid, gid)) {
 		snprintf(err, errlen, "admin %s: %s", path, strerror(errno));
 		return -1;
 	}
@@ -994,6 +1106,7 @@ int admin_start(const struct config *cfg, struct worker *ws, unsigned nworkers, 
 	st.ws = ws;
 	st.nw = nworkers;
 	st.sh = sh;
+	st.start_ms = now_monotonic_ms();
 	if (!strcmp(cfg->admin, "off"))
 		return 0;
 	if (admin_bind(cfg, err, errlen))
@@ -1012,6 +1125,11 @@ fail:
 	}
 	st.lfd = -1;
 	return -1;
+}
+
+int admin_fd(void)
+{
+	return st.started ? st.lfd : -1;
 }
 
 void admin_stop(void)

@@ -4,6 +4,7 @@
  *   splicer ctl -c /etc/splicer/splicer.conf backend web 10.0.0.2:80 drain */
 #define _GNU_SOURCE
 #include "admin.h"
+#include "upgrade.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -15,16 +16,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CTL_TIMEOUT_MS 20000 /* above the longest answer's wait (a reload's) */
+/* above the longest answer's wait (an upgrade's: UPGRADE_TIMEOUT_MS and more) */
+#define CTL_TIMEOUT_MS (UPGRADE_TIMEOUT_MS + 10000)
 
 static int usage(void)
 {
 	fprintf(stderr,
 		"usage: splicer ctl [-s ADMIN_SOCKET | -c FILE] COMMAND [--json]\n"
-		"  show routes|backends|sessions [--json]\n"
+		"  show routes|backends|sessions|process [--json]\n"
 		"  backend ROUTE ADDR drain|disable [--kill]|enable|weight N\n"
 		"  session kill ID\n"
-		"  reload | upgrade | drain | help\n"
+		"  reload | upgrade | lameduck | drain | help\n"
+		"    lameduck: /health answers 503 while the listeners accept on; the SIGTERM\n"
+		"    that follows drains at once (a Kubernetes preStop: ctl ... lameduck && sleep N)\n"
 		"-c FILE reads the socket's path from the file's `admin = PATH` ([global]).\n");
 	return 2;
 }

@@ -36,7 +36,7 @@ static struct {
 	int lfd, stop[2];
 	pthread_t thread;
 	int started;
-	int lameduck;           /* SIGTERM's lame duck: /health 503 (atomic) */
+	int lameduck;           /* the lame duck: /health 503 (atomic) */
 	uint64_t start_unix_ms; /* CLOCK_REALTIME at start */
 } st = { .lfd = -1, .stop = { -1, -1 } };
 
@@ -663,6 +663,11 @@ void stats_http_set_config(struct config *cfg)
 void stats_http_set_lameduck(void)
 {
 	__atomic_store_n(&st.lameduck, 1, __ATOMIC_RELAXED);
+}
+
+int stats_http_lameduck(void)
+{
+	return __atomic_load_n(&st.lameduck, __ATOMIC_RELAXED);
 }
 
 int stats_http_fd(void)

@@ -24,8 +24,11 @@ int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, s
  * closes the endpoint. */
 void stats_http_stop(void);
 
-/* SIGTERM's lame duck: /health answers 503 "draining" from now on. */
+/* The lame duck (SIGTERM's, or `ctl lameduck`): /health answers 503
+ * "draining" from now on; the listeners still accept. */
 void stats_http_set_lameduck(void);
+/* 1 once set. */
+int stats_http_lameduck(void);
 
 /* The endpoint's listening socket (for an upgrade to hand over), or -1. */
 int stats_http_fd(void);

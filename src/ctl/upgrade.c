@@ -7,11 +7,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -19,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "listener.h"
 #include "log.h"
 #include "notify.h"
@@ -26,6 +30,9 @@
 
 #define ENV_INHERIT "SPLICER_INHERIT"
 #define ENV_ANSWER  "SPLICER_UPGRADE_FD"
+#define ENV_LOG     "SPLICER_UPGRADE_LOG"
+#define ENV_STATE   "SPLICER_UPGRADE_STATE"
+#define STATE_MAX   (4 << 20) /* bytes of overrides read: far above MAX_BACKENDS' lines */
 
 extern char **environ;
 
@@ -36,6 +43,7 @@ static char **args;
 
 struct inherited {
 	int fd;
+	unsigned idx; /* its place in SPLICER_INHERIT: the old process's list */
 	int taken;
 	socklen_t len;
 	struct sockaddr_storage ss; /* getsockname() */
@@ -44,6 +52,8 @@ struct inherited {
 static struct inherited *inh;
 static unsigned ninh;
 static int answer_fd = -1; /* the pipe to the old process, until "ready" */
+static int real_err = -1;  /* stderr as started, while fd 2 goes to the old process */
+static char *state;        /* the admin overrides handed over, until applied */
 
 /* The path as started, made absolute now (the working directory could
  * change; a relative path would then name another file). */
@@ -80,7 +90,7 @@ static void find_exe(const char *argv0)
 }
 
 /* One descriptor of SPLICER_INHERIT: a listening socket, or it is ignored. */
-static void inherit_fd(int fd)
+static void inherit_fd(int fd, unsigned idx)
 {
 	struct inherited *h = &inh[ninh];
 	int listening = 0;
@@ -98,8 +108,86 @@ static void inherit_fd(int fd)
 		return;
 	}
 	h->fd = fd;
+	h->idx = idx;
 	h->taken = 0;
 	ninh++;
+}
+
+/* Until it answers, this process's stderr (start-up lines, a config's
+ * problems, a sanitizer's report) is a pipe to the old process, which
+ * writes it to the log and keeps the last lines for `ctl upgrade`. */
+static void stderr_to_old(const char *var)
+{
+	int fd = var ? atoi(var) : -1;
+
+	if (fd <= 2 || fcntl(fd, F_GETFD) < 0)
+		return;
+	if ((real_err = fcntl(2, F_DUPFD_CLOEXEC, 3)) >= 0 && dup2(fd, 2) < 0) {
+		close(real_err);
+		real_err = -1;
+	}
+	close(fd);
+}
+
+/* stderr is the log's own again: the old process sees the pipe's EOF. */
+static void stderr_back(void)
+{
+	if (real_err < 0)
+		return;
+	dup2(real_err, 2);
+	close(real_err);
+	real_err = -1;
+}
+
+/* The admin overrides of the old process: lines "ROUTE\tADDR\tSTATE\tWEIGHT"
+ * (state_write), read now, put in force once the config is. */
+static void state_read(const char *var)
+{
+	int fd = var ? atoi(var) : -1;
+	size_t n = 0;
+	ssize_t r;
+
+	if (fd <= 2 || fcntl(fd, F_GETFD) < 0)
+		return;
+	if ((state = malloc(STATE_MAX + 1)))
+		while (n < STATE_MAX && (r = read(fd, state + n, STATE_MAX - n)) > 0)
+			n += (size_t)r;
+	if (state)
+		state[n] = '\0';
+	close(fd);
+}
+
+void upgrade_apply_state(struct config *cfg)
+{
+	unsigned n = 0;
+
+	for (char *save = NULL, *l = state ? strtok_r(state, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		char *f[4], *fs = NULL;
+		unsigned k = 0;
+		for (char *t = strtok_r(l, "\t", &fs); t && k < 4; t = strtok_r(NULL, "\t", &fs))
+			f[k++] = t;
+		if (k != 4)
+			continue;
+		int admin = atoi(f[2]), weight = atoi(f[3]);
+		for (unsigned i = 0; i < cfg->nroutes; i++) {
+			struct route *rt = cfg->route[i];
+			for (unsigned b = 0; b < rt->nbackend && !strcmp(rt->name, f[0]); b++) {
+				if (strcmp(rt->backend[b].addr.text, f[1]))
+					continue;
+				if (admin >= BACKEND_READY && admin <= BACKEND_DISABLED)
+					backend_set_admin(rt, b, admin);
+				if (weight >= 1 && weight <= MAX_WEIGHT)
+					backend_set_weight(rt, b, (unsigned)weight);
+				n++;
+			}
+		}
+	}
+	if (n)
+		log_info("upgrade: the admin overrides (drain, disable, weight) of %u backend%s carried "
+			 "over from the old process", n, n == 1 ? "" : "s");
+	free(state);
+	state = NULL;
 }
 
 void upgrade_init(int argc, char **argv)
@@ -118,18 +206,24 @@ void upgrade_init(int argc, char **argv)
 		for (const char *p = list; *p; p++)
 			most += *p == ',';
 		inh = calloc(most, sizeof(*inh));
-		for (const char *p = list; inh && *p;) {
+		for (unsigned idx = 0; inh && *list; idx++) {
 			char *end;
-			long fd = strtol(p, &end, 10);
-			if (end == p)
+			long fd = strtol(list, &end, 10);
+			if (end == list)
 				break;
 			if (fd < INT_MAX)
-				inherit_fd((int)fd);
-			p = end + (*end == ',');
+				inherit_fd((int)fd, idx);
+			list = end + (*end == ',');
 		}
+	}
+	if (answer_fd >= 0) {
+		stderr_to_old(getenv(ENV_LOG));
+		state_read(getenv(ENV_STATE));
 	}
 	unsetenv(ENV_INHERIT);
 	unsetenv(ENV_ANSWER);
+	unsetenv(ENV_LOG);
+	unsetenv(ENV_STATE);
 }
 
 int upgrade_inherited(void)
@@ -220,21 +314,27 @@ int upgrade_listener_open_n(struct addr *a, unsigned n, int *fds, char *err, uns
  * once it has accepted what it queued. From now on new connections must not
  * arrive there: SYNs stop (unless another socket of its SO_REUSEPORT group
  * stays and the kernel migrates the queue, tcp_migrate_req), a Unix path
- * nobody keeps is removed. Returns 1 when a grace is due. */
-static int give_back(const struct inherited *h)
+ * nobody keeps is removed. Returns 1 when a grace is due; *stays is 1 when
+ * the queue stays with a socket this process keeps (the same Unix socket,
+ * or a migration), so the old process must only close it. */
+static int give_back(const struct inherited *h, int *stays)
 {
 	int sibling = 0;
 
+	*stays = 0;
 	for (unsigned i = 0; i < ninh; i++)
 		sibling |= inh[i].taken && same_sockaddr(&h->ss, h->len, &inh[i].ss, inh[i].len);
 	if (h->ss.ss_family == AF_UNIX) {
 		const struct sockaddr_un *sun = (const void *)&h->ss;
 		if (!sibling && sun->sun_path[0])
 			unlink(sun->sun_path);
+		*stays = sibling; /* a dup of a socket taken */
 		return 0;
 	}
-	if (sibling && listener_migrates())
+	if (sibling && listener_migrates()) {
+		*stays = 1;
 		return 0;
+	}
 	if (listener_stop_syns(h->fd) < 0) {
 		log_warn("upgrade: inherited socket %d: SYNs not stopped (%s); a connection may be "
 			 "reset when the old process closes it", h->fd, strerror(errno));
@@ -243,20 +343,49 @@ static int give_back(const struct inherited *h)
 	return 1;
 }
 
+/* "ready", then "keep I,J,...": the inherited sockets (by their place in
+ * SPLICER_INHERIT) whose queues are this process's, which the old process
+ * closes without accepting from. An old process that reads only "ready"
+ * (an older binary) accepts every queue empty, as it always did. */
+static void answer(const char *stays)
+{
+	size_t cap = (size_t)ninh * 11 + 16, n = 6;
+	char *msg = stays ? malloc(cap) : NULL; /* none: plain "ready", nothing is lost */
+
+	if (msg) {
+		n = (size_t)snprintf(msg, cap, "ready\nkeep ");
+		for (unsigned i = 0, first = 1; i < ninh; i++)
+			if (inh[i].taken || stays[i]) {
+				n += (size_t)snprintf(msg + n, cap - n, "%s%u", first ? "" : ",", inh[i].idx);
+				first = 0;
+			}
+		msg[n++] = '\n';
+	}
+	if (write(answer_fd, msg ? msg : "ready\n", n) != (ssize_t)n) /* it gave up on us */
+		log_warn("upgrade: the old process did not take the answer (%s)", strerror(errno));
+	free(msg);
+}
+
 int upgrade_ready(void)
 {
-	char msg[96];
+	char msg[96], *stays;
 	unsigned taken = 0, back = 0;
 	int grace = 0;
 
 	if (answer_fd < 0)
 		return 0;
+	stderr_back(); /* what follows is logged as it happens */
 	snprintf(msg, sizeof(msg), "MAINPID=%d\nREADY=1\nSTATUS=forwarding", (int)getpid());
 	if (notify_send(msg) < 0)
 		log_warn("NOTIFY_SOCKET is set but MAINPID and READY=1 could not be sent to it");
-	for (unsigned i = 0; i < ninh; i++)
+	stays = calloc(ninh + 1, 1);
+	for (unsigned i = 0; i < ninh; i++) {
+		int st = 0;
 		if (!inh[i].taken)
-			grace |= give_back(&inh[i]);
+			grace |= give_back(&inh[i], &st);
+		if (stays)
+			stays[i] = (char)st;
+	}
 	if (grace) /* the old process accepts meanwhile: handshakes under way complete */
 		usleep(LISTENER_CLOSE_GRACE_MS * 1000);
 	for (unsigned i = 0; i < ninh; i++) {
@@ -268,11 +397,10 @@ int upgrade_ready(void)
 	}
 	log_info("upgrade: serving in place of the old process: %u inherited socket%s taken, %u "
 		 "left to it to close", taken, taken == 1 ? "" : "s", back);
-	if (write(answer_fd, "ready\n", 6) != 6)
-		log_warn("upgrade: the old process did not take the answer (%s); it stops after %d s",
-			 strerror(errno), UPGRADE_TIMEOUT_MS / 1000);
+	answer(stays);
 	close(answer_fd);
 	answer_fd = -1;
+	free(stays);
 	free(inh);
 	inh = NULL;
 	ninh = 0;
@@ -294,7 +422,7 @@ int upgrade_ready(void)
  * with, so with `user =` the new process starts as root too: it binds new
  * ports below 1024 and joins the SO_REUSEPORT groups root made, then drops
  * to the user as any start does. */
-enum { SP_FDS = 'F', SP_GO = 'G', SP_WAIT = 'W', SP_KILL = 'K' };
+enum { SP_FDS = 'F', SP_GO = 'G', SP_WAIT = 'W', SP_KILL = 'K', SP_TERM = 'T' };
 #define SP_BATCH 200 /* descriptors per message (the kernel takes 253) */
 
 static int sp_fd = -1; /* the proxy's end */
@@ -353,51 +481,74 @@ static int sp_send(int fd, int type, int val, const int *fds, unsigned nfds)
 	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(data) ? 0 : -1;
 }
 
-/* The environment with the hand-over's two variables (replacing any). */
-static char **child_env(const char *inherit, const char *answer)
+/* The descriptors SP_GO carries besides the sockets, in order, and the
+ * variable that names each to the new process. */
+static const char *const go_env[] = { ENV_ANSWER, ENV_LOG, ENV_STATE };
+#define NGO (sizeof(go_env) / sizeof(go_env[0]))
+
+/* 1 when the entry sets one of the hand-over's variables. */
+static int handover_var(const char *entry)
+{
+	size_t len = strcspn(entry, "=");
+
+	if (len == sizeof(ENV_INHERIT) - 1 && !strncmp(entry, ENV_INHERIT, len))
+		return 1;
+	for (unsigned i = 0; i < NGO; i++)
+		if (len == strlen(go_env[i]) && !strncmp(entry, go_env[i], len))
+			return 1;
+	return 0;
+}
+
+/* The environment with the hand-over's variables vars[0..n-1] (replacing
+ * any). */
+static char **child_env(char *const *vars, unsigned nvars)
 {
 	size_t n = 0, k = 0;
 	char **env;
 
 	while (environ[n])
 		n++;
-	if (!(env = calloc(n + 3, sizeof(*env))))
+	if (!(env = calloc(n + nvars + 1, sizeof(*env))))
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], ENV_INHERIT "=", sizeof(ENV_INHERIT)) &&
-		    strncmp(environ[i], ENV_ANSWER "=", sizeof(ENV_ANSWER)))
+		if (!handover_var(environ[i]))
 			env[k++] = environ[i];
-	env[k++] = (char *)inherit;
-	env[k++] = (char *)answer;
+	for (unsigned i = 0; i < nvars; i++)
+		env[k++] = vars[i];
 	return env;
 }
 
-/* The spawner's fork: the new process, with fds[] and the answer pipe. */
-static pid_t sp_spawn(const int *fds, unsigned n, int answer)
+/* The spawner's fork: the new process, with fds[] and go[] (go_env). */
+static pid_t sp_spawn(const int *fds, unsigned n, const int *go)
 {
 	size_t cap = (size_t)n * 12 + sizeof(ENV_INHERIT) + 2, k;
-	char *inherit = malloc(cap), ans[48], **env;
+	char *vars[1 + NGO], named[NGO][48], **env;
 	pid_t pid = -1;
 
-	if (!inherit)
+	if (!(vars[0] = malloc(cap)))
 		return -1;
-	k = (size_t)snprintf(inherit, cap, ENV_INHERIT "=");
+	k = (size_t)snprintf(vars[0], cap, ENV_INHERIT "=");
 	for (unsigned i = 0; i < n && k < cap; i++)
-		k += (size_t)snprintf(inherit + k, cap - k, "%s%d", i ? "," : "", fds[i]);
-	snprintf(ans, sizeof(ans), ENV_ANSWER "=%d", answer);
-	if ((env = child_env(inherit, ans)) && (pid = fork()) == 0) {
+		k += (size_t)snprintf(vars[0] + k, cap - k, "%s%d", i ? "," : "", fds[i]);
+	for (unsigned i = 0; i < NGO; i++) {
+		snprintf(named[i], sizeof(named[i]), "%s=%d", go_env[i], go[i]);
+		vars[1 + i] = named[i];
+	}
+	if ((env = child_env(vars, 1 + NGO)) && (pid = fork()) == 0) {
 		static const int sigs[] = { SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE };
 		for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 			signal(sigs[i], SIG_DFL); /* ignored here; an ignored signal stays so */
 		for (unsigned i = 0; i < n; i++)
 			fcntl(fds[i], F_SETFD, 0);
-		fcntl(answer, F_SETFD, 0);
+		for (unsigned i = 0; i < NGO; i++)
+			fcntl(go[i], F_SETFD, 0);
 		execve(exe, args, env);
-		fprintf(stderr, "splicer: upgrade: cannot execute %s: %s\n", exe, strerror(errno));
+		/* the old process logs it, and `ctl upgrade` answers it */
+		dprintf(go[1], "splicer: upgrade: cannot execute %s: %s\n", exe, strerror(errno));
 		_exit(127);
 	}
 	free(env);
-	free(inherit);
+	free(vars[0]);
 	return pid;
 }
 
@@ -429,13 +580,20 @@ static void sp_main(int fd)
 			memcpy(list + n, batch, got * sizeof(int));
 			n += got;
 		} else if (t == SP_GO) {
-			pid = got == 1 ? sp_spawn(list, n, batch[0]) : -1;
+			pid = got == NGO ? sp_spawn(list, n, batch) : -1;
 			for (unsigned i = 0; i < n; i++)
 				close(list[i]);
-			if (got == 1)
-				close(batch[0]);
+			for (unsigned i = 0; i < got; i++)
+				close(batch[i]);
 			n = 0;
 			sp_send(fd, SP_GO, (int)pid, NULL, 0);
+		} else if (t == SP_TERM) {
+			/* it drains and exits on its own, after this process maybe:
+			 * not waited for (reaped by whoever inherits it) */
+			if (pid > 0)
+				kill(pid, SIGTERM);
+			pid = 0;
+			sp_send(fd, SP_WAIT, -1, NULL, 0);
 		} else if (t == SP_WAIT || t == SP_KILL) {
 			if (t == SP_KILL && pid > 0)
 				kill(pid, SIGKILL);
@@ -463,6 +621,10 @@ int upgrade_spawner_start(void)
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(sv[0]);
+		/* a new process forks its spawner before it answers: the next
+		 * generation's stderr is the log's, not a pipe to the old process */
+		if (real_err >= 0)
+			dup2(real_err, 2);
 		/* nothing but 0-2 and the socket: what an upgrade handed over
 		 * belongs to the proxy */
 		if (sv[1] > 3)
@@ -488,24 +650,151 @@ static int sp_ask(int type, int *val)
 	return t > 0 ? 0 : -1;
 }
 
+/* ---- the old process: the outcome, for `ctl upgrade` -------------------- */
+
+static pthread_mutex_t outcome_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct upgrade_outcome last; /* under outcome_lock */
+
+void upgrade_outcome(struct upgrade_outcome *o)
+{
+	pthread_mutex_lock(&outcome_lock);
+	*o = last;
+	pthread_mutex_unlock(&outcome_lock);
+}
+
+static void outcome_set(int ok, int pid, const char *msgs, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void outcome_set(int ok, int pid, const char *msgs, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&outcome_lock);
+	last.seq++;
+	last.ok = ok;
+	last.pid = pid;
+	va_start(ap, fmt);
+	vsnprintf(last.why, sizeof(last.why), fmt, ap);
+	va_end(ap);
+	snprintf(last.msgs, sizeof(last.msgs), "%s", msgs ? msgs : "");
+	pthread_mutex_unlock(&outcome_lock);
+}
+
+void upgrade_refuse(const char *why)
+{
+	log_warn("%s", why);
+	outcome_set(0, 0, NULL, "%s", why);
+}
+
+/* ---- the old process: the new one's stderr ------------------------------- */
+
+/* Until it answers, the new process's stderr comes here: each line goes to
+ * this process's log (it carries the new process's pid), and the last ones
+ * are kept for the outcome. */
+static struct {
+	int fd; /* the pipe's read end, -1: none */
+	size_t n;
+	char line[LOG_LINE_MAX]; /* a line not ended yet */
+	size_t kept;
+	char tail[UPGRADE_MSGS_MAX]; /* the last whole lines */
+} relay = { .fd = -1 };
+
+static void relay_keep(const char *line, size_t len)
+{
+	if (len > sizeof(relay.tail) / 2) /* a very long line: its start */
+		len = sizeof(relay.tail) / 2;
+	while (relay.kept + len >= sizeof(relay.tail)) { /* the oldest line gives way */
+		char *nl = memchr(relay.tail, '\n', relay.kept);
+		size_t cut = nl ? (size_t)(nl - relay.tail) + 1 : relay.kept;
+		memmove(relay.tail, relay.tail + cut, relay.kept - cut);
+		relay.kept -= cut;
+	}
+	memcpy(relay.tail + relay.kept, line, len);
+	relay.kept += len;
+	relay.tail[relay.kept] = '\0';
+}
+
+static void relay_line(void)
+{
+	relay.line[relay.n++] = '\n';
+	log_sink_put(&log_err_sink, relay.line, relay.n);
+	relay_keep(relay.line, relay.n);
+	relay.n = 0;
+}
+
+static void relay_close(void)
+{
+	if (relay.fd < 0)
+		return;
+	if (relay.n)
+		relay_line();
+	close(relay.fd);
+	relay.fd = -1;
+}
+
+/* What the new process wrote so far (bounded per call: it cannot hold the
+ * main thread); at EOF (it answered, or it is gone) the pipe is closed. */
+static void relay_pump(void)
+{
+	char buf[4096];
+
+	for (unsigned turns = 0; relay.fd >= 0 && turns < 64; turns++) {
+		ssize_t r = read(relay.fd, buf, sizeof(buf));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return;
+		if (r <= 0) {
+			relay_close();
+			return;
+		}
+		for (ssize_t i = 0; i < r; i++) {
+			if (buf[i] == '\n') {
+				relay_line();
+				continue;
+			}
+			relay.line[relay.n++] = buf[i];
+			if (relay.n == sizeof(relay.line) - 1)
+				relay_line();
+		}
+	}
+}
+
+static void relay_start(int fd)
+{
+	relay_close(); /* a new process given up on may still have been talking */
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	relay.fd = fd;
+	relay.n = relay.kept = 0;
+	relay.tail[0] = '\0';
+}
+
 /* ---- the old process: starting the new one ------------------------------- */
 
 static struct {
 	pid_t pid;        /* the new process, 0: none starting */
 	int rfd;          /* its answer */
 	uint64_t deadline_ms;
-	char buf[16];
-	size_t n;
+	uint64_t ready_ms; /* "ready" read at (0: not yet); the rest follows */
+	char *ans;        /* the answer so far */
+	size_t n, cap;
+	int *fds;         /* what it was given, in order: the answer's indices */
+	unsigned nfds;
 } up = { .rfd = -1 };
+
+/* After the hand-over: the sockets the new process keeps (upgrade_kept). */
+static int *kept;
+static unsigned nkept;
 
 int upgrade_pending(void)
 {
 	return up.pid != 0;
 }
 
-/* Every distinct listening descriptor (Unix listeners: each worker's dup). */
+/* Every distinct listening descriptor (Unix listeners: each worker's dup),
+ * then the stats and admin sockets. */
 static unsigned collect_fds(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw,
-			    int stats_fd, int *out)
+			    int stats_fd, int admin_fd, int *out)
 {
 	unsigned n = 0;
 
@@ -515,63 +804,119 @@ static unsigned collect_fds(const struct config *cfg, int (*fds)[MAX_LISTENERS],
 				out[n++] = fds[w][l];
 	if (stats_fd >= 0)
 		out[n++] = stats_fd;
+	if (admin_fd >= 0)
+		out[n++] = admin_fd;
 	return n;
 }
 
-int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd)
+/* The admin overrides (drain, disable, a weight not the file's) of cfg's
+ * backends, for the new process (state_read): a memfd, or /dev/null
+ * (logged) when none can be made. Returns the descriptor, or -1. */
+static int state_write(const struct config *cfg)
+{
+	int fd = memfd_create("splicer-upgrade-state", MFD_CLOEXEC);
+	FILE *f;
+
+	if (fd < 0 || !(f = fdopen(dup(fd), "w"))) {
+		log_warn("upgrade: the admin overrides cannot be handed over (%s): the new process "
+			 "starts with the file's", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	for (unsigned i = 0; i < cfg->nroutes; i++) {
+		const struct route *r = cfg->route[i];
+		for (unsigned k = 0; k < r->nbackend; k++) {
+			unsigned w = backend_weight(r, k);
+			int admin = backend_admin(r, k);
+			if (admin != BACKEND_READY || w != r->backend[k].weight)
+				fprintf(f, "%s\t%s\t%d\t%u\n", r->name, r->backend[k].addr.text, admin,
+					w != r->backend[k].weight ? w : 0);
+		}
+	}
+	fclose(f);
+	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
+/* A start that did not happen: logged, and the outcome. */
+static int start_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int start_failed(const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	log_err("upgrade: %s; serving on", why);
+	outcome_set(0, 0, NULL, "%s; serving on", why);
+	return -1;
+}
+
+int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd,
+		  int admin_fd)
 {
 	unsigned n;
-	int *list, p[2] = { -1, -1 }, pid = -1, rc = -1;
+	int *list, ans[2] = { -1, -1 }, err[2] = { -1, -1 }, sfd = -1, pid = -1, rc = -1;
 
 	if (up.pid) {
+		/* `ctl upgrade` answers the outcome of that one */
 		log_warn("upgrade: process %d is starting already; request ignored", (int)up.pid);
 		return -1;
 	}
-	if (sp_fd < 0) {
-		log_err("upgrade: no spawner process (it could not start); serving on");
-		return -1;
-	}
-	if (!(list = calloc((size_t)cfg->nlst * nw + 1, sizeof(*list)))) {
-		log_err("upgrade: out of memory; serving on");
-		return -1;
-	}
-	n = collect_fds(cfg, fds, nw, stats_fd, list);
-	if (pipe2(p, O_CLOEXEC)) {
-		log_err("upgrade: pipe: %s; serving on", strerror(errno));
-		free(list);
-		return -1;
+	if (sp_fd < 0)
+		return start_failed("no spawner process (it could not start)");
+	if (!(list = calloc((size_t)cfg->nlst * nw + 2, sizeof(*list))))
+		return start_failed("out of memory");
+	n = collect_fds(cfg, fds, nw, stats_fd, admin_fd, list);
+	if (pipe2(ans, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || (sfd = state_write(cfg)) < 0) {
+		start_failed("pipe: %s", strerror(errno));
+		goto out;
 	}
 	for (unsigned i = 0; i < n; i += SP_BATCH)
-		if (sp_send(sp_fd, SP_FDS, 0, list + i, n - i < SP_BATCH ? n - i : SP_BATCH) < 0)
+		if (sp_send(sp_fd, SP_FDS, 0, list + i, n - i < SP_BATCH ? n - i : SP_BATCH) < 0) {
+			start_failed("the spawner does not answer (%s)", strerror(errno));
 			goto out;
+		}
 	{
 		struct timeval tv = { 5, 0 };
 		setsockopt(sp_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	if (sp_send(sp_fd, SP_GO, 0, &p[1], 1) < 0 || sp_recv(sp_fd, &pid, NULL, 0, NULL) <= 0)
-		goto out;
-	if (pid <= 0) {
-		log_err("upgrade: the spawner could not fork; serving on");
+	int go[NGO] = { ans[1], err[1], sfd };
+	if (sp_send(sp_fd, SP_GO, 0, go, NGO) < 0 || sp_recv(sp_fd, &pid, NULL, 0, NULL) <= 0) {
+		start_failed("the spawner does not answer (%s)", strerror(errno));
 		goto out;
 	}
-	close(p[1]);
-	p[1] = -1;
-	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	if (pid <= 0) {
+		start_failed("the spawner could not fork");
+		goto out;
+	}
+	fcntl(ans[0], F_SETFL, O_NONBLOCK);
 	memset(&up, 0, sizeof(up));
 	up.pid = pid;
-	up.rfd = p[0];
+	up.rfd = ans[0];
+	ans[0] = -1;
+	up.fds = list;
+	up.nfds = n;
+	list = NULL;
+	up.cap = (size_t)n * 11 + 64; /* "ready\nkeep " and every index */
+	up.ans = malloc(up.cap); /* none: answer_read says nonsense, and it is killed */
+	relay_start(err[0]);
+	err[0] = -1;
 	up.deadline_ms = now_monotonic_ms() + UPGRADE_TIMEOUT_MS;
 	log_info("upgrade: started %s as process %d with %u listening socket%s; serving on until "
 		 "it is ready", exe, pid, n, n == 1 ? "" : "s");
 	rc = 0;
 out:
-	if (rc) {
-		if (pid < 0)
-			log_err("upgrade: the spawner does not answer (%s); serving on", strerror(errno));
-		close(p[0]);
+	if (sfd >= 0)
+		close(sfd);
+	for (unsigned i = 0; i < 2; i++) {
+		if (ans[i] >= 0)
+			close(ans[i]);
+		if (err[i] >= 0)
+			close(err[i]);
 	}
-	if (p[1] >= 0)
-		close(p[1]);
 	free(list);
 	return rc;
 }
@@ -579,58 +924,142 @@ out:
 static void reaped(void)
 {
 	close(up.rfd);
+	free(up.ans);
+	free(up.fds);
+	memset(&up, 0, sizeof(up));
 	up.rfd = -1;
-	up.pid = 0;
-	up.n = 0;
+}
+
+/* The answer's "keep" line, once whole: the descriptors of this process
+ * whose sockets the new one keeps. Without it (an older binary, or a line
+ * cut short) the list is empty, and every queue is accepted here. */
+static void take_kept(const char *ready)
+{
+	const char *p = ready + 6, *end = strchr(p, '\n');
+
+	free(kept);
+	nkept = 0;
+	if (strncmp(p, "keep ", 5) || !end || !(kept = calloc(up.nfds + 1, sizeof(*kept))))
+		return;
+	for (p += 5; p < end;) {
+		char *next;
+		unsigned long i = strtoul(p, &next, 10);
+		if (next == p || i >= up.nfds)
+			break;
+		kept[nkept++] = up.fds[i];
+		p = next + (*next == ',');
+	}
+}
+
+unsigned upgrade_kept(const int **fds)
+{
+	*fds = kept;
+	return nkept;
+}
+
+/* Reads what the new process answered. Returns 1 when it said "ready" and
+ * the rest of its answer is in (or will not come), -1 when it ended or
+ * said nonsense (*eof: which), 0 while it says nothing more. */
+static int answer_read(uint64_t now_ms, int *eof)
+{
+	const char *ready;
+	ssize_t r = -1;
+
+	*eof = 0;
+	while (up.ans && up.n < up.cap - 1 &&
+	       (r = read(up.rfd, up.ans + up.n, up.cap - 1 - up.n)) > 0)
+		up.n += (size_t)r;
+	if (!up.ans)
+		return -1;
+	up.ans[up.n] = '\0';
+	*eof = r == 0;
+	if ((ready = strstr(up.ans, "ready\n"))) {
+		if (!up.ready_ms)
+			up.ready_ms = now_ms;
+		/* whole: at EOF, or once the keep line ends; an answer that stops
+		 * half-way is taken as it is after a second */
+		if (r == 0 || up.n == up.cap - 1 || strchr(ready + 6, '\n') ||
+		    now_ms >= up.ready_ms + 1000) {
+			take_kept(ready);
+			return 1;
+		}
+		return 0;
+	}
+	return r == 0 || up.n == up.cap - 1 ? -1 : 0;
+}
+
+/* The new process is gone before it said "ready" (st: its wait status,
+ * -1 unknown): its last words are read, then the verdict is logged. */
+static void failed(int st, const char *how)
+{
+	char why[160];
+
+	relay_pump(); /* up to EOF: nobody writes any more */
+	relay_close();
+	if (how)
+		snprintf(why, sizeof(why), "%s", how);
+	else if (st != -1 && WIFEXITED(st))
+		snprintf(why, sizeof(why), "exited with status %d before it was ready",
+			 WEXITSTATUS(st));
+	else if (st != -1)
+		snprintf(why, sizeof(why), "ended by signal %d before it was ready", WTERMSIG(st));
+	else
+		snprintf(why, sizeof(why), "ended before it was ready");
+	log_warn("upgrade: the new process %d %s (its messages are above); serving on unchanged",
+		 (int)up.pid, why);
+	outcome_set(0, up.pid, relay.tail, "the new process %d %s; serving on unchanged",
+		    (int)up.pid, why);
+	reaped();
 }
 
 int upgrade_poll(uint64_t now_ms)
 {
-	ssize_t r = -1;
-	int st = -1;
+	int st = -1, eof, r;
 
+	relay_pump();
 	if (!up.pid)
 		return 0;
-	while (up.n < sizeof(up.buf) - 1 &&
-	       (r = read(up.rfd, up.buf + up.n, sizeof(up.buf) - 1 - up.n)) > 0)
-		up.n += (size_t)r;
-	up.buf[up.n] = '\0';
-	if (strstr(up.buf, "ready\n")) {
+	if ((r = answer_read(now_ms, &eof)) > 0) {
 		char msg[32];
+		relay_pump(); /* it gave its stderr back before it answered */
 		/* heard when the unit's NotifyAccess is main: this is still it */
 		snprintf(msg, sizeof(msg), "MAINPID=%d", (int)up.pid);
 		notify_send(msg);
 		log_info("upgrade: process %d serves now; this one (%d) stops accepting and drains "
-			 "its sessions", (int)up.pid, (int)getpid());
+			 "its sessions (%u of the %u sockets handed over are kept by it, with what "
+			 "they queued)", (int)up.pid, (int)getpid(), nkept, up.nfds);
+		outcome_set(1, up.pid, NULL, "process %d serves now", (int)up.pid);
 		reaped(); /* not waited for: it outlives this process */
 		return 1;
 	}
-	if (r == 0 || up.n == sizeof(up.buf) - 1) { /* it ended, or said nonsense */
-		if (sp_ask(r == 0 ? SP_WAIT : SP_KILL, &st) == 0 && st != -1)
-			log_warn("upgrade: the new process %d %s %d before it was ready (its messages are "
-				 "above); serving on unchanged", (int)up.pid,
-				 WIFEXITED(st) ? "exited with status" : "ended by signal",
-				 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-		else
-			log_warn("upgrade: the new process %d ended before it was ready; serving on "
-				 "unchanged", (int)up.pid);
-		reaped();
+	if (r < 0) { /* it ended, or said nonsense */
+		if (sp_ask(eof ? SP_WAIT : SP_KILL, &st))
+			st = -1;
+		failed(st, NULL);
 		return 0;
 	}
 	if (now_ms >= up.deadline_ms) {
-		log_err("upgrade: the new process %d was not ready within %d s; killed, serving on "
-			"unchanged", (int)up.pid, UPGRADE_TIMEOUT_MS / 1000);
-		upgrade_abort();
+		log_err("upgrade: the new process %d was not ready within %d s; killed",
+			(int)up.pid, UPGRADE_TIMEOUT_MS / 1000);
+		sp_ask(SP_KILL, &st);
+		failed(st, "was not ready in time: killed");
 	}
 	return 0;
 }
 
-void upgrade_abort(void)
+void upgrade_abandon(const char *why)
 {
 	int st;
 
 	if (!up.pid)
 		return;
-	sp_ask(SP_KILL, &st);
+	/* SIGKILL would reset what its workers accepted already (they start
+	 * before it answers); SIGTERM lets it drain that. Its stderr is still
+	 * written to the log here until it gives it back (relay_pump). */
+	log_warn("%s: the upgrade under way is abandoned: the new process %d, not ready, is sent "
+		 "SIGTERM (it drains what it accepted and exits)", why, (int)up.pid);
+	sp_ask(SP_TERM, &st);
+	outcome_set(0, up.pid, relay.tail, "%s: the new process %d was not ready yet: it is sent "
+		    "SIGTERM and this one stops too", why, (int)up.pid);
 	reaped();
 }

@@ -1,29 +1,49 @@
 /* SPDX-License-Identifier: MIT */
-/* upgrade: SIGUSR2 (and `splicer ctl upgrade`, which sends it) replaces the
- * running process with the binary now on disk, with the same arguments,
- * without refusing or resetting a client.
+/* upgrade: SIGUSR2 (and `splicer ctl upgrade`, which sends it and answers
+ * the outcome) replaces the running process with the binary now on disk,
+ * with the same arguments, without refusing or resetting a client.
  *
  * The old process has the new one started (by its spawner, below), which
- * inherits every listening socket (the routes' and the stats endpoint's): the descriptors
+ * inherits every listening socket (the routes', the stats endpoint's and the
+ * admin socket's): the descriptors
  * are left open across exec, and SPLICER_INHERIT=fd,fd,... names them
  * (inherited descriptors rather than SCM_RIGHTS: the child is ours, so a
  * socketpair adds a protocol and nothing the exec does not already give;
  * the new process learns each socket's address from getsockname(), from the
  * kernel rather than a text the old one wrote). SPLICER_UPGRADE_FD is the
  * write end of a pipe on which the new process answers "ready" once it
- * accepts. The new process reads and checks the config like any start
- * (invalid: it prints the problems to the shared stderr and exits non-zero;
+ * accepts. Until then its stderr is a pipe to the old process
+ * (SPLICER_UPGRADE_LOG), which writes each line to the log and keeps the
+ * last ones for `ctl upgrade`'s answer; SPLICER_UPGRADE_STATE is a file of
+ * the admin socket's overrides (drain, disable, weight: backend.h), which
+ * the new process puts in force on the backends its config still has (by
+ * route and address) before it accepts, so they last across an upgrade as
+ * across a reload. The new process reads and checks
+ * the config like any start
+ * (invalid: it prints the problems and exits non-zero;
  * the old one sees the pipe close without "ready" and serves on as it was),
  * takes the inherited sockets whose address is still configured, binds only
  * what is new, starts its workers, tells systemd MAINPID=<its pid> and
  * READY=1 (NOTIFY_SOCKET is inherited), stops SYNs on the inherited sockets
  * it does not keep (listener.h: their last holder, the old process, accepts
- * their queues empty before it closes them) and answers "ready". Then the
- * old process stops its stats endpoint, sends MAINPID=<new pid> too (under
- * NotifyAccess=main only the old, still the main PID, is heard), closes its
- * listeners after accepting what they queued, and drains its sessions up to
- * drain_timeout, without sending systemd anything more. No verdict within
+ * their queues empty before it closes them) and answers "ready", then
+ * "keep I,J,..." (the places in SPLICER_INHERIT of the sockets whose queues
+ * stay with it). Then the old process stops its stats endpoint and its
+ * admin socket (leaving their paths, the new process's now), sends
+ * MAINPID=<new pid> too (under NotifyAccess=main only the old, still the
+ * main PID, is heard), closes the listeners the new process keeps without
+ * accepting from them again (what they queued is the new process's: a
+ * session the old one took now would get the old config and the old
+ * drain_timeout), accepts the others' queues empty before it closes them,
+ * and drains its sessions up to drain_timeout, without sending systemd
+ * anything more. No verdict within
  * UPGRADE_TIMEOUT_MS: the new process is killed and the old serves on.
+ * SIGTERM or SIGINT to the old process meanwhile: a new process that has
+ * answered "ready" takes over (the old one drains, as after any hand-over;
+ * the signal stopped the old process, and the service runs on in the new
+ * one); one that has not is sent SIGTERM (it drains what its workers
+ * accepted already and exits) and the old process stops as the signal says:
+ * nothing serves afterwards.
  *
  * The binary: the path this process was started as (argv[0], made absolute
  * at start; found in PATH when it had no '/'), not /proc/self/exe, which
@@ -44,8 +64,14 @@
 
 /* At the start of the proxy (before the config is read): remembers the
  * binary's path and argv, and takes what an upgrade handed over (the
- * environment variables are removed; the descriptors closed on exec again). */
+ * environment variables are removed; the descriptors closed on exec again;
+ * stderr goes to the old process until upgrade_ready). */
 void upgrade_init(int argc, char **argv);
+
+/* Puts the admin overrides the old process handed over (drain, disable,
+ * weight) in force on cfg's backends of the same route and address, before
+ * any session; once (no-op without). */
+void upgrade_apply_state(struct config *cfg);
 
 /* ---- the new process --------------------------------------------------- */
 
@@ -58,7 +84,8 @@ int upgrade_inherited(void);
  * or -errno with err. */
 int upgrade_listener_open_n(struct addr *a, unsigned n, int *fds, char *err, unsigned errlen);
 
-/* An inherited socket bound to *a (the stats endpoint), or -1. */
+/* An inherited socket bound to *a (the stats endpoint, the admin socket),
+ * or -1. */
 int upgrade_take_one(const struct addr *a);
 
 /* Once accepting: tells systemd and the old process; closes the inherited
@@ -73,18 +100,49 @@ int upgrade_ready(void);
 int upgrade_spawner_start(void);
 
 /* Starts the new process with every listener of cfg (fds: per worker, nw
- * workers) and the stats socket (-1: none). Returns 0, or -1 (logged). */
-int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd);
+ * workers), the stats socket and the admin socket (-1: none). Returns 0, or
+ * -1 (logged; the outcome is this failure, unless one is starting already:
+ * the outcome is then that one's). */
+int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned nw, int stats_fd,
+		  int admin_fd);
 
 /* 1 while a new process is starting. */
 int upgrade_pending(void);
 
 /* Called each main-loop turn: returns 1 once the new process said "ready"
  * (the caller then stops accepting and drains), 0 otherwise; a new process
- * that exited or timed out is reaped and logged. */
+ * that exited or timed out is reaped and logged. Also writes the lines of
+ * the new process's stderr to the log while it sends any. */
 int upgrade_poll(uint64_t now_ms);
 
-/* Stops a starting new process (SIGTERM to the old one meanwhile). */
-void upgrade_abort(void);
+/* After upgrade_poll returned 1: the descriptors of this process whose
+ * sockets the new one keeps, in *fds (valid until the next upgrade). The
+ * workers close them without accepting from them again: what they queued
+ * is the new process's. 0 when it did not say (an older binary): every
+ * queue is then accepted empty here, as before. */
+unsigned upgrade_kept(const int **fds);
+
+/* Gives up on a starting new process that has not said "ready" (call
+ * upgrade_poll first: one that did takes over): SIGTERM or SIGINT to the
+ * old process meanwhile (why names it). It is sent SIGTERM, not SIGKILL:
+ * its workers accept before it answers, and it drains what they took. */
+void upgrade_abandon(const char *why);
+
+/* `ctl upgrade`: the outcome of the last upgrade asked. seq grows with each
+ * outcome; ok with the new pid, else why and the new process's last lines
+ * of stderr (msgs, newline-separated; empty when it said nothing). */
+#define UPGRADE_MSGS_MAX 3072
+struct upgrade_outcome {
+	uint64_t seq;
+	int ok;
+	int pid;
+	char why[256];
+	char msgs[UPGRADE_MSGS_MAX];
+};
+void upgrade_outcome(struct upgrade_outcome *o);
+
+/* SIGUSR2 that the caller does not act on (the proxy is stopping): logged,
+ * and the outcome is this failure. */
+void upgrade_refuse(const char *why);
 
 #endif

@@ -3,7 +3,8 @@
  * 2), each against real sessions through the proxy:
  *   - show routes | backends | sessions, as text and as JSON (parsed here);
  *   - drain: a held session keeps working, new ones go to the other backend;
- *     enable brings it back;
+ *     enable brings it back; drain, disable and disable --kill print how long
+ *     they took to act ("admin timing": < 1 s asserted);
  *   - disable keeps running sessions, disable --kill ends them (and only
  *     them);
  *   - weight: 3 against 1 gives exactly 300:100 of 400 connections with
@@ -13,7 +14,9 @@
  *     says where they differ from the file;
  *   - the socket is mode 0600 and the run-as user's; another user cannot
  *     connect (and could, were it 0666: the check can fail);
- *   - bad commands get specific errors; the line protocol's terminator. */
+ *   - bad commands get specific errors; the line protocol's terminator;
+ *   - lameduck: /health 503 with the listener still serving, then SIGTERM
+ *     drains at once. */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -448,6 +451,29 @@ static void case_show(const char *bin)
 Test(integ, admin_show, .init = h_init, .fini = h_fini, .timeout = 60) { case_show(h_binary(0)); }
 Test(integ, admin_show_asan, .init = h_init, .fini = h_fini, .timeout = 90) { case_show(h_binary(1)); }
 
+/* When (h_now_us) a new session has its tag from backend want (-1: none
+ * of 16 did). */
+static int64_t us_session_on(const struct h_addr *proxy, char want)
+{
+	for (int i = 0; i < 16; i++)
+		if (tag_via(proxy, NULL, NULL) == want)
+			return h_now_us();
+	return -1;
+}
+
+/* The timings the closing note quotes: from the ctl command (the ctl
+ * process started) and from its answer (it exited) to what it caused. */
+static void timing_note(const char *bin, const char *what, int64_t t_cmd, int64_t t_ans,
+			int64_t t_effect)
+{
+	fprintf(stderr, "admin timing (%s): %s: ctl %.2f ms; %.2f ms after the answer (%.2f ms "
+		"after the command)\n", strcmp(bin, h_binary(1)) ? "plain" : "asan", what,
+		(double)(t_ans - t_cmd) / 1000, (double)(t_effect - t_ans) / 1000,
+		(double)(t_effect - t_cmd) / 1000);
+	H_CHECK(t_effect >= t_ans && t_effect - t_cmd < 1000000, "%s: %.2f ms from the ctl command "
+		"(bound: 1 s)", what, (double)(t_effect - t_cmd) / 1000);
+}
+
 /* drain: the held session on A goes on; new ones all go to B; enable. */
 static void case_drain(const char *bin)
 {
@@ -460,7 +486,11 @@ static void case_drain(const char *bin)
 	te_start(&b, 'B');
 	proxy_up(&p, bin, &a, &b, "roundrobin");
 	fa = session_to(&p.addr, 'A');
+	int64_t t_cmd = h_now_us();
 	CTL(bin, &out, "backend", "default", a.text, "drain");
+	int64_t t_ans = h_now_us(), t_b = us_session_on(&p.addr, 'B');
+	H_CHECK(t_b >= 0, "no new session reached B after the drain of A");
+	timing_note(bin, "drain A: the first new session on B", t_cmd, t_ans, t_b);
 	H_CHECK(strstr(out, "ok: ") && strstr(out, "drains") && strstr(out, "1 running finish"),
 		"drain's answer: %s", out);
 	free(out);
@@ -498,20 +528,27 @@ static void case_disable(const char *bin)
 	fa = session_to(&p.addr, 'A');
 	fa2 = session_to(&p.addr, 'A');
 	fb = session_to(&p.addr, 'B');
+	int64_t t_cmd = h_now_us();
 	CTL(bin, &out, "backend", "default", a.text, "disable");
+	int64_t t_ans = h_now_us(), t_b = us_session_on(&p.addr, 'B');
+	H_CHECK(t_b >= 0, "no new session reached B after A was disabled");
+	timing_note(bin, "disable A: the first new session on B", t_cmd, t_ans, t_b);
 	H_CHECK(strstr(out, "disabled") && strstr(out, "2 running go on"), "disable: %s", out);
 	free(out);
 	H_CHECK(echo_ok(fa, 4, 500), "disable without --kill ended a running session");
 	for (int i = 0; i < 10; i++)
 		n_a += tag_via(&p.addr, NULL, NULL) == 'A';
 	H_CHECK(n_a == 0, "%d of 10 new sessions went to the disabled backend", n_a);
+	t_cmd = h_now_us();
 	CTL(bin, &out, "backend", "default", a.text, "disable", "--kill");
+	t_ans = h_now_us();
 	H_CHECK(strstr(out, "2 running ended"), "disable --kill: %s", out);
 	free(out);
 	r = h_expect_eof(fa, h_now_ms() + 3000);
 	H_CHECK(r == 0 || r == -ECONNRESET, "the killed session on A: %d (%s)", r, strerror(-r));
 	r = h_expect_eof(fa2, h_now_ms() + 3000);
 	H_CHECK(r == 0 || r == -ECONNRESET, "the second session on A: %d", r);
+	timing_note(bin, "disable --kill A: EOF of both sessions on A", t_cmd, t_ans, h_now_us());
 	H_CHECK(echo_ok(fb, 5, 500), "disable --kill of A ended B's session");
 	CTL(bin, &out, "show", "backends");
 	H_CHECK(table_has(out, a.text, " disabled ", NULL), "show backends:\n%s", out);
@@ -843,13 +880,8 @@ Test(integ, admin_bad_commands, .init = h_init, .fini = h_fini, .timeout = 60)
 	CTL_FAILS(bin, "reload: unexpected argument 'now'", "reload", "now");
 	/* routes from the command line: nothing to reload */
 	CTL_FAILS(bin, "reload: the running config stays", "reload");
-	/* SIGUSR2: taken by an upgrade, or refused; never the signal's default */
-	st = ctl_as(bin, -1, &out, &err, (const char *const[]){ "upgrade", NULL });
-	H_CHECK((st == 0 && strstr(out, "ok: upgrade asked")) ||
-			(st == 1 && strstr(err, "error: upgrade: this process does not take SIGUSR2")),
-		"upgrade: exit %d, %s%s", st, out, err);
-	free(out);
-	free(err);
+	/* the upgrade itself: test_upgrade.c (upgrade_ctl_answers_the_outcome) */
+	CTL_FAILS(bin, "upgrade: unexpected argument 'now'", "upgrade", "now");
 	H_CHECK(h_proxy_alive(&p), "the proxy died of a ctl upgrade");
 	raw_protocol();
 	/* ctl's own errors */
@@ -870,6 +902,110 @@ Test(integ, admin_bad_commands, .init = h_init, .fini = h_fini, .timeout = 60)
 	te_stop(&b);
 }
 
+/* GET /health: the status code (0: no answer), the body in body. */
+static int health(const struct h_addr *stats, char *body, size_t len)
+{
+	const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	char buf[4096];
+	int code = 0, fd = h_connect(stats, 2000);
+
+	body[0] = '\0';
+	if (fd < 0)
+		return 0;
+	if (h_send_all(fd, req, sizeof req - 1, h_now_ms() + 2000) == 0) {
+		size_t n = h_recv_all(fd, buf, sizeof buf - 1, h_now_ms() + 2000);
+		buf[n] = '\0';
+		const char *b = strstr(buf, "\r\n\r\n");
+		if (sscanf(buf, "HTTP/1.1 %d", &code) != 1)
+			code = 0;
+		snprintf(body, len, "%s", b ? b + 4 : "");
+	}
+	close(fd);
+	return code;
+}
+
+/* Backends a and b, the admin socket, stats on and lameduck: the proxy. */
+static void stats_proxy_up(struct h_proxy *p, const char *bin, struct tag_echo *a,
+			   struct tag_echo *b, const char *lameduck, struct h_addr *stats)
+{
+	const char *backends[3], *extra[] = { "--admin", sock_path(), "--stats", "127.0.0.1:0",
+					      "--lameduck", lameduck, NULL };
+
+	te_start(a, 'a');
+	te_start(b, 'b');
+	backends[0] = a->text, backends[1] = b->text, backends[2] = NULL;
+	h_proxy_up(p, bin, "auto", "127.0.0.1:0", backends, extra);
+	H_CHECK(h_stats_addr(p, stats) == 0, "stats address");
+}
+
+/* ctl lameduck (a Kubernetes preStop): /health turns 503 and show process
+ * says lameduck, while the listener accepts and serves on with no SIGTERM
+ * and no end; a second call changes nothing; an upgrade is refused
+ * meanwhile. The SIGTERM that follows drains at once (not another
+ * `lameduck` of 5 s): the port refuses, the held session finishes, exit 0. */
+static void case_lameduck(const char *bin)
+{
+	struct tag_echo a, b;
+	struct h_proxy p;
+	struct h_addr stats;
+	char *out = NULL, body[256];
+
+	stats_proxy_up(&p, bin, &a, &b, "5s", &stats);
+	H_CHECK(health(&stats, body, sizeof body) == 200, "/health before: %s", body);
+	CTL(bin, &out, "show", "process");
+	H_CHECK(table_has(out, "PID", "STATE", NULL) && table_has(out, " serving ", NULL, NULL),
+		"show process before:\n%s", out);
+	free(out);
+
+	CTL(bin, &out, "lameduck");
+	H_CHECK(strstr(out, "ok: lame duck: /health answers 503"), "ctl lameduck: %s", out);
+	free(out);
+	H_CHECK(health(&stats, body, sizeof body) == 503 && strstr(body, "draining"),
+		"/health after ctl lameduck: %s", body);
+	CTL(bin, &out, "lameduck");
+	H_CHECK(strstr(out, "ok: lame duck already"), "a second ctl lameduck: %s", out);
+	free(out);
+	CTL(bin, &out, "show", "process", "--json");
+	H_CHECK(json_valid(out) && strstr(out, "\"state\":\"lameduck\""), "show process: %s", out);
+	free(out);
+	CTL_FAILS(bin, "SIGUSR2 during the lame duck (ctl lameduck): ignored", "upgrade");
+	/* no stop follows: still accepting and serving well after */
+	h_sleep_ms(300);
+	H_CHECK(h_proxy_alive(&p), "ctl lameduck stopped the proxy");
+	int held = -1;
+	char t = h_tag_of(&p.addr, &held);
+	H_CHECK((t == 'a' || t == 'b') && echo_ok(held, 11, 2000),
+		"a new connection during the lame duck: tag '%c'", t ? t : '-');
+	H_CHECK(health(&stats, body, sizeof body) == 503, "/health later in the lame duck: %s", body);
+
+	int64_t t0 = h_now_ms();
+	H_CHECK(kill(p.pid, SIGTERM) == 0, "SIGTERM");
+	int64_t t_refused = -1;
+	for (int64_t end = h_now_ms() + 3000; h_now_ms() < end; h_sleep_ms(10)) {
+		int fd = h_connect(&p.addr, 200);
+		if (fd < 0 && errno == ECONNREFUSED) {
+			t_refused = h_now_ms() - t0;
+			break;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	H_CHECK(t_refused >= 0 && t_refused < 1000, "after SIGTERM the port refused after %lld ms "
+		"(a second lame duck of 5 s?)", (long long)t_refused);
+	H_CHECK(h_proxy_alive(&p) && echo_ok(held, 12, 2000), "the held session while draining");
+	close(held);
+	int st = h_proxy_wait(&p, 10000);
+	int64_t t_exit = h_now_ms() - t0;
+	fprintf(stderr, "ctl lameduck, then SIGTERM: port refusing after %lld ms, exit after %lld ms\n",
+		(long long)t_refused, (long long)t_exit);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "after SIGTERM: status %d", st);
+	te_stop(&a);
+	te_stop(&b);
+}
+
+Test(integ, admin_lameduck, .init = h_init, .fini = h_fini, .timeout = 60) { case_lameduck(h_binary(0)); }
+Test(integ, admin_lameduck_asan, .init = h_init, .fini = h_fini, .timeout = 90) { case_lameduck(h_binary(1)); }
+
 /* ctl drain: the lame duck, then the drain, as SIGTERM: /health answers 503
  * at once while the listener still accepts, and the proxy then exits 0. */
 Test(integ, admin_drain_process, .init = h_init, .fini = h_fini, .timeout = 60)
@@ -878,27 +1014,14 @@ Test(integ, admin_drain_process, .init = h_init, .fini = h_fini, .timeout = 60)
 	struct tag_echo a, b;
 	struct h_proxy p;
 	struct h_addr stats;
-	char *out = NULL, buf[4096];
-	const char *backends[3], *extra[] = { "--admin", sock_path(), "--stats", "127.0.0.1:0",
-					      "--lameduck", "1s", NULL };
+	char *out = NULL, body[256];
 
-	te_start(&a, 'a');
-	te_start(&b, 'b');
-	backends[0] = a.text, backends[1] = b.text, backends[2] = NULL;
-	h_proxy_up(&p, bin, "auto", "127.0.0.1:0", backends, extra);
-	H_CHECK(h_stats_addr(&p, &stats) == 0, "stats address");
+	stats_proxy_up(&p, bin, &a, &b, "1s", &stats);
 	ctl_ok(bin, &out, (const char *const[]){ "drain", NULL });
 	H_CHECK(strstr(out, "ok: draining"), "ctl drain said: %s", out);
 	free(out);
 	/* /health is 503 during the lame duck, and the listener still serves */
-	int fd = h_connect(&stats, 2000);
-	H_CHECK(fd >= 0, "stats connect");
-	const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-	H_CHECK(h_send_all(fd, req, sizeof req - 1, h_now_ms() + 2000) == 0, "health request");
-	size_t n = h_recv_all(fd, buf, sizeof buf - 1, h_now_ms() + 2000);
-	buf[n] = '\0';
-	close(fd);
-	H_CHECK(strstr(buf, " 503 "), "/health during the lame duck: %s", buf);
+	H_CHECK(health(&stats, body, sizeof body) == 503, "/health during the lame duck: %s", body);
 	H_CHECK(tag_via(&p.addr, NULL, NULL) != 0, "the listener refused during the lame duck");
 	int st = h_proxy_wait(&p, 10000);
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "after ctl drain: status %d", st);

@@ -9,6 +9,7 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,9 +75,11 @@ static int up_wait_gone(pid_t pid, int ms)
 	return 0;
 }
 
-/* The pid of the n-th (1-based) "upgrade: process PID serves now" line of
- * the shared log, waiting up to ms for it; 0 when it did not come. */
-static pid_t up_nth_takeover(const struct h_proxy *p, int n, int ms)
+/* The pid of the n-th (1-based) line of the shared log with mark, then at
+ * (the pid follows it), then also (NULL: anything), waiting up to ms for
+ * it; 0 when it did not come. */
+static pid_t up_log_pid(const struct h_proxy *p, const char *mark, const char *at,
+			const char *also, int n, int ms)
 {
 	int64_t end = h_now_ms() + ms;
 
@@ -86,17 +89,23 @@ static pid_t up_nth_takeover(const struct h_proxy *p, int n, int ms)
 		int seen = 0;
 		pid_t pid = 0;
 
-		while (f && fgets(line, sizeof line, f)) {
-			const char *k = strstr(line, "upgrade: process ");
-			if (k && strstr(k, " serves now") && ++seen == n)
-				pid = (pid_t)atoi(k + strlen("upgrade: process "));
+		while (f && !pid && fgets(line, sizeof line, f)) {
+			const char *k = strstr(line, mark);
+			if (k && (k = strstr(k, at)) && (!also || strstr(k, also)) && ++seen == n)
+				pid = (pid_t)atoi(k + strlen(at));
 		}
 		if (f)
 			fclose(f);
 		if (pid || h_now_ms() > end)
 			return pid;
-		h_sleep_ms(10);
+		h_sleep_ms(5);
 	}
+}
+
+/* The n-th "upgrade: process PID serves now" (an old process's). */
+static pid_t up_nth_takeover(const struct h_proxy *p, int n, int ms)
+{
+	return up_log_pid(p, "upgrade: process ", "upgrade: process ", " serves now", n, ms);
 }
 
 /* Upgrades the process pid (the n-th upgrade of the test): SIGUSR2, the new
@@ -139,6 +148,37 @@ static void up_write(const char *path, const char *text)
 	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "write %s", path);
 }
 
+/* `bin ctl -s sock words...`: the exit code (-1: it did not end), stdout
+ * and stderr in *out and *err (the caller frees them). */
+static int up_ctl(const char *bin, const char *sock, char **out, char **err,
+		  const char *const *words)
+{
+	const char *args[16] = { "ctl", "-s", sock };
+	int n = 3, st;
+
+	for (int i = 0; words[i] && n < 15; i++)
+		args[n++] = words[i];
+	args[n] = NULL;
+	st = h_run_capture(bin, args, 60000, out, err);
+	return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The pid `ctl show process --json` names: the process that answers. */
+static pid_t up_ctl_pid(const char *bin, const char *sock)
+{
+	char *out = NULL, *err = NULL;
+	int rc = up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "process", "--json",
+								      NULL });
+	const char *k = out ? strstr(out, "\"pid\":") : NULL;
+	pid_t pid = k ? (pid_t)atoi(k + 6) : 0;
+
+	H_CHECK(rc == 0 && pid > 0, "ctl show process: exit %d, stdout '%s', stderr '%s'", rc,
+		out ? out : "", err ? err : "");
+	free(out);
+	free(err);
+	return pid;
+}
+
 /* ---- clients -------------------------------------------------------------- */
 
 /* Echo round trips, one after the other, until stop: each one connected and
@@ -150,14 +190,23 @@ struct up_clients {
 	_Atomic long tried, ok, refused, reset;
 	_Atomic long slow; /* connects that took a SYN retransmission (>= 900 ms) */
 	char last_reset[256], last_refused[320];
+	/* the tags a backend may answer ("T" when not set); forbid: a tag (low
+	 * byte) that a session connected after the time above it (ms, h_now_ms)
+	 * must not get: the backend of a process that handed over */
+	const char *tags;
+	_Atomic uint64_t forbid;
+	_Atomic long late; /* sessions that got it */
+	char last_late[128];
 	pthread_t thr[4];
 	int n;
 };
 
-/* One session through the proxy to a tag server (h_tag_start with tag
- * 'T'): the backend's byte, then EOF. Returns 0 or -errno with why, which
- * starts with "connect to" when the connect failed. */
-static int up_tag_session(const struct h_addr *a, char *why, size_t len, int *slow)
+/* One session through the proxy to a tag server (h_tag_start): the
+ * backend's byte (one of tags), then EOF. Returns 0 or -errno with why,
+ * which starts with "connect to" when the connect failed; *tag is the byte
+ * and *t_conn when the connect completed. */
+static int up_tag_session(const struct h_addr *a, const char *tags, char *why, size_t len,
+			  int *slow, char *tag, int64_t *t_conn)
 {
 	/* 8 s: a SYN dropped by a listener on its way out (listener.h) is sent
 	 * again after 1 s, and, unlucky again, after 2 s and 4 s more */
@@ -165,7 +214,9 @@ static int up_tag_session(const struct h_addr *a, char *why, size_t len, int *sl
 	int fd = h_connect(a, 8000), rc;
 	char c = 0;
 
-	*slow = h_now_ms() - t0 >= 900;
+	*t_conn = h_now_ms();
+	*slow = *t_conn - t0 >= 900;
+	*tag = 0;
 
 	if (fd < 0) {
 		rc = -errno;
@@ -173,7 +224,8 @@ static int up_tag_session(const struct h_addr *a, char *why, size_t len, int *sl
 		return rc;
 	}
 	rc = h_recv_exact(fd, &c, 1, deadline);
-	if (rc == 0 && c != 'T')
+	*tag = c;
+	if (rc == 0 && (!c || !strchr(tags, c)))
 		rc = -EPROTO;
 	if (rc == 0)
 		rc = h_expect_eof(fd, deadline);
@@ -190,9 +242,20 @@ static void *up_client_main(void *arg)
 	char why[256];
 
 	for (long i = 0; !c->stop && i < 200000; i++) {
-		int slow, rc = up_tag_session(&c->addr, why, sizeof why, &slow);
+		int64_t t_conn;
+		char tag;
+		int slow, rc = up_tag_session(&c->addr, c->tags ? c->tags : "T", why, sizeof why,
+					      &slow, &tag, &t_conn);
+		uint64_t forbid = c->forbid;
 		c->tried++;
 		c->slow += slow;
+		if (rc == 0 && forbid && tag == (char)(forbid & 0xff) &&
+		    (uint64_t)t_conn > forbid >> 8) {
+			c->late++;
+			snprintf(c->last_late, sizeof c->last_late, "tag %c, connected %lld ms after "
+				 "the hand-over was seen", tag,
+				 (long long)(t_conn - (int64_t)(forbid >> 8)));
+		}
 		if (rc == 0)
 			c->ok++;
 		else if (!strncmp(why, "connect to", 10)) {
@@ -208,10 +271,12 @@ static void *up_client_main(void *arg)
 	return NULL;
 }
 
-static void up_clients_start(struct up_clients *c, const struct h_addr *a, int n)
+static void up_clients_start(struct up_clients *c, const struct h_addr *a, int n,
+			     const char *tags)
 {
 	memset(c, 0, sizeof *c);
 	c->addr = *a;
+	c->tags = tags;
 	c->n = n;
 	for (int i = 0; i < n; i++)
 		H_CHECK(pthread_create(&c->thr[i], NULL, up_client_main, c) == 0, "client thread");
@@ -298,17 +363,22 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 	static struct up_clients cl;
 	static struct up_prober pr;
 	char conf[256], text[1024], log[256], why[256];
-	static struct h_tag_server tag;
+	/* generation g (0: the first start) has backend "ABC"[g % 3]: after
+	 * the hand-over to g, no session connected later may get g - 1's tag */
+	static struct h_tag_server tag[3];
+	char tagb[3][32];
 	int port = h_free_port(), xport = h_free_port(), s1 = h_free_port(), s2 = h_free_port();
 	int rc = h_server_start(&srv, "127.0.0.1:0", 512, h_echo_conn, NULL);
-	char tagb[32];
 
 	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
-	h_tag_start(&tag, 'T', 0, 0);
-	snprintf(tagb, sizeof tagb, "127.0.0.1:%d", tag.port);
+	for (int i = 0; i < 3; i++) {
+		h_tag_start(&tag[i], (char)('A' + i), 0, 0);
+		snprintf(tagb[i], sizeof tagb[i], "127.0.0.1:%d", tag[i].port);
+	}
 	snprintf(conf, sizeof conf, "%s/up.conf", h_tmpdir());
 	snprintf(log, sizeof log, "%s/access.log", h_tmpdir());
-	up_write(conf, up_config(text, sizeof text, port, 2, s1, "off", tagb, xport, srv.addr.text));
+	up_write(conf, up_config(text, sizeof text, port, 2, s1, "off", tagb[0], xport,
+				 srv.addr.text));
 	const char *args[] = { "-c", conf, NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 	pid_t pid = p.pid;
@@ -317,7 +387,7 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 	up_local(&stats, s1);
 	pr.addr = stats;
 	H_CHECK(pthread_create(&pr.thr, NULL, up_prober_main, &pr) == 0, "prober");
-	up_clients_start(&cl, &p.addr, 2);
+	up_clients_start(&cl, &p.addr, 2, "ABC");
 
 	/* a transfer through the proxy across the first upgrade: 8 MiB echoed,
 	 * read at 64 KiB per 20 ms (about 2.6 s) */
@@ -347,8 +417,11 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 			pthread_join(pr.thr, NULL);
 		}
 		up_write(conf, up_config(text, sizeof text, port, workers, sp, n % 2 ? log : "off",
-					 tagb, xport, srv.addr.text));
+					 tagb[n % 3], xport, srv.addr.text));
 		pid = up_upgrade_watch(&p, pid, n, n == 1 ? &rx.progress : NULL, &progress_at_first);
+		/* the takeover line is logged before the old process stops its
+		 * stats endpoint and its workers: 100 ms for that */
+		cl.forbid = (uint64_t)(h_now_ms() + 100) << 8 | (uint64_t)('A' + (n - 1) % 3);
 		char wl[64];
 		snprintf(wl, sizeof wl, "workers %d;", workers);
 		H_CHECK(h_log_lines(&p, "splicer[", wl, NULL) > 0, "upgrade %d: no process started "
@@ -379,15 +452,18 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 	H_CHECK(lines > 0, "no access-log line in %s from the generations with log = it", log);
 
 	fprintf(stderr, "upgrade loop: 20 upgrades in %lld ms; connections tried %ld, ok %ld, "
-		"refused %ld, reset %ld, connect >= 900 ms %ld; /health probes %ld, not 200: %ld; "
+		"refused %ld, reset %ld, connect >= 900 ms %ld, served by an old process after its "
+		"hand-over %ld; /health probes %ld, not 200: %ld; "
 		"transfer %llu bytes (%llu when the first upgrade was done)\n", (long long)t_loop,
 		(long)cl.tried, (long)cl.ok, (long)cl.refused, (long)cl.reset, (long)cl.slow,
-		(long)pr.tried, (long)pr.bad,
+		(long)cl.late, (long)pr.tried, (long)pr.bad,
 		(unsigned long long)rx.bytes, (unsigned long long)progress_at_first);
 	H_CHECK(cl.refused == 0 && cl.reset == 0, "clients across 20 upgrades: %ld refused, %ld "
 		"reset of %ld (last refused: %s; last reset: %s); log %s", (long)cl.refused,
 		(long)cl.reset, (long)cl.tried, cl.last_refused, cl.last_reset, p.log);
 	H_CHECK(cl.ok > 100, "only %ld round trips in the loop", (long)cl.ok);
+	H_CHECK(cl.late == 0, "%ld sessions were served by an old process after its hand-over "
+		"(last: %s)", (long)cl.late, cl.last_late);
 	H_CHECK(pr.bad == 0, "/health did not answer 200 to %ld of %ld probes across upgrades",
 		(long)pr.bad, (long)pr.tried);
 
@@ -395,7 +471,107 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 	H_CHECK(up_wait_gone(pid, 10000) == 0, "the last generation did not stop");
 	const char *prob = h_proxy_log_problem(&p);
 	H_CHECK(prob == NULL, "sanitizer report in %s: %s", p.log, prob);
-	h_tag_stop(&tag);
+	for (int i = 0; i < 3; i++)
+		h_tag_stop(&tag[i]);
+	h_server_stop(&srv);
+}
+
+/* Connections queued on a socket the new process keeps are the new
+ * process's: the old one does not accept them at the hand-over (it would
+ * serve them with the old config and cut them at its drain_timeout), and
+ * none is lost. max_conns = 1 keeps them queued: the old process is full
+ * (a held session on route x), so four clients of route r wait in the
+ * kernel's queue; the new process (max_conns 1 too) takes one before it is
+ * ready, and the other three must come to it one by one, as the test ends
+ * each session: every client reads the new config's backend tag 'N', none
+ * the old one's 'O'. */
+Test(integ, upgrade_leaves_queued_connections_to_the_new_process, .init = up_init,
+     .fini = up_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+	static struct h_tag_server old_b, new_b;
+	char conf[256], text[1024], why[256], buf[100];
+	int port = h_free_port(), xport = h_free_port();
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	h_tag_start(&old_b, 'O', 1, 0);
+	h_tag_start(&new_b, 'N', 1, 0);
+	snprintf(conf, sizeof conf, "%s/q.conf", h_tmpdir());
+	const char *fmt = "[global]\nworkers = 1\nmax_conns = 1\n[route r]\nlisten = 127.0.0.1:%d\n"
+			  "backend = 127.0.0.1:%d\n[route x]\nlisten = 127.0.0.1:%d\nbackend = %s\n";
+	snprintf(text, sizeof text, fmt, port, old_b.port, xport, srv.addr.text);
+	up_write(conf, text);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+
+	struct h_addr xa;
+	up_local(&xa, xport);
+	int held = h_connect(&xa, 2000);
+	memset(buf, 'q', sizeof buf);
+	H_CHECK(held >= 0 && h_send_all(held, buf, sizeof buf, h_now_ms() + 2000) == 0 &&
+		h_recv_exact(held, buf, sizeof buf, h_now_ms() + 2000) == 0,
+		"the session that fills the old process");
+	enum { NQ = 4 };
+	int c[NQ];
+	for (int i = 0; i < NQ; i++)
+		H_CHECK((c[i] = h_connect(&p.addr, 2000)) >= 0, "client %d: %s", i, strerror(errno));
+	h_sleep_ms(300);
+	for (int i = 0; i < NQ; i++) /* the premise: they wait in the queue */
+		H_CHECK(recv(c[i], buf, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN,
+			"client %d was served by the full old process", i);
+
+	snprintf(text, sizeof text, fmt, port, new_b.port, xport, srv.addr.text);
+	up_write(conf, text);
+	H_CHECK(kill(p.pid, SIGUSR2) == 0, "SIGUSR2");
+	pid_t np = up_nth_takeover(&p, 1, 15000);
+	H_CHECK(np > 0, "no new process took over; log %s", p.log);
+	up_track(np);
+
+	/* one by one: the session that has its tag is ended, the next comes */
+	int served = 0, open_n = NQ;
+	int64_t end = h_now_ms() + 10000;
+	while (open_n && h_now_ms() < end) {
+		struct pollfd pf[NQ];
+		int k = 0, map[NQ];
+		for (int i = 0; i < NQ; i++)
+			if (c[i] >= 0) {
+				pf[k] = (struct pollfd){ .fd = c[i], .events = POLLIN };
+				map[k++] = i;
+			}
+		if (poll(pf, (nfds_t)k, 200) <= 0)
+			continue;
+		for (int j = 0; j < k; j++) {
+			int i = map[j];
+			if (!pf[j].revents)
+				continue;
+			char t = 0;
+			ssize_t n = recv(c[i], &t, 1, 0);
+			H_CHECK(n == 1 && t == 'N', "client %d: %s '%c': %s after the hand-over", i,
+				n == 1 ? "read" : "no byte", n == 1 ? t : '-',
+				t == 'O' ? "the old process accepted it (old config)"
+					 : "lost in the hand-over");
+			close(c[i]);
+			c[i] = -1;
+			open_n--;
+			served++;
+		}
+	}
+	H_CHECK(served == NQ, "%d of %d queued clients served by the new process within 10 s",
+		served, NQ);
+	H_CHECK(old_b.accepted == 0 && new_b.accepted == NQ, "backend of the old config: %d "
+		"sessions, of the new one: %d (want 0 and %d)", (int)old_b.accepted,
+		(int)new_b.accepted, NQ);
+	H_CHECK(h_proxy_alive(&p), "the old process exited with its session on route x running");
+	close(held);
+	int st = h_proxy_wait(&p, 10000);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the old process: status %d", st);
+	kill(np, SIGTERM);
+	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	h_tag_stop(&old_b);
+	h_tag_stop(&new_b);
 	h_server_stop(&srv);
 }
 
@@ -440,6 +616,210 @@ Test(integ, upgrade_with_invalid_config_keeps_the_old_process, .init = up_init, 
 	kill(np, SIGTERM);
 	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
 	h_server_stop(&srv);
+}
+
+/* With admin = PATH the admin socket is handed over like a listener: the
+ * new process takes it (it could not bind the path the old one serves),
+ * ctl is answered by the new process at once, while the old one still
+ * drains a held session (show process names the new pid, show sessions
+ * lists none of the old one's), the path stays when the old process exits,
+ * and it exits 0 once that session ends. */
+Test(integ, upgrade_hands_over_the_admin_socket, .init = up_init, .fini = up_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+	char conf[256], sock[256], text[1024], why[256], *out = NULL, *err = NULL;
+	int port = h_free_port(), s1 = h_free_port();
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	snprintf(conf, sizeof conf, "%s/adm.conf", h_tmpdir());
+	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
+	snprintf(text, sizeof text, "[global]\nworkers = 2\nstats = 127.0.0.1:%d\nadmin = %s\n"
+		 "[route r]\nlisten = 127.0.0.1:%d\nbackend = %s\n", s1, sock, port, srv.addr.text);
+	up_write(conf, text);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+	H_CHECK(up_ctl_pid(bin, sock) == p.pid, "ctl before the upgrade is not answered by %d",
+		(int)p.pid);
+	int held = h_connect(&p.addr, 2000);
+	char buf[100];
+	memset(buf, 'h', sizeof buf);
+	H_CHECK(held >= 0 && h_send_all(held, buf, sizeof buf, h_now_ms() + 2000) == 0 &&
+		h_recv_exact(held, buf, sizeof buf, h_now_ms() + 2000) == 0, "held session");
+
+	H_CHECK(kill(p.pid, SIGUSR2) == 0, "SIGUSR2");
+	pid_t np = up_nth_takeover(&p, 1, 15000);
+	H_CHECK(np > 0, "no new process took over within 15 s (admin socket not handed over?); "
+		"log %s", p.log);
+	up_track(np);
+	H_CHECK(up_ctl_pid(bin, sock) == np, "ctl after the hand-over is not answered by the new "
+		"process %d", (int)np);
+	rc = up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "sessions", "--json",
+								   NULL });
+	H_CHECK(rc == 0 && out && strstr(out, "\"sessions\":[") && !strstr(out, "\"id\":"),
+		"show sessions after the hand-over lists the old process's session: %s", out);
+	free(out);
+	free(err);
+	H_CHECK(h_proxy_alive(&p), "the old process %d exited with a session running", (int)p.pid);
+	H_CHECK(h_send_all(held, buf, sizeof buf, h_now_ms() + 2000) == 0 &&
+		h_recv_exact(held, buf, sizeof buf, h_now_ms() + 2000) == 0,
+		"the held session on the draining old process");
+	close(held);
+	int st = h_proxy_wait(&p, 10000);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the old process: status %d", st);
+	H_CHECK(access(sock, F_OK) == 0, "the old process removed the admin path it handed over");
+	H_CHECK(up_ctl_pid(bin, sock) == np, "ctl once the old process is gone");
+	H_CHECK(h_log_lines(&p, "admin:", "Address already in use", NULL) == 0,
+		"the new process tried to bind the admin path; log %s", p.log);
+	kill(np, SIGTERM);
+	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	H_CHECK(access(sock, F_OK) != 0, "the last process left its admin path behind");
+	h_server_stop(&srv);
+}
+
+/* ctl upgrade answers the outcome: with the config made invalid, exit 1,
+ * why and the new process's own messages, and the old process serves on
+ * (it still answers ctl); with a valid one, ok and the new pid, which is
+ * the process that answers ctl from then on. */
+Test(integ, upgrade_ctl_answers_the_outcome, .init = up_init, .fini = up_fini, .timeout = 90)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+	char conf[256], sock[256], text[1024], why[256], *out = NULL, *err = NULL;
+	const char *const upgrade[] = { "upgrade", NULL };
+	int port = h_free_port();
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	snprintf(conf, sizeof conf, "%s/bad.conf", h_tmpdir());
+	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
+	snprintf(text, sizeof text, "[global]\nworkers = 2\nadmin = %s\n[route r]\n"
+		 "listen = 127.0.0.1:%d\nbackend = %s\n", sock, port, srv.addr.text);
+	up_write(conf, text);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+
+	up_write(conf, "[global]\nworkers = banana\n[route r]\nlisten = 127.0.0.1:1\n");
+	int64_t t0 = h_now_ms();
+	rc = up_ctl(bin, sock, &out, &err, upgrade);
+	int64_t t_bad = h_now_ms() - t0;
+	H_CHECK(rc == 1 && err && strstr(err, "error: upgrade: the new process") &&
+		strstr(err, "exited with status 2 before it was ready; serving on unchanged") &&
+		strstr(err, "bad.conf:2:") && strstr(err, "workers"),
+		"ctl upgrade with an invalid config: exit %d, stdout '%s', stderr '%s'", rc,
+		out ? out : "", err ? err : "");
+	free(out);
+	free(err);
+	H_CHECK(h_log_lines(&p, "bad.conf:2:", "workers", NULL) == 1,
+		"the new process's message is not in the log once; log %s", p.log);
+	H_CHECK(h_proxy_alive(&p), "the old process is gone");
+	H_CHECK(up_ctl_pid(bin, sock) == p.pid, "after the failed upgrade ctl is not answered by "
+		"the old process");
+	H_CHECK(h_echo_roundtrip(&p.addr, 100, 1, 3000, why, sizeof why) == 0,
+		"the old process does not serve after the failed upgrade: %s", why);
+
+	up_write(conf, text);
+	t0 = h_now_ms();
+	rc = up_ctl(bin, sock, &out, &err, upgrade);
+	int64_t t_ok = h_now_ms() - t0;
+	pid_t np = up_nth_takeover(&p, 1, 1000);
+	char want[96];
+	snprintf(want, sizeof want, "ok: upgraded: process %d serves now; this one (%d) drains",
+		 (int)np, (int)p.pid);
+	H_CHECK(rc == 0 && np > 0 && out && strstr(out, want), "ctl upgrade: exit %d, stdout '%s', "
+		"stderr '%s' (the log says process %d took over)", rc, out ? out : "",
+		err ? err : "", (int)np);
+	free(out);
+	free(err);
+	up_track(np);
+	fprintf(stderr, "ctl upgrade: answered the failure in %lld ms, the hand-over in %lld ms\n",
+		(long long)t_bad, (long long)t_ok);
+	H_CHECK(up_ctl_pid(bin, sock) == np, "ctl after the upgrade is not answered by %d",
+		(int)np);
+	H_CHECK(h_proxy_wait(&p, 10000) != -1, "the old process did not exit");
+	H_CHECK(h_echo_roundtrip(&p.addr, 100, 2, 3000, why, sizeof why) == 0,
+		"the new process does not serve: %s", why);
+	kill(np, SIGTERM);
+	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	h_server_stop(&srv);
+}
+
+/* Runs ctl and asserts exit 0 and want in its answer. */
+static void up_ctl_ok(const char *bin, const char *sock, const char *want,
+		      const char *const *words)
+{
+	char *out = NULL, *err = NULL;
+	int rc = up_ctl(bin, sock, &out, &err, words);
+
+	H_CHECK(rc == 0 && out && strstr(out, want), "ctl %s %s...: exit %d, stdout '%s', stderr "
+		"'%s' (expected '%s')", words[0], words[1] ? words[1] : "", rc, out ? out : "",
+		err ? err : "", want);
+	free(out);
+	free(err);
+}
+#define UP_CTL_OK(bin, sock, want, ...) \
+	up_ctl_ok(bin, sock, want, (const char *const[]){ __VA_ARGS__, NULL })
+
+/* The admin overrides survive an upgrade as they survive a reload: drain,
+ * disable and a weight set before it are in force in the new process (show
+ * backends, and where new sessions go). */
+Test(integ, upgrade_keeps_the_admin_overrides, .init = up_init, .fini = up_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_proxy p;
+	static struct h_tag_server t[3];
+	char conf[256], sock[256], text[1024], why[256], be[3][32], *out = NULL, *err = NULL;
+	int port = h_free_port();
+
+	for (int i = 0; i < 3; i++) {
+		h_tag_start(&t[i], (char)('A' + i), 0, 0);
+		snprintf(be[i], sizeof be[i], "127.0.0.1:%d", t[i].port);
+	}
+	snprintf(conf, sizeof conf, "%s/ov.conf", h_tmpdir());
+	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
+	snprintf(text, sizeof text, "[global]\nworkers = 2\nadmin = %s\n[route r]\n"
+		 "listen = 127.0.0.1:%d\nbackend = %s %s %s\nbalance = roundrobin\n", sock, port,
+		 be[0], be[1], be[2]);
+	up_write(conf, text);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+	UP_CTL_OK(bin, sock, "drains", "backend", "r", be[0], "drain");
+	UP_CTL_OK(bin, sock, "weight 5 (file: 1)", "backend", "r", be[1], "weight", "5");
+	UP_CTL_OK(bin, sock, "disabled", "backend", "r", be[2], "disable");
+	UP_CTL_OK(bin, sock, "ok: upgraded", "upgrade");
+	pid_t np = up_nth_takeover(&p, 1, 1000);
+	H_CHECK(np > 0, "no takeover in the log %s", p.log);
+	up_track(np);
+	H_CHECK(up_ctl_pid(bin, sock) == np, "ctl is not answered by the new process");
+	H_CHECK(up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "backends", NULL }) ==
+		0 && out, "show backends: %s", err ? err : "");
+	char want[3][64];
+	snprintf(want[0], sizeof want[0], "%s  drain ", be[0]);
+	snprintf(want[2], sizeof want[2], "%s  disabled ", be[2]);
+	const char *b1 = strstr(out, be[1]);
+	H_CHECK(strstr(out, want[0]) && strstr(out, want[2]) && b1 && strstr(b1, "5 (file: 1)"),
+		"the new process's backends:\n%s", out);
+	free(out);
+	free(err);
+	int n[3] = { 0 };
+	for (int i = 0; i < 12; i++) {
+		char c = h_tag_of(&p.addr, NULL);
+		if (c >= 'A' && c <= 'C')
+			n[c - 'A']++;
+	}
+	H_CHECK(n[0] == 0 && n[1] == 12 && n[2] == 0, "12 sessions after the upgrade: A (drained) "
+		"%d, B %d, C (disabled) %d", n[0], n[1], n[2]);
+	H_CHECK(h_log_lines(&p, "admin overrides", "of 3 backends carried over", NULL) == 1,
+		"the new process did not say what it carried over; log %s", p.log);
+	H_CHECK(h_proxy_wait(&p, 10000) != -1, "the old process did not exit");
+	kill(np, SIGTERM);
+	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	for (int i = 0; i < 3; i++)
+		h_tag_stop(&t[i]);
 }
 
 /* The notify socket hears MAINPID=<new pid> and READY=1 from the new
@@ -515,6 +895,121 @@ Test(integ, upgrade_tells_systemd_the_new_main_pid, .init = up_init, .fini = up_
 	h_server_stop(&srv);
 }
 
+/* The pid of "upgrade: started ... as process PID" in the log, or 0. */
+static pid_t up_started_pid(const struct h_proxy *p, int ms)
+{
+	return up_log_pid(p, "upgrade: started ", " as process ", NULL, 1, ms);
+}
+
+/* The wait status of pid, a process that comes back to this subreaper
+ * (-1: not within ms). */
+static int up_wait_status(pid_t pid, int ms)
+{
+	int64_t end = h_now_ms() + ms;
+	int st;
+
+	while (h_now_ms() < end) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return st;
+		h_sleep_ms(5);
+	}
+	return -1;
+}
+
+/* SIGTERM to the old process right after SIGUSR2, at several moments up
+ * to the new process saying it serves. Whatever the moment, no client is
+ * reset, the old process exits 0, and the end is the one the log names
+ * (upgrade.h): "the new process is ready" -> it serves on; "abandoned" ->
+ * it was sent SIGTERM (not SIGKILL, which would reset what its workers
+ * accepted) and ends with status 0, or by that SIGTERM when it came before
+ * the new process blocks signals (it has accepted nothing then), and the
+ * port refuses: nothing serves. */
+Test(integ, upgrade_stop_signal_during_the_upgrade_resets_nobody, .init = up_init,
+     .fini = up_fini, .timeout = 120)
+{
+	const char *bin = h_binary(0);
+	static struct h_proxy p;
+	static struct up_clients cl;
+	static struct h_tag_server tag;
+	static const int delay_ms[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 20, 40, -1 }; /* -1: once it serves */
+	char conf[256], text[1024], why[256], tagb[32];
+	int took_over = 0, abandoned = 0, at_signal = 0, drained = 0;
+	long tried = 0, reset = 0;
+
+	h_tag_start(&tag, 'T', 0, 0);
+	snprintf(tagb, sizeof tagb, "127.0.0.1:%d", tag.port);
+	snprintf(conf, sizeof conf, "%s/st.conf", h_tmpdir());
+	for (unsigned k = 0; k < sizeof delay_ms / sizeof delay_ms[0]; k++) {
+		int port = h_free_port();
+		snprintf(text, sizeof text, "[global]\nworkers = 2\n[route r]\nlisten = 127.0.0.1:%d\n"
+			 "backend = %s\n", port, tagb);
+		up_write(conf, text);
+		const char *args[] = { "-c", conf, NULL };
+		H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+		up_clients_start(&cl, &p.addr, 2, NULL);
+		h_sleep_ms(50);
+		H_CHECK(kill(p.pid, SIGUSR2) == 0, "SIGUSR2");
+		if (delay_ms[k] > 0)
+			h_sleep_ms(delay_ms[k]);
+		if (delay_ms[k] < 0) {
+			int64_t end = h_now_ms() + 15000;
+			while (!h_log_lines(&p, "upgrade: serving in place of the old process", NULL) &&
+			       h_now_ms() < end)
+				h_sleep_ms(1);
+		}
+		H_CHECK(kill(p.pid, SIGTERM) == 0, "SIGTERM");
+		pid_t old = p.pid, np = up_started_pid(&p, 5000);
+		H_CHECK(np > 0, "delay %d: no new process was started; log %s", delay_ms[k], p.log);
+		up_track(np);
+		int st = h_proxy_wait(&p, 15000);
+		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			"delay %d: the old process %d: status %d; log %s", delay_ms[k], (int)old, st,
+			p.log);
+		int polled = h_log_lines(&p, "SIGTERM during the upgrade: the new process is ready",
+					 NULL);
+		int ready = polled + h_log_lines(&p, "upgrade: process ", " serves now", NULL);
+		at_signal += polled;
+		int gave_up = h_log_lines(&p, "SIGTERM: the upgrade under way is abandoned", NULL);
+		H_CHECK(ready + gave_up == 1 || (ready == 2 && !gave_up), "delay %d: the log names "
+			"%d takeovers and %d abandons; log %s", delay_ms[k], ready, gave_up, p.log);
+		if (ready) {
+			/* the service runs on in the new process */
+			H_CHECK(h_tag_of(&p.addr, NULL) == 'T', "delay %d: the new process %d does not "
+				"serve after the old one stopped", delay_ms[k], (int)np);
+			up_clients_stop(&cl);
+			kill(np, SIGTERM);
+			took_over++;
+		} else {
+			int nst = up_wait_status(np, 15000);
+			H_CHECK(nst != -1 && ((WIFEXITED(nst) && WEXITSTATUS(nst) == 0) ||
+					      (WIFSIGNALED(nst) && WTERMSIG(nst) == SIGTERM)),
+				"delay %d: the abandoned new process %d: status %d (%s %d); log %s",
+				delay_ms[k], (int)np, nst, nst != -1 && WIFSIGNALED(nst) ? "signal" : "exit",
+				nst == -1 ? -1 : WIFSIGNALED(nst) ? WTERMSIG(nst) : WEXITSTATUS(nst), p.log);
+			drained += WIFEXITED(nst);
+			int fd = h_connect(&p.addr, 1000);
+			H_CHECK(fd < 0 && errno == ECONNREFUSED, "delay %d: something still accepts "
+				"after both stopped", delay_ms[k]);
+			up_clients_stop(&cl);
+			abandoned++;
+		}
+		H_CHECK(up_wait_gone(np, 15000) == 0, "delay %d: the new process did not stop",
+			delay_ms[k]);
+		H_CHECK(cl.reset == 0, "delay %d: %ld clients of %ld reset (last: %s); log %s",
+			delay_ms[k], (long)cl.reset, (long)cl.tried, cl.last_reset, p.log);
+		tried += cl.tried;
+		reset += cl.reset;
+	}
+	fprintf(stderr, "SIGTERM during an upgrade, %zu times: the new process took over %d times "
+		"(%d of them found ready when the signal came), was sent SIGTERM %d times (%d of them "
+		"drained and exited 0, the others ended before they blocked it); clients tried %ld, "
+		"reset %ld\n", sizeof delay_ms / sizeof delay_ms[0], took_over, at_signal, abandoned,
+		drained, tried, reset);
+	H_CHECK(took_over >= 1 && abandoned >= 1, "the delays did not reach both ends (took over "
+		"%d, abandoned %d)", took_over, abandoned);
+	h_tag_stop(&tag);
+}
+
 /* ---- lame duck ------------------------------------------------------------- */
 
 /* SIGTERM with stats on: /health answers 503 at once while connections are
@@ -543,7 +1038,7 @@ Test(integ, lameduck_health_503_while_still_accepting, .init = up_init, .fini = 
 	up_local(&stats, s1);
 	H_CHECK(up_health(&stats, body, sizeof body) == 200, "/health before SIGTERM: %s", body);
 
-	up_clients_start(&cl, &p.addr, 2);
+	up_clients_start(&cl, &p.addr, 2, NULL);
 	h_sleep_ms(100);
 	int64_t t0 = h_now_ms();
 	H_CHECK(kill(p.pid, SIGTERM) == 0, "SIGTERM");
@@ -614,7 +1109,7 @@ Test(integ, reload_removing_a_listener_resets_nobody, .init = up_init, .fini = u
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 	struct h_addr to_b;
 	up_local(&to_b, b);
-	up_clients_start(&cl, &to_b, 4);
+	up_clients_start(&cl, &to_b, 4, NULL);
 	for (int n = 1; n <= 20; n++) {
 		up_write(conf, n % 2 ? without : with);
 		H_CHECK(kill(p.pid, SIGHUP) == 0, "SIGHUP");
