@@ -146,12 +146,15 @@ doc: all
 	$(Q)sh tools/doc-region.sh doc/configuration.md $(B)/splicer config-reference
 	$(Q)sh tools/doc-region.sh doc/splicer.conf.5 $(B)/splicer config-reference --man
 
-# doc/perf-results.md and its chart, regenerated whole from one full run
-# (make perf-doc ARGS='--reps 5' to change it).
+# doc/perf-results.md and its chart, regenerated whole from one run that
+# covers every goal (doc/performance.md, "Goals"): loopback and veth MTU 1500, one
+# and two workers, the engines, HAProxy's two best modes, the real clients
+# (about 25 minutes; make perf-doc PERF_CASES=... ARGS='--reps 5' to change it).
+PERF_CASES ?= direct,copy,splice,auto,uring,sockmap,haproxy,haproxy-splice
 perf-doc: deps bench-deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(B)/splicer bench --real --workers 1,2 --json $(B)/perf.json --chart doc/perf-results.svg \
-		--doc doc/perf-results.md $(ARGS)
+	$(B)/splicer bench --real --workers 1,2 --links loopback,veth1500 --cases $(PERF_CASES) \
+		--json $(B)/perf.json --chart doc/perf-results.svg --doc doc/perf-results.md $(ARGS)
 
 # The fault matrix's delay helper (tests/tools/nfq_delay.c, NFQUEUE).
 $(B)/nfq_delay: tests/tools/nfq_delay.c

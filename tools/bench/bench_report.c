@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* bench_report: the tables and conclusions of `splicer bench`, as text for
  * the terminal or markdown for --doc (both from bench_table), and the
- * issue-17 goals with their ratios.
+ * goals (doc/performance.md) with their ratios.
  *
  * Every ratio column is named after the workload group above it and the
  * case it divides by ("x haproxy"); all figures are medians of the
@@ -412,7 +412,7 @@ void bench_conclusions(FILE *f, int md, const struct case_run *runs, int n,
 	}
 }
 
-/* ---- the issue-17 goals ----------------------------------------------------- */
+/* ---- the goals -------------------------------------------------------------- */
 
 /* The best (highest median throughput) haproxy mode on a link for figure f. */
 static const struct case_run *best_haproxy(const struct case_run *runs, int n,
@@ -444,7 +444,7 @@ void bench_goals(FILE *f, const struct case_run *runs, int n, const struct bench
 
 	if (!subj)
 		return;
-	fprintf(f, "\n## Goals (issue 17): %s against HAProxy, same run\n\n"
+	fprintf(f, "\n## Goals: %s against HAProxy, same run\n\n"
 		   "| goal | measured | |\n| --- | --- | --- |\n", subj);
 	for (int l = 0; l < nlinks; l++) {
 		const struct bench_link *lk = &links[l];

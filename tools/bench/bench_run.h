@@ -81,7 +81,7 @@ void bench_report(FILE *f, int markdown, const struct case_run *runs, int n,
 		  const struct bench_link *links, int nlinks, const struct bench_opts *o);
 void bench_conclusions(FILE *f, int markdown, const struct case_run *runs, int n,
 		       const struct bench_link *links, int nlinks, const struct bench_opts *o);
-/* The issue-17 goals, met or not, as a markdown table. */
+/* The goals of doc/performance.md, met or not, as a markdown table. */
 void bench_goals(FILE *f, const struct case_run *runs, int n, const struct bench_link *links,
 		 int nlinks, const struct bench_opts *o);
 
