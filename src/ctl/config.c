@@ -9,6 +9,7 @@
 #include "config_listen.h"
 #include "route_admit.h"
 #include "route_hist.h"
+#include "route_keys.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -111,9 +112,13 @@ const struct setting settings[] = {
 	{ "source-table-size", 0, SET_UINT, 16, 10000000, "65536", 0, NULL, SCOPE_GLOBAL, G(source_table_size),
 	  "client addresses each route tracks for the source limits; the least recently seen idle one makes room" },
 	{ "tls-hello-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, SCOPE_ROUTE, R(tls_hello_timeout_ms),
-	  "listeners with sni routes: a client that has not sent its whole ClientHello by then is closed" },
+	  "listeners with sni routes: a client that has not sent its whole ClientHello by then is "
+	  "closed. The hello is read before a route is chosen, so routes that share a listen "
+	  "address share this: the largest value among them applies (check notes when they differ)" },
 	{ "tls-hello-max", 0, SET_SIZE, 512, 64 * KiB, "16k", 0, NULL, SCOPE_ROUTE, R(tls_hello_max),
-	  "listeners with sni routes: the most bytes of TLS records a ClientHello may take" },
+	  "listeners with sni routes: the most bytes of TLS records a ClientHello may take; a "
+	  "larger one is closed. As for tls_hello_timeout, the largest value among the routes that "
+	  "share a listen address applies to all of them" },
 	{ "queue-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, SCOPE_ROUTE, R(queue_timeout_ms),
 	  "every backend at its maxconn: how long a client waits for a slot before it is closed" },
 	{ "resolvers", 0, SET_TEXT, 0, 0, "system", 0, resolver_forms, SCOPE_GLOBAL, G(resolvers),
@@ -690,6 +695,7 @@ static int check_routes(struct config *c)
 				}
 			}
 		bad += check_loops(c, r);
+		bad += route_keys_check(c, r);
 	}
 	return bad ? -1 : 0;
 }

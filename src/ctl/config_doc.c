@@ -179,14 +179,16 @@ static const struct {
 	  "host names or *.wildcards (one or more labels), case-insensitive, separated by spaces or "
 	  "commas; the line may be repeated",
 	  "none (config file only)", "sni = a.example.com *.a.example.com",
-	  "TLS routing: this route takes the clients whose ClientHello names one of these. Routes "
-	  "may then share a listen address; the one without sni takes everyone else", 0, 0, "names",
+	  "TLS routing: this route takes the clients whose ClientHello names one of these (an "
+	  "exact name before a wildcard, a longer wildcard before a shorter). Routes may then share "
+	  "a listen address; the one without sni takes everyone else", 0, 0, "names",
 	  "none (every client of its listeners)" },
 	{ "alpn", "PROTOCOL ...",
 	  "ALPN protocol names (1 to 255 bytes), separated by spaces or commas",
 	  "none (config file only)", "alpn = h2",
-	  "with sni: the client must also offer one of these protocols, or the next route giving "
-	  "the name (file order) or the listener's default takes it", 0, 0, "protocols",
+	  "with sni (without it, an error): the client must also offer one of these protocols, or "
+	  "the next route giving the name (file order) or else the listener's default takes it, "
+	  "not a wildcard route that also matches the name", 0, 0, "protocols",
 	  "none (any)" },
 	{ "allow", "RANGE ...",
 	  "address ranges (10.0.0.0/8, 2001:db8::/32, a single address), separated by spaces or "

@@ -85,7 +85,7 @@ static void sni_env_up(struct sni_env *e, const char *bin, const char *extra_def
 		 "[global]\nworkers = 2\n"
 		 "[route a]\nlisten = 127.0.0.1:%d\nsni = a.example.com *.a.example.com\n"
 		 "backend = 127.0.0.1:%d\ntls_hello_timeout = 1s\n"
-		 "[route b]\nlisten = 127.0.0.1:%d\nsni = b.example.com\nalpn = h2\n"
+		 "[route b]\nlisten = 127.0.0.1:%d\nsni = b.example.com api.a.example.com\nalpn = h2\n"
 		 "backend = 127.0.0.1:%d\n"
 		 "[route other]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n%s",
 		 lport, e->a.port, lport, e->b.port, lport, e->d.port, extra_default ? extra_default : "");
@@ -126,6 +126,9 @@ Test(integ, sni_routes_by_name_wildcard_case_and_alpn, .init = h_init, .fini = h
 		{ "b.example.com", "h2,http/1.1", 'b' },
 		{ "b.example.com", "http/1.1", 'd' }, /* alpn not met: the default */
 		{ "b.example.com", NULL, 'd' },
+		{ "api.a.example.com", "h2", 'b' },  /* an exact name before the wildcard */
+		/* its alpn not met: the default, not route a's *.a.example.com */
+		{ "api.a.example.com", "http/1.1", 'd' },
 		{ "c.example.com", "h2", 'd' },      /* no route for the name */
 		{ "example.com", NULL, 'd' },        /* the wildcard needs a label */
 		{ NULL, "h2", 'd' },                  /* no SNI */
@@ -158,7 +161,9 @@ Test(integ, sni_routes_by_name_wildcard_case_and_alpn, .init = h_init, .fini = h
 /* What reaches the backend is every byte the client sent, the hello first:
  * 16 KiB of garbage goes to the default route byte for byte, a silent
  * client is closed after tls_hello_timeout, a listener without a default
- * closes what no name takes, and each is counted. */
+ * closes what no name takes, 16 KiB of garbage behind a TLS record header
+ * and a name with a trailing dot are malformed hellos (closed, not sent to
+ * the default), and each is counted. */
 static void echo_check(const struct h_addr *a, const uint8_t *buf, size_t n)
 {
 	uint8_t *back = malloc(n);
@@ -170,6 +175,21 @@ static void echo_check(const struct h_addr *a, const uint8_t *buf, size_t n)
 	H_CHECK(!memcmp(back, buf, n), "the echo differs from what was sent");
 	close(fd);
 	free(back);
+}
+
+/* Sends buf; the proxy must close the connection (FIN, or RST for the
+ * bytes it left unread) without a byte back. */
+static void closed_unanswered(const struct h_addr *a, const uint8_t *buf, size_t n,
+			      const char *what)
+{
+	int fd = connect_from(a, NULL);
+
+	H_CHECK(fd >= 0, "connect");
+	H_CHECK(h_send_all(fd, buf, n, h_now_ms() + 5000) == 0, "%s: send", what);
+	int rc = h_expect_eof(fd, h_now_ms() + 3000);
+	H_CHECK(rc == 0 || rc == -ECONNRESET, "%s: %s, expected the proxy to close it", what,
+		rc == -EPROTO ? "bytes came back" : strerror(-rc));
+	close(fd);
 }
 
 Test(integ, sni_forwards_every_byte_and_closes_the_silent, .init = h_init, .fini = h_fini,
@@ -186,9 +206,9 @@ Test(integ, sni_forwards_every_byte_and_closes_the_silent, .init = h_init, .fini
 	H_CHECK(h_server_start(&echo, "127.0.0.1:0", 64, h_echo_conn, NULL) == 0, "echo");
 	h_tag_start(&a, 'a', 0, 0);
 	snprintf(text, sizeof text,
-		 "[global]\nworkers = 1\nstats = 127.0.0.1:0\n"
+		 "[global]\nworkers = 1\nstats = 127.0.0.1:0\ntls_hello_timeout = 1s\n"
 		 "[route a]\nlisten = 127.0.0.1:%d 127.0.0.1:%d\nsni = a.example.com\n"
-		 "backend = 127.0.0.1:%d\ntls_hello_timeout = 1s\n"
+		 "backend = 127.0.0.1:%d\n"
 		 "[route echo]\nlisten = 127.0.0.1:%d\nbackend = %s\n",
 		 pd, po, a.port, pd, echo.addr.text);
 	const char *args[] = { "-c", h_conf_write("fwd.conf", text), NULL };
@@ -206,15 +226,32 @@ Test(integ, sni_forwards_every_byte_and_closes_the_silent, .init = h_init, .fini
 	size_t n = tls_make_hello("nobody.example.com", "h2", 0, h, sizeof h);
 	echo_check(&dflt, h, n);
 
-	/* silent: closed after tls_hello_timeout (1 s), nothing forwarded */
+	/* silent: the proxy closes it after tls_hello_timeout (1 s, every route
+	 * of the address), nothing forwarded; not our own receive timeout */
 	int fd = connect_from(&dflt, NULL);
 	int64_t t0 = h_now_ms();
 	char c;
 	h_set_timeouts(fd, 5000);
-	H_CHECK(recv(fd, &c, 1, 0) <= 0, "a silent client got a byte");
-	H_CHECK(h_now_ms() - t0 >= 900, "closed after %lld ms, before tls_hello_timeout",
-		(long long)(h_now_ms() - t0));
+	ssize_t got = recv(fd, &c, 1, 0);
+	int why = errno;
+	int64_t took = h_now_ms() - t0;
+	H_CHECK(got == 0 || (got < 0 && why == ECONNRESET), "a silent client: recv %zd (%s) "
+		"after %lld ms, expected the proxy's FIN or RST", got, got < 0 ? strerror(why) : "a byte",
+		(long long)took);
+	H_CHECK(took >= 900 && took <= 2500, "a silent client closed after %lld ms, expected "
+		"tls_hello_timeout (1 s)", (long long)took);
 	close(fd);
+	/* TLS-shaped garbage: a handshake record header, then random bytes */
+	h_gen(9, 0, junk, sizeof junk);
+	memcpy(junk, "\x16\x03\x01", 3);
+	junk[3] = (uint8_t)((sizeof junk - 5) >> 8), junk[4] = (uint8_t)(sizeof junk - 5);
+	junk[5] = 0x77; /* no ClientHello */
+	closed_unanswered(&dflt, junk, sizeof junk, "16 KiB of garbage behind a TLS record header");
+	/* a trailing dot is no host name (RFC 6066): a malformed hello */
+	n = tls_make_hello("a.example.com.", NULL, 0, h, sizeof h);
+	closed_unanswered(&dflt, h, n, "a hello for 'a.example.com.'");
+	n = tls_make_hello("nobody.example.com", NULL, 0, h, sizeof h);
+	echo_check(&dflt, h, n); /* and the next client is served */
 	/* no default on this address: a name nobody has is closed */
 	n = tls_make_hello("nobody.example.com", NULL, 0, h, sizeof h);
 	H_CHECK(route_of(&only, h, n, 0) == 0, "no route, no default: a byte came back");
@@ -226,6 +263,8 @@ Test(integ, sni_forwards_every_byte_and_closes_the_silent, .init = h_init, .fini
 		h_metric(&stats, "splicer_tls_hello_timeouts_total"));
 	H_CHECK(h_metric(&stats, "splicer_tls_no_route_total") == 2, "no route: %lld",
 		h_metric(&stats, "splicer_tls_no_route_total"));
+	H_CHECK(h_metric(&stats, "splicer_tls_hello_errors_total") == 2, "malformed hellos: %lld",
+		h_metric(&stats, "splicer_tls_hello_errors_total"));
 	h_proxy_down(&p);
 	h_tag_stop(&a);
 	h_server_stop(&echo);
@@ -355,7 +394,7 @@ Test(integ, sni_route_carries_64mib_of_tls_end_to_end, .init = h_init, .fini = h
 
 /* `check` on shared listeners: what cannot work is an error at its line,
  * what the precedence rule decides is a note, and bad names, protocols and
- * ranges are errors of the key's line. */
+ * ranges are errors of the key's line. want "": check prints nothing. */
 static void check_says(const char *name, const char *text, int want_status, const char *want)
 {
 	const char *path = h_conf_write(name, text);
@@ -366,8 +405,11 @@ static void check_says(const char *name, const char *text, int want_status, cons
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == want_status,
 		"%s: check exit %d, expected %d; stderr: %s", name, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
 		want_status, err ? err : "");
-	H_CHECK(err && strstr(err, want), "%s: check said\n%s\nexpected it to contain\n%s", name,
-		err ? err : "(nothing)", want);
+	if (!*want) /* nothing to say */
+		H_CHECK(err && !*err, "%s: check said\n%s\nexpected nothing", name, err ? err : "");
+	else
+		H_CHECK(err && strstr(err, want), "%s: check said\n%s\nexpected it to contain\n%s",
+			name, err ? err : "(nothing)", want);
 	free(out);
 	free(err);
 }
@@ -383,7 +425,63 @@ Test(integ, sni_check_reports_conflicts_and_precedence, .init = h_init, .fini = 
 		   "[route a]\nlisten = 127.0.0.1:9443\nsni = x.example.com\nbackend = 127.0.0.1:1\n"
 		   "[route b]\nlisten = 127.0.0.1:9443\nsni = X.example.com\nbackend = 127.0.0.1:2\n", 1,
 		   ":7: listen 127.0.0.1:9443: server name 'x.example.com' is given twice (route a and "
-		   "route b): no rule says which gets it");
+		   "route b): route a comes first in the file and has no alpn, so it takes every "
+		   "client for the name and route b none");
+	/* alpn lists compare as sets, in file order (the first route met wins) */
+	check_says("alpn-after-open.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nsni = x.example.com\nbackend = 127.0.0.1:1\n"
+		   "[route b]\nlisten = 127.0.0.1:9443\nsni = x.example.com\nalpn = h2\n"
+		   "backend = 127.0.0.1:2\n", 1,
+		   ":8: listen 127.0.0.1:9443: server name 'x.example.com' is given twice (route a and "
+		   "route b): route a comes first in the file and has no alpn");
+	check_says("alpn-subset.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nsni = x.example.com\nalpn = h2 http/1.1\n"
+		   "backend = 127.0.0.1:1\n"
+		   "[route b]\nlisten = 127.0.0.1:9443\nsni = x.example.com\nalpn = h2\n"
+		   "backend = 127.0.0.1:2\n", 1,
+		   ":9: listen 127.0.0.1:9443: route b never gets a client for server name "
+		   "'x.example.com': every protocol of its alpn (h2) is also in the alpn of route a, "
+		   "which comes first in the file");
+	check_says("alpn-shared.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nsni = *.example.com\nalpn = h2\n"
+		   "backend = 127.0.0.1:1\n"
+		   "[route b]\nlisten = 127.0.0.1:9443\nsni = *.Example.com\nalpn = h2,http/1.1\n"
+		   "backend = 127.0.0.1:2\n", 0,
+		   ":9: note: listen 127.0.0.1:9443: server name '*.example.com' is in route a and "
+		   "route b, whose alpn lists share h2: a client offering it goes to route a, the "
+		   "first in the file");
+	check_says("alpn-apart.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nsni = x.example.com\nalpn = h2\n"
+		   "backend = 127.0.0.1:1\n"
+		   "[route b]\nlisten = 127.0.0.1:9443\nsni = x.example.com\nalpn = H2\n"
+		   "backend = 127.0.0.1:2\n"
+		   "[route c]\nlisten = 127.0.0.1:9443\nsni = x.example.com\nbackend = 127.0.0.1:3\n",
+		   0, "");
+	check_says("alpn-no-sni.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nalpn = h2\nbackend = 127.0.0.1:1\n", 1,
+		   ":3: alpn needs sni in the same route: route 'a' has no sni");
+	check_says("alpn-exact-under-wildcard.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nsni = *.example.com\nbackend = 127.0.0.1:1\n"
+		   "[route b]\nlisten = 127.0.0.1:9443\nsni = api.example.com\nalpn = h2\n"
+		   "backend = 127.0.0.1:2\n"
+		   "[route c]\nlisten = 127.0.0.1:9443\nbackend = 127.0.0.1:3\n", 0,
+		   ":7: note: listen 127.0.0.1:9443: server name 'api.example.com' (route b) is also "
+		   "matched by '*.example.com' (route a): the exact name wins; a client for it that "
+		   "meets no alpn of route b goes to the listener's default route, not to route a");
+	/* the ClientHello's limits are the listener's */
+	static const char limits[] =
+		"[route a]\nlisten = 127.0.0.1:9443\nsni = a.example.com\ntls_hello_timeout = 1s\n"
+		"backend = 127.0.0.1:1\n"
+		"[route b]\nlisten = 127.0.0.1:9443\nsni = b.example.com\nbackend = 127.0.0.1:2\n"
+		"[route c]\nlisten = 127.0.0.1:9443\ntls_hello_max = 32k\nbackend = 127.0.0.1:3\n";
+	check_says("hello-timeout.conf", limits, 0,
+		   ":7: note: listen 127.0.0.1:9443: its routes set different tls_hello_timeout (a 1s, "
+		   "b 5s, c 5s): the ClientHello is read before a route is chosen, so the largest, 5s, "
+		   "applies to every client of this address");
+	check_says("hello-max.conf", limits, 0,
+		   ":11: note: listen 127.0.0.1:9443: its routes set different tls_hello_max (a 16k, "
+		   "b 16k, c 32k): the ClientHello is read before a route is chosen, so the largest, "
+		   "32k, applies to every client of this address");
 	check_says("overlap.conf",
 		   "[route a]\nlisten = 127.0.0.1:9443\nsni = *.example.com\nbackend = 127.0.0.1:1\n"
 		   "[route b]\nlisten = 127.0.0.1:9443\nsni = api.example.com\nbackend = 127.0.0.1:2\n", 0,
@@ -401,6 +499,14 @@ Test(integ, sni_check_reports_conflicts_and_precedence, .init = h_init, .fini = 
 	check_says("host-bits.conf",
 		   "[route a]\nlisten = 127.0.0.1:9443\ndeny = 10.1.2.3/8\nbackend = 127.0.0.1:1\n", 0,
 		   ":3: note: deny: '10.1.2.3/8' has host bits set: it means 10.0.0.0/8");
+	check_says("deny-covers-allow.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nallow = 10.1.0.0/16 ::ffff:10.2.0.0/112\n"
+		   "deny = 10.0.0.0/8\nbackend = 127.0.0.1:1\n", 0,
+		   ":4: note: deny covers every range of allow (line 3), and deny wins: route 'a' lets "
+		   "no client in");
+	check_says("deny-part-of-allow.conf",
+		   "[route a]\nlisten = 127.0.0.1:9443\nallow = 10.1.0.0/16 2001:db8::/32\n"
+		   "deny = 10.0.0.0/8\nbackend = 127.0.0.1:1\n", 0, "");
 	check_says("proxy-mix.conf",
 		   "[route a]\nlisten = 127.0.0.1:9443\nsni = a.example.com\naccept_proxy = yes\n"
 		   "backend = 127.0.0.1:1\n"
