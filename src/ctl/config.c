@@ -6,6 +6,7 @@
 #include "config.h"
 #include "config_table.h"
 #include "backend.h"
+#include "config_doc.h"
 #include "config_listen.h"
 #include "route_admit.h"
 #include "route_hist.h"
@@ -831,9 +832,10 @@ void config_print_help(const char *prog)
 	       "  -b, --backend ADDRESS           forward to these, round-robin, trying the next on\n"
 	       "                                  connect failure (repeatable)\n"
 	       "  -c, --config FILE               INI file: [global] with the options below as keys,\n"
-	       "                                  [route NAME] with listen, backend (ADDR [weight=N])\n"
-	       "                                  and the options marked \"per route\"\n",
+	       "                                  [route NAME] with those marked \"per route\" and\n"
+	       "                                  these keys of the file only (splicer.conf(5)):\n",
 	       SPLICER_VERSION, prog, prog, prog, prog, prog, prog, prog, prog);
+	config_doc_help_route_keys(stdout, 36, 80);
 	for (unsigned i = 0; i < nsettings; i++) {
 		const struct setting *s = &settings[i];
 		const char *meta = s->type == SET_ENUM ? "NAME" : s->type == SET_SIZE ? "SIZE"
