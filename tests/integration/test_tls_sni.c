@@ -5,13 +5,16 @@
  * plain TCP, garbage and silence; and a 64 MiB TLS stream between an
  * OpenSSL client and an OpenSSL server through an sni route, checked end
  * to end. Backends are tag servers (each writes its letter), so the byte a
- * client reads says which route took it. */
+ * client reads says which route took it; in the case with real tools on
+ * both ends (openssl s_client, curl --resolve, Python ssl to openssl
+ * s_server), the certificate that answers says it. */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "tls_hello_gen.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -19,6 +22,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,6 +394,245 @@ Test(integ, sni_route_carries_64mib_of_tls_end_to_end, .init = h_init, .fini = h
 	close(srv.lfd);
 	h_proxy_down(&p);
 	h_tag_stop(&d);
+}
+
+/* ---- real TLS tools on both ends ----------------------------------------- */
+
+#define OPENSSL "/usr/bin/openssl"
+#define CURL    "/usr/bin/curl"
+#define PYTHON  "/usr/bin/python3"
+
+/* An `openssl s_server -www` backend (it answers GET with a page that
+ * shows its own command line, port included) with a certificate of its
+ * own, CN = its name; started and stopped by PID. */
+struct tls_backend {
+	char name[64], crt[300], key[300], log[300];
+	int port;
+	pid_t pid;
+};
+
+/* Runs bin to completion; returns its stdout and stderr, in that order,
+ * as one string (malloc'd), after checking that it exited 0. */
+static char *tool_run(const char *bin, const char *const *args, const char *what)
+{
+	char *out = NULL, *err = NULL, *all = NULL;
+	int st = h_run_capture(bin, args, 20000, &out, &err);
+
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: wait status %d\n%s%s",
+		what, st, out ? out : "", err ? err : "");
+	H_CHECK(asprintf(&all, "%s%s", out ? out : "", err ? err : "") > 0, "out of memory");
+	free(out);
+	free(err);
+	return all;
+}
+
+/* Whether a socket listens on 127.0.0.1:port. /proc/net/tcp, not a
+ * connect: the server logs no failed handshake. */
+static int port_listening(int port)
+{
+	char want[48], line[256];
+	FILE *f = fopen("/proc/net/tcp", "re");
+	int found = 0;
+
+	snprintf(want, sizeof want, ": 0100007F:%04X 00000000:0000 0A ", port);
+	while (f && !found && fgets(line, sizeof line, f))
+		found = strstr(line, want) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static void tls_backend_start(struct tls_backend *b, const char *name, const char *alpn)
+{
+	char subj[80], accept[32];
+	const char *dir = h_tmpdir();
+
+	snprintf(b->name, sizeof b->name, "%s", name);
+	snprintf(b->crt, sizeof b->crt, "%s/%s.crt", dir, name);
+	snprintf(b->key, sizeof b->key, "%s/%s.key", dir, name);
+	snprintf(b->log, sizeof b->log, "%s/%s.s_server.log", dir, name);
+	snprintf(subj, sizeof subj, "/CN=%s", name);
+	const char *gen[] = { "req", "-x509", "-newkey", "ec", "-pkeyopt",
+			      "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", b->key, "-out",
+			      b->crt, "-subj", subj, "-days", "1", NULL };
+	free(tool_run(OPENSSL, gen, "openssl req (a test certificate)"));
+
+	b->port = h_free_port();
+	snprintf(accept, sizeof accept, "127.0.0.1:%d", b->port);
+	char *argv[] = { OPENSSL, "s_server", "-accept", accept, "-cert", b->crt, "-key", b->key,
+			 "-www", alpn ? "-alpn" : NULL, (char *)alpn, NULL };
+	int logfd = open(b->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	pid_t parent = getpid();
+
+	H_CHECK(logfd >= 0 && nullfd >= 0, "%s: %s", b->log, strerror(errno));
+	b->pid = fork();
+	if (b->pid == 0)
+		h_child_exec(parent, nullfd, logfd, logfd, OPENSSL, argv);
+	close(logfd);
+	close(nullfd);
+	H_CHECK(b->pid > 0, "fork: %s", strerror(errno));
+	for (int64_t deadline = h_now_ms() + 10000; !port_listening(b->port);) {
+		H_CHECK(waitpid(b->pid, NULL, WNOHANG) == 0, "s_server %s exited (log %s)", name,
+			b->log);
+		H_CHECK(h_now_ms() < deadline, "s_server %s not listening on %s after 10 s (log %s)",
+			name, accept, b->log);
+		h_sleep_ms(10);
+	}
+}
+
+static void tls_backend_stop(struct tls_backend *b)
+{
+	int64_t deadline = h_now_ms() + 3000;
+
+	if (b->pid <= 0)
+		return;
+	kill(b->pid, SIGTERM);
+	while (waitpid(b->pid, NULL, WNOHANG) == 0) {
+		if (h_now_ms() > deadline) {
+			kill(b->pid, SIGKILL);
+			waitpid(b->pid, NULL, 0);
+			break;
+		}
+		h_sleep_ms(5);
+	}
+	b->pid = 0;
+}
+
+/* What a page of backend b contains: its own command line. */
+static int page_of(const char *out, const struct tls_backend *b)
+{
+	char accept[48];
+
+	snprintf(accept, sizeof accept, "s_server -accept 127.0.0.1:%d ", b->port);
+	return strstr(out, "HTTP/1.0 200 ok") || strstr(out, "<HTML>") ? strstr(out, accept) != NULL
+								       : 0;
+}
+
+/* A Python ssl client: verifies the server against one backend's
+ * certificate (hostname not checked), sends GET, prints
+ * "CN=<subject> ALPN=<protocol> <status line>". */
+static const char py_client[] =
+	"import socket, ssl, sys\n"
+	"port, name, alpn, ca = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]\n"
+	"ctx = ssl.create_default_context(cafile=ca)\n"
+	"ctx.check_hostname = False\n"
+	"if alpn:\n"
+	"    ctx.set_alpn_protocols(alpn.split(','))\n"
+	"with socket.create_connection(('127.0.0.1', port), timeout=10) as raw:\n"
+	"    with ctx.wrap_socket(raw, server_hostname=name) as s:\n"
+	"        cn = dict(x[0] for x in s.getpeercert()['subject'])['commonName']\n"
+	"        s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n"
+	"        head = b''\n"
+	"        while b'\\r\\n' not in head:\n"
+	"            more = s.recv(256)\n"
+	"            if not more:\n"
+	"                break\n"
+	"            head += more\n"
+	"        print('CN=%s ALPN=%s %s' % (cn, s.selected_alpn_protocol(),\n"
+	"                                    head.split(b'\\r\\n')[0].decode()))\n";
+
+/* openssl s_client, curl --resolve and Python's ssl module through the
+ * proxy to openssl s_server backends, one per route, each with its own
+ * certificate: the certificate that answers says which route took the
+ * client, and the negotiated ALPN that the bytes went through untouched. */
+Test(integ, sni_real_tls_clients_reach_the_right_s_server, .init = h_init, .fini = h_fini,
+     .timeout = 120)
+{
+	struct tls_backend be[3] = { 0 }; /* routes a, b, other */
+	struct h_proxy p;
+	char text[1024], err[256], port[16], target[160], resolve[160], url[160], want[160];
+	int lport = h_free_port();
+
+	if (access(OPENSSL, X_OK) || access(CURL, X_OK) || access(PYTHON, X_OK))
+		cr_skip_test(OPENSSL ", " CURL " or " PYTHON " missing (Debian: openssl, curl, python3)");
+	tls_backend_start(&be[0], "a.example.com", NULL);
+	tls_backend_start(&be[1], "b.example.com", "h2");
+	tls_backend_start(&be[2], "d.example.com", NULL);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 2\n"
+		 "[route a]\nlisten = 127.0.0.1:%d\nsni = a.example.com *.a.example.com\n"
+		 "backend = 127.0.0.1:%d\n"
+		 "[route b]\nlisten = 127.0.0.1:%d\nsni = b.example.com\nalpn = h2\n"
+		 "backend = 127.0.0.1:%d\n"
+		 "[route other]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n",
+		 lport, be[0].port, lport, be[1].port, lport, be[2].port);
+	const char *args[] = { "-c", h_conf_write("real.conf", text), NULL };
+	H_CHECK(h_proxy_start(&p, h_binary(1), args, err, sizeof err) == 0, "proxy: %s", err);
+	snprintf(port, sizeof port, "%d", lport);
+	snprintf(target, sizeof target, "127.0.0.1:%d", lport);
+
+	static const struct {
+		const char *sni, *alpn;
+		int route;
+		const char *alpn_says;
+	} cases[] = {
+		{ "a.example.com", NULL, 0, "No ALPN negotiated" },
+		{ "x.y.a.example.com", NULL, 0, "No ALPN negotiated" }, /* the wildcard */
+		{ "A.Example.COM", NULL, 0, "No ALPN negotiated" },     /* any case */
+		{ "b.example.com", "h2", 1, "ALPN protocol: h2" },
+		{ "b.example.com", "http/1.1", 2, "No ALPN negotiated" }, /* alpn not met */
+		{ "c.example.com", "h2", 2, "No ALPN negotiated" },      /* no route for it */
+		{ NULL, "h2", 2, "No ALPN negotiated" },                 /* no SNI */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const char *sc[12] = { "s_client", "-connect", target }, **a = sc + 3;
+		if (cases[i].sni)
+			*a++ = "-servername", *a++ = cases[i].sni;
+		else
+			*a++ = "-noservername";
+		if (cases[i].alpn)
+			*a++ = "-alpn", *a++ = cases[i].alpn;
+		char *out = tool_run(OPENSSL, sc, "openssl s_client");
+		snprintf(want, sizeof want, "subject=CN = %s", be[cases[i].route].name);
+		H_CHECK(strstr(out, want) && strstr(out, cases[i].alpn_says),
+			"s_client -servername %s -alpn %s: expected \"%s\" and \"%s\" in\n%s",
+			cases[i].sni ? cases[i].sni : "(none)", cases[i].alpn ? cases[i].alpn : "(none)",
+			want, cases[i].alpn_says, out);
+		free(out);
+	}
+
+	static const struct {
+		const char *host, *http;
+		int route;
+	} gets[] = {
+		{ "a.example.com", NULL, 0 },
+		{ "www.a.example.com", NULL, 0 },
+		{ "b.example.com", "--http1.1", 2 }, /* ALPN http/1.1 only: not route b */
+		{ "c.example.com", NULL, 2 },
+	};
+	for (size_t i = 0; i < sizeof gets / sizeof gets[0]; i++) {
+		snprintf(resolve, sizeof resolve, "%s:%d:127.0.0.1", gets[i].host, lport);
+		snprintf(url, sizeof url, "https://%s:%d/", gets[i].host, lport);
+		const char *cu[] = { "-sS", "-k", "-v", "--max-time", "10", "--resolve", resolve, url,
+				     gets[i].http, NULL };
+		char *out = tool_run(CURL, cu, "curl");
+		snprintf(want, sizeof want, "subject: CN=%s", be[gets[i].route].name);
+		H_CHECK(page_of(out, &be[gets[i].route]) && strstr(out, want),
+			"curl %s: expected the page of s_server %s (port %d) and \"%s\" in\n%s", url,
+			be[gets[i].route].name, be[gets[i].route].port, want, out);
+		free(out);
+	}
+
+	static const struct {
+		const char *sni, *alpn;
+		int route;
+		const char *says;
+	} pys[] = {
+		{ "b.example.com", "h2,http/1.1", 1, "CN=b.example.com ALPN=h2 HTTP/1.0 200 ok" },
+		{ "Www.A.example.com", "", 0, "CN=a.example.com ALPN=None HTTP/1.0 200 ok" },
+	};
+	for (size_t i = 0; i < sizeof pys / sizeof pys[0]; i++) {
+		const char *py[] = { "-c", py_client, port, pys[i].sni, pys[i].alpn,
+				     be[pys[i].route].crt, NULL };
+		char *out = tool_run(PYTHON, py, "python3 ssl client");
+		H_CHECK(strstr(out, pys[i].says), "python ssl, server_hostname %s: expected \"%s\", "
+			"got\n%s", pys[i].sni, pys[i].says, out);
+		free(out);
+	}
+	h_proxy_down(&p);
+	for (int i = 0; i < 3; i++)
+		tls_backend_stop(&be[i]);
 }
 
 /* `check` on shared listeners: what cannot work is an error at its line,
