@@ -5,8 +5,10 @@
  * matches (an exact name, then the longest wildcard: sni_match.h); among
  * the routes that give that name, the first (file order) whose alpn list,
  * if it has one, meets the client's offer; else the listener's route
- * without sni. Nothing is consumed: the engine forwards the hello itself,
- * byte for byte. */
+ * without sni, never a wider name's route (only the one name is looked
+ * up). alpn without sni is refused when the config is read (route_keys.c).
+ * Nothing is consumed: the engine forwards the hello itself, byte for
+ * byte. */
 #ifndef SPLICER_TLS_ROUTE_H
 #define SPLICER_TLS_ROUTE_H
 #include "config.h"

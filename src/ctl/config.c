@@ -6,9 +6,11 @@
 #include "config.h"
 #include "config_table.h"
 #include "backend.h"
+#include "config_doc.h"
 #include "config_listen.h"
 #include "route_admit.h"
 #include "route_hist.h"
+#include "route_keys.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -111,9 +113,13 @@ const struct setting settings[] = {
 	{ "source-table-size", 0, SET_UINT, 16, 10000000, "65536", 0, NULL, SCOPE_GLOBAL, G(source_table_size),
 	  "client addresses each route tracks for the source limits; the least recently seen idle one makes room" },
 	{ "tls-hello-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, SCOPE_ROUTE, R(tls_hello_timeout_ms),
-	  "listeners with sni routes: a client that has not sent its whole ClientHello by then is closed" },
+	  "listeners with sni routes: a client that has not sent its whole ClientHello by then is "
+	  "closed. The hello is read before a route is chosen, so routes that share a listen "
+	  "address share this: the largest value among them applies (check notes when they differ)" },
 	{ "tls-hello-max", 0, SET_SIZE, 512, 64 * KiB, "16k", 0, NULL, SCOPE_ROUTE, R(tls_hello_max),
-	  "listeners with sni routes: the most bytes of TLS records a ClientHello may take" },
+	  "listeners with sni routes: the most bytes of TLS records a ClientHello may take; a "
+	  "larger one is closed. As for tls_hello_timeout, the largest value among the routes that "
+	  "share a listen address applies to all of them" },
 	{ "queue-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, SCOPE_ROUTE, R(queue_timeout_ms),
 	  "every backend at its maxconn: how long a client waits for a slot before it is closed" },
 	{ "resolvers", 0, SET_TEXT, 0, 0, "system", 0, resolver_forms, SCOPE_GLOBAL, G(resolvers),
@@ -690,6 +696,7 @@ static int check_routes(struct config *c)
 				}
 			}
 		bad += check_loops(c, r);
+		bad += route_keys_check(c, r);
 	}
 	return bad ? -1 : 0;
 }
@@ -825,9 +832,10 @@ void config_print_help(const char *prog)
 	       "  -b, --backend ADDRESS           forward to these, round-robin, trying the next on\n"
 	       "                                  connect failure (repeatable)\n"
 	       "  -c, --config FILE               INI file: [global] with the options below as keys,\n"
-	       "                                  [route NAME] with listen, backend (ADDR [weight=N])\n"
-	       "                                  and the options marked \"per route\"\n",
+	       "                                  [route NAME] with those marked \"per route\" and\n"
+	       "                                  these keys of the file only (splicer.conf(5)):\n",
 	       SPLICER_VERSION, prog, prog, prog, prog, prog, prog, prog, prog);
+	config_doc_help_route_keys(stdout, 36, 80);
 	for (unsigned i = 0; i < nsettings; i++) {
 		const struct setting *s = &settings[i];
 		const char *meta = s->type == SET_ENUM ? "NAME" : s->type == SET_SIZE ? "SIZE"

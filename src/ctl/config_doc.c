@@ -18,7 +18,7 @@ struct key_doc {
 	const char *meta;         /* the value's placeholder: NAME, SIZE, ... */
 	enum { K_GLOBAL, K_ROUTE, K_ROUTE_ONLY } scope; /* K_ROUTE: [global] too, for every route */
 	const char *type;
-	char accepts[256];
+	char accepts[512];
 	const char *def;          /* NULL: none (the key is required or repeatable) */
 	char cli[64];             /* "-e, --engine"; "" when none */
 	char example[160];        /* a whole line: "engine = splice" */
@@ -164,10 +164,12 @@ static const struct {
 	  "-l, --listen (one route only)", "listen = :8080 [::]:8080",
 	  "where the route accepts clients; required (routes with sni may share one)", MAX_LISTENS,
 	  MAX_LISTENERS, NULL, NULL },
-	{ "backend", "ADDRESS [weight=N] [maxconn=N] ...",
+	{ "backend", "ADDRESS [weight=N] [maxconn=N] [resolve=DURATION [srv]] ...",
 	  "one or more addresses, separated by spaces or commas, each optionally followed by "
-	  "weight=N (1 to %d, default 1) and maxconn=N (1 to 10000000, default no limit); the line "
-	  "may be repeated; at most %d per route",
+	  "weight=N (1 to %d, default 1), maxconn=N (1 to 10000000, default no limit) and, for a "
+	  "host name, resolve=DURATION (1s to 24h: looked up again at that interval) with srv "
+	  "(the name is an SRV name, without a port); the line may be repeated; at most %d per "
+	  "route",
 	  "-b, --backend (one route only; weight 1)",
 	  "backend = 10.0.0.1:80 weight=3 maxconn=200 10.0.0.2:80",
 	  "the route's backend pool; required. A weight is the backend's share of new sessions "
@@ -179,14 +181,16 @@ static const struct {
 	  "host names or *.wildcards (one or more labels), case-insensitive, separated by spaces or "
 	  "commas; the line may be repeated",
 	  "none (config file only)", "sni = a.example.com *.a.example.com",
-	  "TLS routing: this route takes the clients whose ClientHello names one of these. Routes "
-	  "may then share a listen address; the one without sni takes everyone else", 0, 0, "names",
+	  "TLS routing: this route takes the clients whose ClientHello names one of these (an "
+	  "exact name before a wildcard, a longer wildcard before a shorter). Routes may then share "
+	  "a listen address; the one without sni takes everyone else", 0, 0, "names",
 	  "none (every client of its listeners)" },
 	{ "alpn", "PROTOCOL ...",
 	  "ALPN protocol names (1 to 255 bytes), separated by spaces or commas",
 	  "none (config file only)", "alpn = h2",
-	  "with sni: the client must also offer one of these protocols, or the next route giving "
-	  "the name (file order) or the listener's default takes it", 0, 0, "protocols",
+	  "with sni (without it, an error): the client must also offer one of these protocols, or "
+	  "the next route giving the name (file order) or else the listener's default takes it, "
+	  "not a wildcard route that also matches the name", 0, 0, "protocols",
 	  "none (any)" },
 	{ "allow", "RANGE ...",
 	  "address ranges (10.0.0.0/8, 2001:db8::/32, a single address), separated by spaces or "
@@ -218,6 +222,28 @@ static void route_only_doc(unsigned i, struct key_doc *d)
 	snprintf(d->cli, sizeof(d->cli), "%s", route_only[i].cli);
 	snprintf(d->example, sizeof(d->example), "%s", route_only[i].example);
 	d->help = route_only[i].help;
+}
+
+void config_doc_help_route_keys(FILE *f, int indent, int width)
+{
+	for (unsigned i = 0; i < NROUTE_ONLY; i++) {
+		int col = fprintf(f, "%*s%s =", indent, "", route_only[i].key), wrap = col + 1;
+		for (const char *w = route_only[i].meta; *w;) {
+			/* a bracketed option stays whole: "[resolve=DURATION [srv]]" */
+			int len = 0, depth = 0;
+			while (w[len] && (w[len] != ' ' || depth)) {
+				depth += (w[len] == '[') - (w[len] == ']');
+				len++;
+			}
+			if (col + 1 + len > width)
+				col = fprintf(f, "\n%*s", wrap, "") - 1;
+			else
+				col += fprintf(f, " ");
+			col += fprintf(f, "%.*s", len, w);
+			w += len + (w[len] == ' ');
+		}
+		fprintf(f, "\n");
+	}
 }
 
 /* ---- markdown ----------------------------------------------------------- */

@@ -15,6 +15,11 @@
 int config_doc_markdown(FILE *f);
 int config_doc_man(FILE *f);
 
+/* For --help: the keys only a config file has (listen, backend, sni, alpn,
+ * allow, deny), "KEY = PLACEHOLDER ..." one a line from column indent,
+ * wrapped before column width. */
+void config_doc_help_route_keys(FILE *f, int indent, int width);
+
 /* splicer config-reference [--man]: the above on stdout (hidden: for
  * `make doc` and the test). Exit 0, 1 on a bad example, 2 on bad usage. */
 int cmd_config_reference(int argc, char **argv);

@@ -4,6 +4,8 @@
  * when some have sni, the table of their server names. */
 #ifndef SPLICER_CONFIG_LISTEN_H
 #define SPLICER_CONFIG_LISTEN_H
+#include <stddef.h>
+
 #include "config.h"
 
 /* Fills c->lst from the routes' listen lists (after their settings are
@@ -12,6 +14,10 @@
  * not tell apart, accept_proxy that differs) and a note for each name the
  * precedence rule decides. Returns 0 or -1. */
 int config_listen_groups(struct config *c);
+
+/* "FILE:LINE: " for a problem at line of c's file, or "splicer: " (no
+ * file, or line 0: the command line). */
+void config_where(const struct config *c, unsigned line, char *buf, size_t len);
 
 /* Frees the name tables (config_free). */
 void config_listen_free(struct config *c);

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "cidr.h"
+#include "config_listen.h"
 #include "sni_match.h"
 
 int route_text_key(const char *name)
@@ -98,4 +99,56 @@ int route_text_set(struct route *r, const char *name, const char *value, unsigne
 	if (!*at)
 		*at = line;
 	return 0;
+}
+
+/* Whether range d holds all of range a. */
+static int cidr_covers(const struct cidr *d, const struct cidr *a)
+{
+	return d->ip.v4 == a->ip.v4 && d->plen <= a->plen && cidr_match(d, &a->ip);
+}
+
+/* Whether every allow range lies inside one deny range: deny wins, so no
+ * client gets in. (A range that only several deny ranges cover together
+ * is not found: that is rare, and this is a note.) */
+static int acl_admits_nobody(const struct route *r)
+{
+	struct cidr_list allow = { 0 }, deny = { 0 };
+	char err[160];
+	int nobody = 0;
+
+	if (!r->allow[0] || !r->deny[0] ||
+	    cidr_list_parse(&allow, r->allow, err, sizeof(err), NULL, 0) ||
+	    cidr_list_parse(&deny, r->deny, err, sizeof(err), NULL, 0))
+		goto out;
+	nobody = 1;
+	for (size_t i = 0; i < allow.n && nobody; i++) {
+		int covered = 0;
+		for (size_t j = 0; j < deny.n && !covered; j++)
+			covered = cidr_covers(&deny.v[j], &allow.v[i]);
+		nobody = covered;
+	}
+out:
+	cidr_list_free(&allow);
+	cidr_list_free(&deny);
+	return nobody;
+}
+
+int route_keys_check(const struct config *c, const struct route *r)
+{
+	char at[300];
+	int bad = 0;
+
+	if (r->alpn[0] && !r->sni[0]) {
+		config_where(c, r->alpn_line, at, sizeof(at));
+		fprintf(stderr, "%salpn needs sni in the same route: route '%s' has no sni, so it "
+			"takes every client of its listeners that no sni route takes, whatever it "
+			"offers\n", at, r->name);
+		bad++;
+	}
+	if (acl_admits_nobody(r)) {
+		config_where(c, r->deny_line, at, sizeof(at));
+		fprintf(stderr, "%snote: deny covers every range of allow (line %u), and deny wins: "
+			"route '%s' lets no client in\n", at, r->allow_line, r->name);
+	}
+	return bad;
 }

@@ -18,4 +18,10 @@ int route_text_key(const char *name);
 int route_text_set(struct route *r, const char *name, const char *value, unsigned line,
 		   char *why, size_t len, char *note, size_t notelen);
 
+/* What the keys of r say together, once the route is read: alpn without
+ * sni (an error: nothing would check it), and allow ranges all inside deny
+ * ranges (a note: the route lets nobody in). Prints FILE:LINE: lines;
+ * returns the number of errors. */
+int route_keys_check(const struct config *c, const struct route *r);
+
 #endif

@@ -2,9 +2,10 @@
 /* The documentation against the binary: the generated parts of
  * doc/configuration.md and doc/splicer.conf.5 are what `splicer
  * config-reference [--man]` prints (make doc writes them), the man pages
- * pass `mandoc -Tlint -Wwarning`, and every long option --help names is in
- * splicer.8. The doc files are read from SPLICER_DOC_DIR, else doc/ under
- * the working directory (make test runs from the tree's top). */
+ * pass `mandoc -Tlint -Wwarning`, every long option --help names is in
+ * splicer.8, and every route key of the reference is in --help. The doc
+ * files are read from SPLICER_DOC_DIR, else doc/ under the working
+ * directory (make test runs from the tree's top). */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -204,6 +205,38 @@ Test(integ, docs_every_help_option_is_in_splicer_8, .init = h_init, .fini = h_fi
 	free(help);
 	free(man);
 	free(err);
+}
+
+/* Every route key of the reference's table is in --help: a setting as its
+ * long option (--tls-hello-timeout), a key of the file only as "KEY =" in
+ * the --config entry (sni =, alpn =, ...). */
+Test(integ, docs_every_route_key_is_in_help, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	const char *help_args[] = { "--help", NULL }, *ref_args[] = { "config-reference", NULL };
+	char *err = NULL, *err2 = NULL, *help = run_ok(h_binary(0), help_args, &err);
+	char *ref = run_ok(h_binary(0), ref_args, &err2), missing[2048] = "";
+	size_t nmissing = 0, checked = 0;
+
+	/* the rows of "Keys at a glance": | [`key`](#key) | route | ... */
+	for (char *line = strtok(ref, "\n"); line; line = strtok(NULL, "\n")) {
+		char key[64], opt[72], file_only[72];
+		if (sscanf(line, "| [`%63[a-z0-9_]`](#", key) != 1 || !strstr(line, ") | route |"))
+			continue;
+		snprintf(file_only, sizeof(file_only), " %s = ", key);
+		for (char *k = key; *k; k++)
+			*k = *k == '_' ? '-' : *k;
+		snprintf(opt, sizeof(opt), "--%s ", key);
+		checked++;
+		if (!strstr(help, opt) && !strstr(help, file_only))
+			nmissing += (size_t)snprintf(missing + nmissing, sizeof(missing) - nmissing, " %s",
+						     key);
+	}
+	H_CHECK(checked >= 20, "only %zu route keys found in `splicer config-reference`", checked);
+	H_CHECK(!nmissing, "route keys missing from `splicer --help`:%s", missing);
+	free(help);
+	free(ref);
+	free(err);
+	free(err2);
 }
 
 /* Every C source and header says its licence in its first lines (SPDX), so

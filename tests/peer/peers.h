@@ -4,7 +4,9 @@
  * backend), HAProxy, nginx stream and splicer with each engine -- repeated,
  * and each rep yields a verdict: delivered or not, wrong bytes or not, and a
  * short label of how it went. The table of counts is printed to stderr and
- * every splicer column must deliver at least what the best peer delivers.
+ * every splicer column must deliver at least what the best peer delivers;
+ * in SNI scenarios, every rep that direct delivers (all of them, where
+ * direct has no meaning).
  *
  * HAProxy and nginx run as children of the test in its temp dir, with
  * generated configs on free ports, and are stopped by PID (nginx's master
@@ -105,7 +107,8 @@ void pr_fini(void);
 /* Runs the scenario through every column, prints the table row and checks:
  * direct delivers every rep (the scenario is sound), no splicer column
  * delivers a wrong byte, and every splicer column delivers at least as many
- * reps as the best of HAProxy and nginx. */
+ * reps as the best of HAProxy and nginx; in an SNI scenario, every rep
+ * direct delivered (every rep, when direct_na). */
 void pr_run(const struct pr_scenario *sc);
 
 /* For sequential scenarios: waits until this rep's backend connection (if

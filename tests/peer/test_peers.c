@@ -4,10 +4,11 @@
  * default nginx ends a session at either side's FIN) and splicer with each
  * engine; and TLS passthrough routed by SNI (section 8) through HAProxy's
  * req.ssl_sni, nginx's ssl_preread and splicer's sni routes, the same
- * ClientHellos through each. Each test is one scenario, repeated; it prints its row of the
- * table (delivered/reps per column, and per column how the reps went) and
- * fails when a splicer engine delivers fewer reps than the best of HAProxy
- * and nginx, or any wrong byte. See peers.h for the machinery.
+ * ClientHellos through each. Each test is one scenario, repeated; it prints
+ * its row of the table (delivered/reps per column, and per column how the
+ * reps went) and fails when a splicer engine delivers fewer reps than the
+ * best of HAProxy and nginx (in an SNI scenario: misses a rep that direct
+ * delivered), or any wrong byte. See peers.h for the machinery.
  *
  * Where the scenario's bytes must have reached the receiving kernel before
  * a reset (so that "everything" is well defined), the sender waits until
