@@ -868,6 +868,18 @@ def enter_ns(path):
     os.close(fd)
 
 
+class Stopped(Exception):
+    pass
+
+
+def stopped(sig, frame):
+    # once: timeout(1) signals its child and then its process group, so
+    # a second TERM may follow, and must not break off the stop_all and
+    # the table the first one leads to
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Stopped("stopped by SIGTERM (time limit, or fleet.sh was interrupted)")
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "backend":
         return backend_main(sys.argv[2])
@@ -877,8 +889,9 @@ def main():
     ap.add_argument("--short", action="store_true")
     ap.add_argument("--balance", default="maglev")
     args = ap.parse_args()
-    # fleet.sh's timeout sends SIGTERM: stop our processes on the way out
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+    # SIGTERM (fleet.sh's timeout, or a signal fleet.sh passes on): the
+    # scenario under way fails, the table so far is printed, the logs kept
+    signal.signal(signal.SIGTERM, stopped)
     nclients, per_client = (50, 4) if args.short else (200, 10)
     modes = ["resilient"] if args.short else ["threshold", "resilient"]
     tmp = tempfile.mkdtemp(prefix="splicer-fleet-")
