@@ -673,7 +673,15 @@ Test(integ, dns_config_errors, .init = h_init, .fini = h_fini, .timeout = 60)
 		  "'app.dns.test': missing ':port'" },
 		{ "backend = app.dns.test:80 resolve=1s ttl=3",
 		  ":5: backend: unknown backend option 'ttl=3' (expects weight=N, maxconn=N, "
-		  "resolve=DURATION or srv)" },
+		  "resolve=DURATION or srv[=yes|no])" },
+		{ "backend = app.dns.test:80 srv=yes",
+		  ":5: backend app.dns.test:80: srv needs resolve=DURATION" },
+		{ "backend = _a._tcp.dns.test resolve=1s srv=maybe",
+		  ":5: backend _a._tcp.dns.test: invalid srv 'maybe' (expects yes or no; the bare "
+		  "word srv is yes)" },
+		/* srv=no: an address name, which needs its port */
+		{ "backend = _a._tcp.dns.test resolve=1s srv=no", ":5: backend '_a._tcp.dns.test': "
+		  "address '_a._tcp.dns.test': missing ':port'" },
 	};
 	const char *bin = h_binary(0);
 	char text[512], *out = NULL, *err = NULL;
@@ -688,6 +696,17 @@ Test(integ, dns_config_errors, .init = h_init, .fini = h_fini, .timeout = 60)
 		free(out);
 		free(err);
 	}
+	/* srv, srv=yes: an SRV name (no port); srv=no: an address name */
+	snprintf(text, sizeof text, "[global]\nresolvers = 127.0.0.1:9\n[route web]\n"
+		 "listen = 127.0.0.1:0\nbackend = _a._tcp.dns.test resolve=1s srv\n"
+		 "backend = _b._tcp.dns.test resolve=1s srv=yes\n"
+		 "backend = app.dns.test:80 resolve=1s srv=no\n");
+	const char *ok_args[] = { "check", "--syntax-only", "-c", h_conf_write("srv.conf", text), NULL };
+	int ok = h_run_capture(bin, ok_args, 20000, &out, &err);
+	H_CHECK(ok == 0 && strstr(out, "ok: 1 route"), "srv, srv=yes and srv=no: status %d, stdout: %s, "
+		"stderr: %s", ok, out, err);
+	free(out);
+	free(err);
 	snprintf(text, sizeof text, "[global]\nresolvers = dns.example\n[route web]\n"
 		 "listen = 127.0.0.1:0\nbackend = app.dns.test:80 resolve=1s\n");
 	const char *args[] = { "check", "--syntax-only", "-c", h_conf_write("res.conf", text), NULL };
