@@ -214,15 +214,31 @@ static void add_listens(struct file_ctx *x, struct route *r, char *val)
 	}
 }
 
+/* What a backend line's options may be, for the messages. */
+#define BACKEND_OPTIONS "weight=N, maxconn=N, resolve=DURATION or srv[=yes|no]"
+
 /* A backend option: "key=value", or the bare word srv. */
 static int backend_option(const char *tok)
 {
 	return strchr(tok, '=') || !strcmp(tok, "srv");
 }
 
+/* srv, srv=yes or srv=no: 1 or 0 into *on; -1 when it is not srv at all,
+ * -2 for srv= with another value. */
+static int srv_option(const char *tok, uint8_t *on)
+{
+	if (!strcmp(tok, "srv") || !strcmp(tok, "srv=yes"))
+		*on = 1;
+	else if (!strcmp(tok, "srv=no"))
+		*on = 0;
+	else
+		return strncmp(tok, "srv=", 4) ? -1 : -2;
+	return 0;
+}
+
 /* The options after one backend address: weight=N, maxconn=N, resolve=DURATION
- * and srv into d (resolve= also sets d->every_ms). Returns 0, or -1 after
- * reporting the first bad one. */
+ * and srv[=yes|no] into d (resolve= also sets d->every_ms). Returns 0, or -1
+ * after reporting the first bad one. */
 static int backend_options(struct file_ctx *x, const char *addr, char **opt, unsigned nopt,
 			   struct dns_name *d)
 {
@@ -231,6 +247,14 @@ static int backend_options(struct file_ctx *x, const char *addr, char **opt, uns
 
 	for (unsigned i = 0; i < nopt; i++) {
 		const char *t = opt[i];
+		int srv = srv_option(t, &d->srv);
+		if (srv == 0)
+			continue;
+		if (srv == -2) {
+			problem(x, "backend %s: invalid srv '%s' (expects yes or no; the bare word srv "
+				   "is yes)", addr, t + 4);
+			return -1;
+		}
 		if (!strncmp(t, "weight=", 7)) {
 			if (weighted) {
 				problem(x, "backend %s: weight given twice ('%s', then '%s')", addr,
@@ -260,11 +284,8 @@ static int backend_options(struct file_ctx *x, const char *addr, char **opt, uns
 				return -1;
 			}
 			d->every_ms = v;
-		} else if (!strcmp(t, "srv")) {
-			d->srv = 1;
 		} else {
-			problem(x, "backend: unknown backend option '%s' (expects weight=N, maxconn=N, "
-				   "resolve=DURATION or srv)", t);
+			problem(x, "backend: unknown backend option '%s' (expects " BACKEND_OPTIONS ")", t);
 			return -1;
 		}
 	}
@@ -312,10 +333,10 @@ static void add_dns_name(struct file_ctx *x, struct route *r, const char *tok, s
 	r->dns[r->ndns++] = *d;
 }
 
-/* "ADDR [weight=N] [maxconn=N] [resolve=DURATION [srv]] ADDR ...": the options
- * apply to the address before them, and to every address of a name (each is
- * a backend of its own). A name with resolve= is looked up again and again
- * (dns.c); any other is resolved now. */
+/* "ADDR [weight=N] [maxconn=N] [resolve=DURATION [srv[=yes|no]]] ADDR ...":
+ * the options apply to the address before them, and to every address of a
+ * name (each is a backend of its own). A name with resolve= is looked up
+ * again and again (dns.c); any other is resolved now. */
 static void add_backends(struct file_ctx *x, struct route *r, char *val)
 {
 	char *save, *tok[256], why[384];
@@ -333,8 +354,8 @@ static void add_backends(struct file_ctx *x, struct route *r, char *val)
 			if (!strncmp(tok[i], "weight=", 7) || !strncmp(tok[i], "maxconn=", 8))
 				problem(x, "backend: '%s' follows no backend address", tok[i]);
 			else
-				problem(x, "backend: unknown backend option '%s' (expects weight=N, "
-					   "maxconn=N, resolve=DURATION or srv)", tok[i]);
+				problem(x, "backend: unknown backend option '%s' (expects "
+					   BACKEND_OPTIONS ")", tok[i]);
 			j = i + 1;
 			continue;
 		}

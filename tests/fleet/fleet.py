@@ -17,7 +17,7 @@ moved, agreement between instances. Exit status 0 when no scenario failed.
 """
 import argparse
 import ctypes
-import glob
+import math
 import os
 import shutil
 import signal
@@ -37,6 +37,7 @@ NINST = 3
 NBACK = 5
 IDLE_TIMER = 1       # resilient group: a bucket without traffic for 1 s may move
 PING_EVERY = 0.2     # held connections: one echo each per 200 ms keeps buckets busy
+ENDING = 16384       # held connections end with this many random bytes echoed back
 LAMEDUCK = "6s"     # > the router's drain below (about 3 s): nothing is refused
 DRAIN = "10s"
 
@@ -65,8 +66,6 @@ class Fleet:
         self.members = []     # instances in the VIP route, in order
         self.mode = None
         self.backends = list(range(1, NBACK + 1))
-        self.help = sh("%s --help 2>&1" % binary, check=False)
-        self.has_lameduck = "lameduck" in self.help
 
     def ns(self, name):
         return "%s-%s" % (self.p, name)
@@ -160,9 +159,8 @@ class Fleet:
             wait_for(lambda: connects(self.back_addr(j), BPORT), 5, "backend b%d listening" % j)
 
     def config_text(self, backends):
-        g = ["[global]", "workers = 1", "stats = :%d" % STATS, "drain_timeout = " + DRAIN]
-        if self.has_lameduck:
-            g.append("lameduck = " + LAMEDUCK)
+        g = ["[global]", "workers = 1", "stats = :%d" % STATS, "drain_timeout = " + DRAIN,
+             "lameduck = " + LAMEDUCK]
         r = ["[route web]", "listen = :%d" % PORT,
              "backend = " + " ".join("%s:%d" % (self.back_addr(j), BPORT) for j in backends),
              "balance = " + self.balance, "check = tcp", "check_interval = 200ms"]
@@ -237,23 +235,6 @@ class Fleet:
                     self.procs[i] = Adopted(proxies[0])
                 return True
             time.sleep(0.1)
-        return False
-
-    def takes_sigusr2(self, i):
-        """Whether the running instance handles SIGUSR2 (the upgrade): its
-        threads block the signals the main thread waits for (the waiting
-        thread itself shows them unblocked while it waits), or it catches
-        them; one that does neither would die of it. The help names no
-        signal, and a binary may name SIGUSR2 without taking it."""
-        bit = 1 << (signal.SIGUSR2 - 1)
-        for t in glob.glob("/proc/%d/task/*/status" % self.procs[i].pid):
-            try:
-                with open(t) as f:
-                    for l in f:
-                        if l.startswith(("SigBlk:", "SigCgt:")) and int(l.split(":")[1], 16) & bit:
-                            return True
-            except (OSError, ValueError):
-                pass
         return False
 
     def log_count(self, i, needle):
@@ -444,11 +425,14 @@ class Conn:
             return False
 
     def close(self):
-        """A clean end: shutdown, then the backend's EOF."""
-        ok = True
+        """A clean, byte-exact end: ENDING bytes echoed back unchanged,
+        then shutdown and the backend's EOF."""
+        data = os.urandom(ENDING)
         try:
+            self.s.sendall(data)
+            ok = self.f.read(len(data)) == data
             self.s.shutdown(socket.SHUT_WR)
-            ok = self.f.read() == b""
+            ok = self.f.read() == b"" and ok
         except OSError:
             ok = False
         self.s.close()
@@ -464,13 +448,16 @@ def probe(src, dst, port=PORT):
 
 class Held:
     """Long-lived connections, each echoing a line every PING_EVERY; the
-    first failure of each is recorded (a broken established flow)."""
+    first failure of each is recorded (a broken established flow). Some
+    may end while the others go on pinging."""
 
     def __init__(self, srcs):
         self.conns = [Conn(a, VIP) for a in srcs]
         self.failed_open = sum(1 for c in self.conns if not c.s)
         self.live = [c for c in self.conns if c.s]
         self.broken = set()
+        self.ended = set()
+        self.lock = threading.Lock()  # a connection is pinged or ended, not both
         self.stop = threading.Event()
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
@@ -479,20 +466,32 @@ class Held:
         while not self.stop.is_set():
             t0 = time.monotonic()
             for k, c in enumerate(self.live):
-                if k not in self.broken and not c.ping():
-                    self.broken.add(k)
+                with self.lock:
+                    if k not in self.broken and k not in self.ended and not c.ping():
+                        self.broken.add(k)
             self.stop.wait(max(0.0, PING_EVERY - (time.monotonic() - t0)))
 
     def on(self, fl, i):
-        return sum(1 for c in self.live if c.via == fl.inst_addr(i))
+        return [k for k, c in enumerate(self.live) if c.via == fl.inst_addr(i)]
+
+    def end(self, which):
+        """Ends the live connections numbered in which, each cleanly and
+        byte-exact (Conn.close); the others go on."""
+        for k in which:
+            with self.lock:
+                if k in self.ended:
+                    continue
+                if k in self.broken:
+                    self.live[k].s.close()
+                elif not self.live[k].close():
+                    self.broken.add(k)
+                self.ended.add(k)
 
     def finish(self):
-        """Stops pinging, closes every live one cleanly; broken count."""
+        """Stops pinging, ends every live one; broken count."""
         self.stop.set()
         self.t.join()
-        for k, c in enumerate(self.live):
-            if k not in self.broken and not c.close():
-                self.broken.add(k)
+        self.end(range(len(self.live)))
         return len(self.broken)
 
 
@@ -583,50 +582,104 @@ def sc_agree(fl, srcs, per_client):
     return row, vip
 
 
-def sc_leave(fl, srcs, how):
-    """Instance 3 leaves while every client holds a connection through the
-    VIP. lameduck: SIGTERM, /health 503, the router drains its share, the
-    clients end their sessions, the router drops it. kill: SIGKILL, /health
-    stops answering, the router drops it."""
+def leave_start(fl, srcs, how):
+    """The row of a leave, and every client holding a connection through
+    the VIP to all three instances."""
     row = Row("b leave " + how, fl.mode)
-    k = NINST
-    if how == "lameduck" and not fl.has_lameduck:
-        row.verdict = "skipped"
-        row.note = "skipped: feature not in this build (no lameduck in splicer --help)"
-        return row
     fl.ensure_instances()
     fl.route(range(1, NINST + 1))
     time.sleep(IDLE_TIMER + 0.5)
-    held = Held(srcs)
-    row.tried, row.served = len(held.conns), len(held.live)
-    on_k = held.on(fl, k)
-    fl.signal(k, signal.SIGTERM if how == "lameduck" else signal.SIGKILL)
-    want = 503 if how == "lameduck" else 0
-    wait_for(lambda: health(fl.inst_addr(k)) == want, 5, "instance %d /health %d" % (k, want))
-    if how == "lameduck":
-        # new flows away from it; its established flows stay (resilient:
-        # busy buckets do not move; hash-threshold cannot do that)
-        fl.route(range(1, NINST + 1), drain=k)
-    else:
-        fl.route([i for i in range(1, NINST + 1) if i != k])
-    time.sleep(IDLE_TIMER + 0.5)
-    # new connections meanwhile, one per client: none may be refused
+    return row, Held(srcs)
+
+
+def new_flows(srcs):
+    """One new connection per client through the VIP: (tried, refused)."""
     new = [probe(a, VIP) for a in srcs]
-    refused = sum(1 for c in new if not c.backend)
-    broken = held.finish()
-    if how == "lameduck":
-        fl.route([i for i in range(1, NINST + 1) if i != k])
-        exited = fl.wait_exit(k, 30)
-        row.expect(exited, "instance did not exit after lame duck and drain")
-    row.tried += len(new)
-    row.served = row.tried - broken - refused - held.failed_open
+    return len(new), sum(1 for c in new if not c.backend)
+
+
+def leave_count(fl, row, held, k, new, refused):
+    """The row's counts once every held connection has ended; its note."""
+    broken = len(held.broken)
+    row.tried = len(held.conns) + new
     row.broken = broken + refused + held.failed_open
-    on_k_broken = sum(1 for x in held.broken if held.live[x].via == fl.inst_addr(k))
-    row.note = "held %d, %d on i%d: broken %d there, %d elsewhere; new: %d refused" % (
-        len(held.live), on_k, k, on_k_broken, broken - on_k_broken, refused)
-    if how == "lameduck" and fl.mode == "resilient":
-        row.expect(row.broken == 0, "flows broken by a proper leave")
-    elif not row.fails:
+    row.served = row.tried - row.broken
+    on_k = held.on(fl, k)
+    on_k_broken = sum(1 for x in held.broken if x in on_k)
+    return "held %d, %d on i%d: broken %d there, %d elsewhere; new: %d refused" % (
+        len(held.live), len(on_k), k, on_k_broken, broken - on_k_broken, refused)
+
+
+def sc_leave_lameduck(fl, srcs):
+    """Instance 3 leaves properly, as doc/deployment.md has it, while every
+    client holds a connection: SIGTERM; on its 503 the router reweights it
+    (1 against 255: new flows go to the others, its busy buckets stay); a
+    new connection per client, none refused. Then three groups of held
+    connections end, each cleanly and byte-exact: half of them in the lame
+    duck (their clients finish); half of those on instance 3 after its
+    listeners have closed, in the drain, which ends with them (the process
+    exits); half of those elsewhere after the router has deleted the
+    instance's next hop."""
+    row, held = leave_start(fl, srcs, "lameduck")
+    k = NINST
+    on_k = held.on(fl, k)
+    through_drain = on_k[::2]
+    through_delete = [x for x in range(len(held.live)) if x not in on_k][::2]
+    early = [x for x in range(len(held.live)) if x not in through_drain + through_delete]
+    closes = fl.log_count(k, "lame duck over")
+    fl.signal(k, signal.SIGTERM)
+    wait_for(lambda: health(fl.inst_addr(k)) == 503, 5, "instance %d /health 503" % k)
+    fl.route(range(1, NINST + 1), drain=k)
+    time.sleep(IDLE_TIMER + 0.5)
+    new, refused = new_flows(srcs)
+    held.end(early)
+    wait_for(lambda: fl.log_count(k, "lame duck over") > closes, 10,
+             "instance %d's listeners closing (lame duck over)" % k)
+    # the drain: the buckets of the flows still on it stay busy and put
+    time.sleep(IDLE_TIMER + 0.5)
+    # a new flow hashed to such a bucket still goes to the instance, whose
+    # listeners are closed now: counted for the note, not held against it
+    late_new, late_refused = new_flows(srcs)
+    draining = fl.procs[k].poll() is None
+    held.end(through_drain)
+    ended = time.monotonic()
+    exited = fl.wait_exit(k, 15)
+    exit_after = time.monotonic() - ended
+    fl.route([i for i in range(1, NINST + 1) if i != k])
+    time.sleep(IDLE_TIMER + 0.5)
+    held.finish()
+    row.note = leave_count(fl, row, held, k, new, refused) + (
+        "; through the drain: %d on i%d (broken %d; exit %.1f s after), through the next hop's "
+        "deletion: %d (broken %d); after the listeners closed: %d of %d new refused" % (
+            len(through_drain), k, len(held.broken & set(through_drain)), exit_after,
+            len(through_delete), len(held.broken & set(through_delete)), late_refused, late_new))
+    row.expect(exited, "instance did not exit after lame duck and drain")
+    if fl.mode != "resilient":
+        if not row.fails:
+            row.verdict = "info"  # hash-threshold can only delete the next hop
+        return row
+    row.expect(row.broken == 0, "flows broken by a proper leave")
+    row.expect(through_drain and through_delete, "no held connection to keep through the drain "
+               "(on i%d) or the next hop's deletion (elsewhere)" % k)
+    row.expect(draining, "instance %d ended before the sessions held through its drain" % k)
+    row.expect(exit_after < 3, "instance %d exited %.1f s after its last session ended, not with it" % (
+        k, exit_after))
+    return row
+
+
+def sc_leave_kill(fl, srcs):
+    """For comparison: instance 3 gets SIGKILL while every client holds a
+    connection; when /health stops answering the router deletes it."""
+    row, held = leave_start(fl, srcs, "kill")
+    k = NINST
+    fl.signal(k, signal.SIGKILL)
+    wait_for(lambda: health(fl.inst_addr(k)) == 0, 5, "instance %d /health silent" % k)
+    fl.route([i for i in range(1, NINST + 1) if i != k])
+    time.sleep(IDLE_TIMER + 0.5)
+    new, refused = new_flows(srcs)
+    held.finish()
+    row.note = leave_count(fl, row, held, k, new, refused)
+    if not row.fails:
         row.verdict = "info"
     return row
 
@@ -658,6 +711,27 @@ def sc_join(fl, srcs):
     return row
 
 
+def binomial_band(n, p, tail):
+    """[lo, hi]: the counts of n draws of probability p each outside which
+    a fair draw falls with probability below tail on either side. Backend
+    3's clients are such a count: maglev gives each of 5 backends about
+    1/5 of its table and a client's address picks an entry as a fair coin
+    would. The clients' addresses are fixed, so the count is too (8 of the
+    short run's 50, 39 of 200): the band cannot flake, it tells a hash
+    that favours or starves a backend. With 1e-4 a side it is 20..62 of
+    200 clients (10-31 %) and 1..22 of 50."""
+    pmf = [math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in range(n + 1)]
+    lo, acc = 0, 0.0
+    while acc + pmf[lo] < tail:
+        acc += pmf[lo]
+        lo += 1
+    hi, acc = n, 0.0
+    while acc + pmf[hi] < tail:
+        acc += pmf[hi]
+        hi -= 1
+    return lo, hi
+
+
 def sc_backend_gone(fl, srcs, before):
     """Backend 3 leaves every instance's config (SIGHUP): its clients move,
     nobody else does, and the instances still agree."""
@@ -675,11 +749,16 @@ def sc_backend_gone(fl, srcs, before):
     moved = [a for a in was if a in vip and vip[a] != {was[a]}]
     others = [a for a in moved if was[a] != gone]
     stayed_on_gone = [a for a in on_gone if a in vip and gone in vip[a]]
+    lo, hi = binomial_band(len(srcs), 1.0 / NBACK, 1e-4)
     row.moved = len(moved)
     row.agree = pct(same, len(srcs))
-    row.note = "clients on %s: %d (%s of %d), others moved: %d" % (
-        gone, len(on_gone), pct(len(on_gone), len(srcs)), len(srcs), len(others))
+    row.note = "clients on %s: %d (%s of %d; band %d..%d), others moved: %d" % (
+        gone, len(on_gone), pct(len(on_gone), len(srcs)), len(srcs), lo, hi, len(others))
     row.expect(row.broken == 0, "connections broken")
+    row.expect(len(was) == len(srcs), "%d clients had no one backend before" % (len(srcs) - len(was)))
+    row.expect(lo <= len(on_gone) <= hi, "%d clients of %d on %s, outside %d..%d: maglev's share "
+               "is not about 1/%d" % (len(on_gone), len(srcs), gone, lo, hi, NBACK))
+    row.expect(len(moved) == len(on_gone), "%d moved, %d were on %s" % (len(moved), len(on_gone), gone))
     row.expect(not stayed_on_gone, "a client still reached the removed backend")
     row.expect(not others, "%d clients not on %s moved" % (len(others), gone))
     if os.environ.get("FLEET_DEBUG"):
@@ -699,10 +778,6 @@ def sc_upgrade(fl, srcs, rounds):
     row = Row("e upgrade", fl.mode)
     k = 1
     fl.ensure_instances()
-    if not fl.takes_sigusr2(k):
-        row.verdict = "skipped"
-        row.note = "skipped: feature not in this build (the proxy does not take SIGUSR2)"
-        return row
     fl.route(range(1, NINST + 1))
     held = Held(srcs[: max(1, len(srcs) // 4)])
     fails = {"refused": 0, "reset": 0, "timeout": 0, "error": 0}
@@ -793,6 +868,18 @@ def enter_ns(path):
     os.close(fd)
 
 
+class Stopped(Exception):
+    pass
+
+
+def stopped(sig, frame):
+    # once: timeout(1) signals its child and then its process group, so
+    # a second TERM may follow, and must not break off the stop_all and
+    # the table the first one leads to
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Stopped("stopped by SIGTERM (time limit, or fleet.sh was interrupted)")
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "backend":
         return backend_main(sys.argv[2])
@@ -802,8 +889,9 @@ def main():
     ap.add_argument("--short", action="store_true")
     ap.add_argument("--balance", default="maglev")
     args = ap.parse_args()
-    # fleet.sh's timeout sends SIGTERM: stop our processes on the way out
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+    # SIGTERM (fleet.sh's timeout, or a signal fleet.sh passes on): the
+    # scenario under way fails, the table so far is printed, the logs kept
+    signal.signal(signal.SIGTERM, stopped)
     nclients, per_client = (50, 4) if args.short else (200, 10)
     modes = ["resilient"] if args.short else ["threshold", "resilient"]
     tmp = tempfile.mkdtemp(prefix="splicer-fleet-")
@@ -825,8 +913,8 @@ def main():
             fl.route(range(1, NINST + 1))
             row, before = sc_agree(fl, srcs, per_client)
             rows.append(row)
-            for how in ("lameduck", "kill"):
-                rows.append(sc_leave(fl, srcs, how))
+            rows.append(sc_leave_lameduck(fl, srcs))
+            rows.append(sc_leave_kill(fl, srcs))
             rows.append(sc_join(fl, srcs))
             rows.append(sc_backend_gone(fl, srcs, before))
             rows.append(sc_upgrade(fl, srcs, 6 if args.short else 20))

@@ -6,7 +6,9 @@
 # Prints the scenario table and one summary line; "fleet: skipped: REASON"
 # and status 77 when this machine cannot run it. Every namespace this run
 # made is deleted on the way out, whatever happened, and the processes in
-# them (only ours: the namespaces are this run's) are killed first.
+# them (only ours: the namespaces are this run's) are killed first. HUP,
+# INT and TERM stop the run at once (exit 129, 130, 143): the driver gets
+# TERM, prints the table so far and keeps its logs.
 set -u
 opts=
 bin=build/splicer
@@ -41,14 +43,18 @@ cleanup() {
 	done
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# a signal before the driver runs: straight to the cleanup
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # A run killed outright (SIGKILL: no trap) leaves its namespaces: they are
-# named after its shell's PID, so those of a PID that is gone are deleted.
-for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^fl[0-9]*-'); do
+# named after its shell's PID, so those of a PID that is gone, or is no
+# longer a fleet.sh (the PID reused), are deleted; a running one's stay.
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^fl[0-9][0-9]*-'); do
 	pid=${ns%%-*}
 	pid=${pid#fl}
-	if [ ! -d "/proc/$pid" ]; then
+	if ! cat "/proc/$pid/cmdline" 2>/dev/null | tr '\0' ' ' | grep -q 'fleet\.sh'; then
 		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
 		ip netns del "$ns" 2>/dev/null
 	fi
@@ -63,7 +69,21 @@ ip -n "$P-probe" nexthop add id 2 group 1 type resilient buckets 8 >/dev/null 2>
 	skip "ip nexthop: resilient groups not supported here (kernel >= 5.13, iproute2 >= 5.13)"
 ip netns del "$P-probe"
 
-# bounded: SIGTERM lets the driver stop its processes, then this trap runs
+# bounded: SIGTERM lets the driver stop its processes, then the EXIT trap
+# runs. In the background and waited for: a shell runs a trap only once
+# its foreground command has ended, so HUP, INT or TERM would otherwise
+# wait out the whole run; they are passed on to the driver (as TERM: a
+# background command ignores INT) and the namespaces go at once.
 case $opts in *--short*) limit=90 ;; *) limit=600 ;; esac
-timeout -k 10 "$limit" python3 "$here/fleet.py" --prefix "$P" --bin "$bin" $opts
+timeout -k 10 "$limit" python3 "$here/fleet.py" --prefix "$P" --bin "$bin" $opts &
+driver=$!
+stop() {
+	kill -TERM "$driver" 2>/dev/null
+	wait "$driver"
+	exit "$1"
+}
+trap 'stop 129' HUP
+trap 'stop 130' INT
+trap 'stop 143' TERM
+wait "$driver"
 exit $?
