@@ -68,6 +68,18 @@ $glob) ;;
 esac
 grep -q 'kill.*USR1' "$root/etc/logrotate.d/splicer" || fail "logrotate does not send SIGUSR1"
 
+# The admin socket's place: the unit's RuntimeDirectory (ProtectSystem=
+# strict leaves /run/splicer the one place it may make it), named by the
+# config's commented admin line.
+rt=$(sed -n 's/^RuntimeDirectory=//p' "$unit")
+[ "$rt" = splicer ] && grep -qx 'RuntimeDirectoryMode=0750' "$unit" ||
+	fail "the unit has no RuntimeDirectory=splicer with mode 0750 (RuntimeDirectory=$rt)"
+adm=$(sed -n 's/^# *admin *= *//p' "$conf")
+case $adm in
+"/run/$rt/"?*) ;;
+*) fail "the config's admin example '$adm' is not in the unit's RuntimeDirectory /run/$rt" ;;
+esac
+
 # fs.pipe-user-pages-soft covers max_pipes auto (a quarter of the unit's
 # LimitNOFILE) pipes of the config's pipe_size.
 nofile=$(sed -n 's/^LimitNOFILE=//p' "$unit")
