@@ -53,6 +53,7 @@ done
 for f in /etc/splicer/splicer.conf /etc/logrotate.d/splicer; do
 	grep -qx "$f" "$ctl/conffiles" 2>/dev/null || fail "$f is not a conffile"
 done
+sh tests/package/man_files.sh "$root" doc/splicer.8 || fail "splicer.8's FILES section misses packaged paths"
 grep -q '^[[:space:]]*adduser --system .*splicer$' "$ctl/postinst" 2>/dev/null || fail "the postinst does not create the user splicer"
 grep -q '^Depends:.*adduser' "$ctl/control" || fail "the package does not depend on adduser"
 grep -qx 'ExecStart=/usr/sbin/splicer -c /etc/splicer/splicer.conf' "$root/lib/systemd/system/splicer.service" ||

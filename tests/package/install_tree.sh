@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # `make install DESTDIR=... PREFIX=/usr` (the package's layout) and PREFIX=
 # /usr/local: exactly the expected files, the unit's paths filled in, the
-# unit, config, logrotate and sysctl snippets agreeing with each other;
+# unit, config, logrotate and sysctl snippets agreeing with each other and
+# named by splicer.8's FILES (man_files.sh);
 # `make uninstall` removing all of it but a config the user edited.
 # Run from the source tree after `make all`. Exit 0 pass, 1 fail.
 set -u
@@ -38,6 +39,8 @@ tree "$root" > "$work/got"
 cmp -s "$work/want" "$work/got" ||
 	fail "PREFIX=/usr installed other files (- expected, + installed):
 $(diff -u "$work/want" "$work/got" | tail -n +3)"
+
+sh tests/package/man_files.sh "$root" doc/splicer.8 || fail "splicer.8's FILES section misses installed paths"
 
 unit=$root/lib/systemd/system/splicer.service
 grep -qx 'ExecStart=/usr/sbin/splicer -c /etc/splicer/splicer.conf' "$unit" ||
