@@ -462,6 +462,19 @@ Test(integ, preflight_exit_codes_as_documented, .init = h_init, .fini = h_fini, 
 		  { "-l", "127.0.0.1:0", "-b", "127.0.0.1:9", "--workers", "1", "--stats", NULL, NULL } },
 	};
 
+	/* the page says so: the user under 2, an address not bound under 1 */
+	FILE *f = fopen("doc/splicer.8", "re");
+	static char man[65536];
+	size_t len = f ? fread(man, 1, sizeof man - 1, f) : 0;
+	if (f)
+		fclose(f);
+	man[len] = '\0';
+	const char *st = strstr(man, ".SH EXIT STATUS\n"), *one = st ? strstr(st, ".TP\n1\n") : NULL;
+	const char *two = one ? strstr(one, ".TP\n2\n") : NULL, *end = two ? strstr(two, ".PP") : NULL;
+	H_CHECK(end, "doc/splicer.8 has no EXIT STATUS entries 1 and 2 (run from the tree's top)");
+	H_CHECK(memmem(one, (size_t)(two - one), "stats", 5) && memmem(one, (size_t)(two - one), "bind", 4) &&
+			memmem(two, (size_t)(end - two), ".B user", 7),
+		"splicer.8 EXIT STATUS: 1 must name the stats address, 2 the user:\n%.*s", (int)(end - st), st);
 	snprintf(stats, sizeof stats, "192.0.2.1:%d", h_free_port());
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		const char *args[12];
