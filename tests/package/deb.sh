@@ -47,9 +47,14 @@ root=$work/root
 ctl=$work/control
 dpkg-deb -x "$deb" "$root" && dpkg-deb -e "$deb" "$ctl" || { echo "FAIL: dpkg-deb could not unpack $deb" >&2; exit 1; }
 for f in usr/sbin/splicer etc/splicer/splicer.conf lib/systemd/system/splicer.service \
-	etc/logrotate.d/splicer usr/lib/sysctl.d/60-splicer.conf; do
+	etc/logrotate.d/splicer usr/lib/sysctl.d/60-splicer.conf \
+	usr/share/doc/splicer/README.md usr/share/doc/splicer/deployment.md; do
 	[ -e "$root/$f" ] || fail "the package has no /$f"
 done
+# the template unit's Documentation= names the uncompressed page
+grep -q 'file:/usr/share/doc/splicer/deployment.md' contrib/splicer@.service ||
+	fail "contrib/splicer@.service does not point to /usr/share/doc/splicer/deployment.md"
+
 for f in /etc/splicer/splicer.conf /etc/logrotate.d/splicer; do
 	grep -qx "$f" "$ctl/conffiles" 2>/dev/null || fail "$f is not a conffile"
 done
