@@ -261,14 +261,15 @@ uninstall:
 
 # make deb: dpkg-buildpackage in a copy of the tree (its clean step runs
 # `make clean`, which would empty this build/), then lintian at error level.
-# The packaging tools are PKG_PKGS (make pkg-deps).
+# It needs debian/control's Build-Depends (in DEB_PKGS: make deps) and the
+# packaging tools (PKG_PKGS: make pkg-deps).
 DEB_TREE := Makefile README.md bench bpf contrib debian doc src tools $(wildcard LICENSE CHANGELOG.md)
 DEB_DEPS := Makefile $(SRCS) $(HDRS) $(wildcard bpf/* bench/* contrib/* debian/* debian/*/* doc/*)
 
 pkg-deps:
 	@sh tools/deps.sh $(PKG_PKGS)
 
-deb: pkg-deps
+deb: deps pkg-deps
 	$(Q)$(MAKE) --no-print-directory $(DEB)
 
 $(DEB): $(DEB_DEPS)

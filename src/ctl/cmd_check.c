@@ -17,15 +17,26 @@
  * more with SO_REUSEPORT; that one succeeds only beside listeners that share
  * the port and belong to the same user, which is what a running splicer's
  * are (and what the reload's own sockets join). Anything else holding it is
- * "in use" (listener_probe). */
+ * "in use" (listener_probe).
+ *
+ * The admin socket (`admin = PATH`): its directory must exist and be
+ * writable for the run-as user (privs_check_socket_dir), and the path be
+ * free, a stale socket file, or the live socket of a running splicer (a
+ * note, as for its listeners: a check before its reload); a live socket of
+ * anything else, or a file that is not a socket, is a problem. */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "config.h"
 #include "config_table.h"
 #include "dns.h"
 #include "listener.h"
+#include "privs.h"
 
 /* "FILE:LINE: " when the file gave it, else "splicer: ". */
 static void where(const struct config *c, unsigned line, char *buf, size_t len)
@@ -67,6 +78,64 @@ static int probe_addresses(const struct config *c)
 	return bad;
 }
 
+/* The pid of the process listening on Unix address a when it is a
+ * splicer (its command name), else 0. */
+static pid_t splicer_listening(const struct addr *a)
+{
+	struct ucred cred = { 0 };
+	socklen_t len = sizeof(cred);
+	char path[64], comm[32] = "";
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	FILE *f;
+
+	if (fd < 0)
+		return 0;
+	/* non-blocking: a full accept queue says EAGAIN instead of a wait */
+	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.pid <= 0)
+		cred.pid = 0;
+	close(fd);
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)cred.pid);
+	if (cred.pid && (f = fopen(path, "re"))) {
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = '\0';
+		fclose(f);
+	}
+	return !strcmp(comm, "splicer\n") ? cred.pid : 0;
+}
+
+/* The admin socket's directory and path. Returns the number of problems. */
+static int probe_admin(const struct config *c)
+{
+	unsigned line = c->set_line[setting_find("admin") - settings];
+	char why[768], at[300], text[SETTING_TEXT_MAX + 8];
+	struct addr a;
+	pid_t pid;
+	int r;
+
+	/* off, or its path already reported by config_finalize */
+	if (!strcmp(c->admin, "off") || privs_check_admin_path(c->admin, why, sizeof(why)))
+		return 0;
+	where(c, line, at, sizeof(at));
+	if (privs_check_socket_dir(c->admin, c->user, why, sizeof(why))) {
+		fprintf(stderr, "%s%s\n", at, why);
+		return 1;
+	}
+	snprintf(text, sizeof(text), "unix:%s", strncmp(c->admin, "unix:", 5) ? c->admin : c->admin + 5);
+	if (addr_parse(text, ADDR_LISTEN, &a, why, sizeof(why)))
+		return 0; /* privs_check_admin_path took it */
+	r = listener_probe(&a, why, sizeof(why));
+	if (r == -EADDRINUSE && (pid = splicer_listening(&a))) {
+		fprintf(stderr, "%snote: admin %s: the admin socket of a running splicer (pid %d), "
+			"which keeps it across reloads; a second proxy started on this file would be "
+			"refused\n", at, a.text + 5, (int)pid);
+		return 0;
+	}
+	if (r < 0)
+		fprintf(stderr, "%sadmin: %s\n", at, why);
+	return r < 0;
+}
+
 int cmd_check(int argc, char **argv)
 {
 	struct config cfg;
@@ -99,7 +168,7 @@ int cmd_check(int argc, char **argv)
 	/* a file read with problems is probed too, for every problem in one
 	 * go; a command line or a file that could not be read is not */
 	if (!syntax_only && (r == 0 || cfg.file_problems))
-		bad |= probe_addresses(&cfg) > 0;
+		bad |= probe_addresses(&cfg) + probe_admin(&cfg) > 0;
 	if (bad) {
 		config_free(&cfg);
 		return 1;

@@ -742,6 +742,11 @@ static int check_globals(struct config *c)
 	char why[512], at[300];
 	int bad = check_stats(c);
 
+	if (privs_check_admin_path(c->admin, why, sizeof(why))) {
+		where_global(c, "admin", at, sizeof(at));
+		fprintf(stderr, "%s%s\n", at, why);
+		bad++;
+	}
 	if (!config_host_checks)
 		return bad;
 	int user_ok = !privs_check_user(c->user, why, sizeof(why));

@@ -12,9 +12,11 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "log.h"
 
 int privs_drop(const char *name, char *err, size_t errlen)
@@ -98,9 +100,16 @@ static int try_append(const char *path)
 	return 0;
 }
 
-/* try_append() as uid:gid with groups: in a child, so this process keeps
- * its identity (setfsuid() would keep root's supplementary groups). */
-static int try_append_as(const char *path, uid_t uid, gid_t gid, const gid_t *groups, int ngroups)
+/* access() for a directory a socket is made in and removed from. */
+static int try_dir_write(const char *dir)
+{
+	return access(dir, W_OK | X_OK) ? errno : 0;
+}
+
+/* fn(path) as uid:gid with groups: in a child, so this process keeps its
+ * identity (setfsuid() would keep root's supplementary groups). */
+static int run_as(int (*fn)(const char *), const char *path, uid_t uid, gid_t gid,
+		  const gid_t *groups, int ngroups)
 {
 	int st;
 	pid_t pid = fork();
@@ -110,7 +119,7 @@ static int try_append_as(const char *path, uid_t uid, gid_t gid, const gid_t *gr
 	if (pid == 0) {
 		if (setgroups((size_t)ngroups, groups) || setgid(gid) || setuid(uid))
 			_exit(errno & 0xff);
-		_exit(try_append(path));
+		_exit(fn(path));
 	}
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
@@ -118,26 +127,36 @@ static int try_append_as(const char *path, uid_t uid, gid_t gid, const gid_t *gr
 	return WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
 }
 
-int privs_check_append(const char *path, const char *name, char *err, size_t errlen)
+/* fn(path) as user `name` will do it: as root, in a child that becomes the
+ * user; else (and for "" or "off") as this process. who says which identity
+ * that was. Returns fn's errno (0: it can), or -1 for an unknown user
+ * (privs_check_user() reports it). */
+static int test_as(const char *name, int (*fn)(const char *), const char *path, char *who,
+		   size_t wholen)
 {
-	char who[SETTING_TEXT_MAX + 32], dir[SETTING_TEXT_MAX];
 	gid_t groups[64];
-	int ngroups = 64, e;
+	int ngroups = 64;
 	struct passwd *pw = NULL;
 
 	if (name[0] && strcmp(name, "off") && !(pw = getpwnam(name)))
-		return 0; /* privs_check_user() says so */
+		return -1;
 	if (pw && geteuid() == 0 && pw->pw_uid != 0) {
 		if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &ngroups) < 0)
 			ngroups = 0; /* more than 64: the primary group decides */
-		e = try_append_as(path, pw->pw_uid, pw->pw_gid, groups, ngroups);
-		snprintf(who, sizeof(who), "user %s (uid %u)", name, (unsigned)pw->pw_uid);
-	} else {
-		e = try_append(path);
-		snprintf(who, sizeof(who), "uid %u", (unsigned)geteuid());
+		snprintf(who, wholen, "user %s (uid %u)", name, (unsigned)pw->pw_uid);
+		return run_as(fn, path, pw->pw_uid, pw->pw_gid, groups, ngroups);
 	}
-	if (!e)
-		return 0;
+	snprintf(who, wholen, "uid %u", (unsigned)geteuid());
+	return fn(path);
+}
+
+int privs_check_append(const char *path, const char *name, char *err, size_t errlen)
+{
+	char who[SETTING_TEXT_MAX + 32], dir[SETTING_TEXT_MAX];
+	int e = test_as(name, try_append, path, who, sizeof(who));
+
+	if (e <= 0)
+		return 0; /* fine, or an unknown user: privs_check_user() says so */
 	snprintf(dir, sizeof(dir), "%s", path);
 	if (e == ENOENT || e == ENOTDIR)
 		snprintf(err, errlen, "log %s: directory %s does not exist (%s)", path, dirname(dir),
@@ -150,6 +169,68 @@ int privs_check_append(const char *path, const char *name, char *err, size_t err
 		snprintf(err, errlen, "log %s: a FIFO with no reader (start the reader first)", path);
 	else
 		snprintf(err, errlen, "log %s: %s (as %s)", path, strerror(e), who);
+	return -1;
+}
+
+/* The path of `admin = [unix:]PATH`. */
+static const char *admin_file(const char *admin)
+{
+	return strncmp(admin, "unix:", 5) ? admin : admin + 5;
+}
+
+int privs_check_admin_path(const char *admin, char *err, size_t errlen)
+{
+	const char *path = admin_file(admin);
+	char text[SETTING_TEXT_MAX + 8], why[256];
+	struct addr a;
+
+	if (!strcmp(admin, "off"))
+		return 0;
+	if (path[0] == '@' || !path[0]) {
+		snprintf(err, errlen, "admin %s: needs a file path (an abstract socket has no file "
+			 "mode to keep other users out)", admin);
+		return -1;
+	}
+	if (path[0] != '/') {
+		snprintf(err, errlen, "admin %s: not an absolute path (the socket would be made in "
+			 "whatever directory the proxy starts in): write it from /, e.g. "
+			 "/run/splicer/admin.sock", admin);
+		return -1;
+	}
+	snprintf(text, sizeof(text), "unix:%s", path);
+	if (addr_parse(text, ADDR_LISTEN, &a, why, sizeof(why))) {
+		snprintf(err, errlen, "admin: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
+int privs_check_socket_dir(const char *admin, const char *name, char *err, size_t errlen)
+{
+	char who[SETTING_TEXT_MAX + 32], dir[SETTING_TEXT_MAX];
+	struct stat st;
+	int e;
+
+	snprintf(dir, sizeof(dir), "%s", admin_file(admin));
+	dirname(dir);
+	e = stat(dir, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+	if (e == ENOENT || e == ENOTDIR) {
+		snprintf(err, errlen, "admin %s: directory %s does not exist (%s)", admin, dir,
+			 strerror(e));
+		return -1;
+	}
+	if (!e)
+		e = test_as(name, try_dir_write, dir, who, sizeof(who));
+	else
+		snprintf(who, sizeof(who), "uid %u", (unsigned)geteuid());
+	if (e <= 0)
+		return 0;
+	if (e == EACCES || e == EPERM)
+		snprintf(err, errlen, "admin %s: directory %s is not writable for %s: the proxy makes "
+			 "the socket there, and removes it at stop (install -d -o USER %s)", admin, dir,
+			 who, dir);
+	else
+		snprintf(err, errlen, "admin %s: directory %s: %s (as %s)", admin, dir, strerror(e), who);
 	return -1;
 }
 

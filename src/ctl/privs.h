@@ -29,6 +29,19 @@ int privs_check_user(const char *name, char *err, size_t errlen);
  * reader). */
 int privs_check_append(const char *path, const char *name, char *err, size_t errlen);
 
+/* The syntax of `admin = PATH` (config_finalize, so check, start and reload
+ * agree): "off", or an absolute file path (a relative one would land in
+ * whatever directory the proxy starts in; an abstract name has no file mode)
+ * that fits a Unix socket address. Returns 0 or -1 with err. */
+int privs_check_admin_path(const char *admin, char *err, size_t errlen);
+
+/* The preflight of the admin socket's directory (`splicer check` only: a
+ * running proxy holds its socket across reloads): it exists, and user
+ * `name` (this process for "" and "off"; as root, a child that becomes the
+ * user) may write it, to make the socket and to remove it at stop. Returns
+ * 0 or -1 with err. */
+int privs_check_socket_dir(const char *admin, const char *name, char *err, size_t errlen);
+
 /* Logs a warning for each limit that caps max_conns or max_pipes below the
  * configuration: RLIMIT_NOFILE and fs.pipe-user-pages-soft (which binds
  * pipes of users without CAP_SYS_RESOURCE). */

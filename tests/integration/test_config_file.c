@@ -2,7 +2,8 @@
 /* Integration cases for the config file (-c) and `splicer check`: one test
  * per error class with its exact FILE:LINE: message, a valid file, two
  * routes end to end, weighted round robin over 3,000 connections, leastconn
- * preferring the idle backend, and the command line overriding the file. */
+ * preferring the idle backend, the command line overriding the file, and
+ * the README's quick start run as written (its ports mapped to free ones). */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -715,17 +716,20 @@ Test(integ, reload_keeps_listeners_adds_and_removes_routes, .init = h_init, .fin
 
 /* The configs users copy must stay valid: the README's quick start (the
  * heredoc into /tmp/splicer.conf) and doc/configuration.md's example. */
-static void example_is_valid(const char *bin, const char *doc, const char *start, const char *end)
+
+/* The lines of doc between the first line containing start and the next
+ * line starting with end (leading spaces dropped), into buf. Returns the
+ * number of lines; skips the test when doc is not here. */
+static int doc_block(const char *doc, const char *start, const char *end, char *buf, size_t len)
 {
 	FILE *in = fopen(doc, "re");
-	char path[300], line[512];
+	char line[512];
 	int inside = 0, lines = 0;
+	size_t n = 0;
 
 	if (!in)
 		cr_skip_test("%s not in the working directory", doc);
-	snprintf(path, sizeof path, "%s/example.conf", h_tmpdir());
-	FILE *out = fopen(path, "we");
-	H_CHECK(out, "cannot write %s", path);
+	buf[0] = '\0';
 	while (fgets(line, sizeof line, in)) {
 		const char *t = line + strspn(line, " ");
 		if (!inside && strstr(t, start)) {
@@ -734,14 +738,21 @@ static void example_is_valid(const char *bin, const char *doc, const char *start
 		}
 		if (inside && !strncmp(t, end, strlen(end)))
 			break;
-		if (inside) {
-			fputs(t, out);
+		if (inside && n + strlen(t) < len) {
+			n += (size_t)snprintf(buf + n, len - n, "%s", t);
 			lines++;
 		}
 	}
 	fclose(in);
-	fclose(out);
-	H_CHECK(lines > 8, "no example config found in %s", doc);
+	return lines;
+}
+
+static void example_is_valid(const char *bin, const char *doc, const char *start, const char *end)
+{
+	char text[8192];
+
+	H_CHECK(doc_block(doc, start, end, text, sizeof text) > 8, "no example config found in %s", doc);
+	const char *path = h_conf_write("example.conf", text);
 	/* the file alone: its user, log directory and listen addresses are the
 	 * reader's host's, not this test machine's (test_preflight.c checks those) */
 	const char *args[] = { "check", "--syntax-only", "-c", path, NULL };
@@ -757,4 +768,201 @@ Test(integ, config_readme_example_is_valid, .init = h_init, .fini = h_fini, .tim
 {
 	example_is_valid(h_binary(0), "README.md", "cat > /tmp/splicer.conf <<'EOF'", "EOF");
 	example_is_valid(h_binary(0), "doc/configuration.md", "```ini", "```");
+}
+
+#define QUICK_START "cat > /tmp/splicer.conf <<'EOF'"
+
+/* The quick start's config, then the route its `printf '...' >>` line
+ * appends (its \n made newlines), into conf and extra. */
+static void quick_start(char *conf, size_t clen, char *extra, size_t elen)
+{
+	char text[16384];
+	const char *p, *q;
+	size_t n = 0;
+
+	H_CHECK(doc_block("README.md", QUICK_START, "EOF", conf, clen) > 8, "no quick start config in "
+		"README.md (a heredoc: %s)", QUICK_START);
+	doc_block("README.md", "## Quick start", "## Documentation", text, sizeof text);
+	p = strstr(text, "printf '[route ");
+	q = p ? strstr(p, "' >> /tmp/splicer.conf") : NULL;
+	H_CHECK(p && q, "the README's quick start appends no route (printf '[route ...' >> /tmp/splicer.conf)");
+	for (p += strlen("printf '"); p < q && n + 1 < elen; p++)
+		extra[n++] = p[0] == '\\' && p[1] == 'n' ? (p++, '\n') : *p;
+	extra[n] = '\0';
+}
+
+/* One address of a listen or stats line: its host ("" for :PORT and *:PORT)
+ * and port. */
+struct cf_addr {
+	char host[96];
+	int port;
+};
+
+/* The listen and stats addresses of a config text. */
+static int listen_addrs(const char *text, struct cf_addr *out, int max)
+{
+	int n = 0;
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *v = l + strspn(l, " \t");
+		if (strncmp(v, "listen", 6) && strncmp(v, "stats", 5))
+			continue;
+		v = strchr(v, '=');
+		for (v = v ? v + 1 : ""; *v && *v != '\n' && *v != '#' && n < max;) {
+			char tok[96];
+			int k = 0;
+			v += strspn(v, " \t");
+			while (*v && !strchr(" \t\n#", *v) && k < 95)
+				tok[k++] = *v++;
+			tok[k] = '\0';
+			char *colon = strrchr(tok, ':');
+			if (!k || !colon)
+				continue;
+			*colon = '\0';
+			snprintf(out[n].host, sizeof out[n].host, "%s", strcmp(tok, "*") ? tok : "");
+			out[n++].port = atoi(colon + 1);
+		}
+	}
+	return n;
+}
+
+/* A user who enabled the packaged service (contrib/splicer.conf) and then
+ * follows the quick start gets no "Address already in use": the two share
+ * no listen or stats address (a wildcard host clashes with every host). */
+Test(integ, config_readme_quick_start_apart_from_packaged, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	char conf[8192], extra[512], pkg[8192], all[9000];
+	struct cf_addr q[32], k[32];
+	FILE *f = fopen("contrib/splicer.conf", "re");
+	size_t n;
+
+	H_CHECK(f, "contrib/splicer.conf: %s", strerror(errno));
+	n = fread(pkg, 1, sizeof pkg - 1, f);
+	fclose(f);
+	pkg[n] = '\0';
+	quick_start(conf, sizeof conf, extra, sizeof extra);
+	snprintf(all, sizeof all, "%s%s", conf, extra);
+	int nq = listen_addrs(all, q, 32), nk = listen_addrs(pkg, k, 32);
+	H_CHECK(nq >= 4 && nk >= 2, "addresses found: %d in the quick start, %d in contrib/splicer.conf",
+		nq, nk);
+	for (int i = 0; i < nq; i++)
+		for (int j = 0; j < nk; j++)
+			H_CHECK(q[i].port != k[j].port || (q[i].host[0] && k[j].host[0] &&
+							   strcmp(q[i].host, k[j].host)),
+				"the README's quick start and contrib/splicer.conf both use %s:%d and %s:%d",
+				q[i].host, q[i].port, k[j].host, k[j].port);
+}
+
+/* Every 127.0.0.1:PORT of in, with PORT replaced: from[i] by to[i], any
+ * other port by a free one (the same for each occurrence). */
+static void map_ports(const char *in, char *out, size_t len, int *from, int *to, int *n, int max)
+{
+	size_t o = 0;
+
+	while (*in && o + 1 < len) {
+		if (strncmp(in, "127.0.0.1:", 10)) {
+			out[o++] = *in++;
+			continue;
+		}
+		char *end;
+		int port = (int)strtol(in + 10, &end, 10), i;
+		for (i = 0; i < *n && from[i] != port; i++)
+			;
+		if (i == *n) {
+			H_CHECK(*n < max, "more than %d ports", max);
+			from[i] = port;
+			to[(*n)++] = h_free_port();
+		}
+		o += (size_t)snprintf(out + o, len - o, "127.0.0.1:%d", to[i]);
+		in = end;
+	}
+	out[o] = '\0';
+}
+
+/* The proxy's address for the quick start's 127.0.0.1:port. */
+static struct h_addr mapped(const int *from, const int *to, int n, int port)
+{
+	struct h_addr a;
+	char text[32];
+	int i;
+
+	for (i = 0; i < n && from[i] != port; i++)
+		;
+	H_CHECK(i < n, "the quick start has no 127.0.0.1:%d", port);
+	snprintf(text, sizeof text, "127.0.0.1:%d", to[i]);
+	H_CHECK(h_addr_parse(text, &a) == 0, "address %s", text);
+	return a;
+}
+
+/* The README's quick start, run: its config (its ports mapped to free
+ * ones, the two web servers and SSH to backends of the test) passes a full
+ * check, starts, serves each route (web from both servers), takes the
+ * appended web2 route on SIGHUP, and counts every session in /metrics. */
+Test(integ, config_readme_quick_start_runs, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_tag_server w1, w2, sshd;
+	static struct h_proxy p;
+	char conf[8192], extra[512], text[8192], more[512], err[512];
+	int from[16] = { 8001, 8002, 22 }, to[16], n = 3;
+	struct h_addr stats, web, ssh, web2;
+
+	quick_start(conf, sizeof conf, extra, sizeof extra);
+	h_tag_start(&w1, '1', 0, 0);
+	h_tag_start(&w2, '2', 0, 0);
+	h_tag_start(&sshd, 'S', 0, 0);
+	to[0] = w1.port;
+	to[1] = w2.port;
+	to[2] = sshd.port;
+	map_ports(conf, text, sizeof text, from, to, &n, 16);
+	map_ports(extra, more, sizeof more, from, to, &n, 16);
+	const char *path = h_conf_write("quick-start.conf", text);
+
+	const char *check[] = { "check", "-c", path, NULL };
+	char *o = NULL, *e = NULL;
+	int st = h_run_capture(bin, check, 5000, &o, &e);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && o &&
+			strstr(o, ": ok: 2 routes, 2 listen addresses, 3 backends"),
+		"check of the quick start: status %d: %s%s", st, o ? o : "", e ? e : "");
+	free(o);
+	free(e);
+	const char *args[] = { "-c", path, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, err, sizeof err) == 0, "start: %s", err);
+	web = mapped(from, to, n, 18080);
+	ssh = mapped(from, to, n, 2222);
+	web2 = mapped(from, to, n, 18081);
+	char a = h_tag_of(&web, NULL), b = h_tag_of(&web, NULL);
+	H_CHECK((a == '1' && b == '2') || (a == '2' && b == '1'), "route web: two sessions went to "
+		"'%c' and '%c', not one web server each", a ? a : '-', b ? b : '-');
+	H_CHECK(h_tag_of(&ssh, NULL) == 'S', "route ssh does not reach its backend");
+
+	FILE *f = fopen(path, "ae");
+	H_CHECK(f && fputs(more, f) >= 0 && fclose(f) == 0, "append web2");
+	kill(p.pid, SIGHUP);
+	char t = 0;
+	for (int64_t end = h_now_ms() + 5000; !t && h_now_ms() < end;)
+		if (!(t = h_tag_of(&web2, NULL)))
+			h_sleep_ms(50);
+	H_CHECK(t == '2', "after SIGHUP, route web2 answered '%c', not the second web server", t ? t : '-');
+	H_CHECK(h_tag_of(&web, NULL) && h_tag_of(&ssh, NULL) == 'S', "the old routes stopped after the reload");
+
+	struct h_addr want = mapped(from, to, n, 19180);
+	H_CHECK(h_stats_addr(&p, &stats) == 0 && h_addr_port(&stats) == h_addr_port(&want),
+		"the proxy's stats address is not the quick start's");
+	/* closed sessions are counted at once, but a scrape may race the
+	 * close of the last one: bounded retries */
+	long long sw = -1, ss = -1, s2 = -1;
+	for (int64_t end = h_now_ms() + 3000; h_now_ms() < end; h_sleep_ms(50)) {
+		sw = h_metric(&stats, "splicer_route_sessions_total{route=\"web\"}");
+		ss = h_metric(&stats, "splicer_route_sessions_total{route=\"ssh\"}");
+		s2 = h_metric(&stats, "splicer_route_sessions_total{route=\"web2\"}");
+		if (sw == 3 && ss == 2 && s2 == 1)
+			break;
+	}
+	H_CHECK(sw == 3 && ss == 2 && s2 == 1, "route_sessions_total: web %lld (3 expected), ssh %lld (2), "
+		"web2 %lld (1)", sw, ss, s2);
+	h_proxy_down(&p);
+	h_tag_stop(&w1);
+	h_tag_stop(&w2);
+	h_tag_stop(&sshd);
 }

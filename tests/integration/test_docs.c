@@ -3,9 +3,10 @@
  * doc/configuration.md and doc/splicer.conf.5 are what `splicer
  * config-reference [--man]` prints (make doc writes them), the man pages
  * pass `mandoc -Tlint -Wwarning`, every long option --help names is in
- * splicer.8, and every route key of the reference is in --help. The doc
- * files are read from SPLICER_DOC_DIR, else doc/ under the working
- * directory (make test runs from the tree's top). */
+ * splicer.8, every route key of the reference is in --help, and every
+ * metric family (of a real scrape and of stats_http.c's source) is in
+ * operations.md. The doc files are read from SPLICER_DOC_DIR, else doc/
+ * under the working directory (make test runs from the tree's top). */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -37,17 +38,24 @@ static char *run_ok(const char *bin, const char *const *args, char **err)
 	return out;
 }
 
-static char *doc_text(const char *name)
+static char *file_text(const char *path)
 {
-	char path[512], *err = NULL, *text;
+	char *err = NULL, *text;
 	const char *args[] = { path, NULL };
 
-	doc_path(name, path, sizeof(path));
 	H_CHECK(access(path, R_OK) == 0, "%s: not readable (run the tests from the tree's top, or "
 		"set SPLICER_DOC_DIR)", path);
 	text = run_ok("/bin/cat", args, &err);
 	free(err);
 	return text;
+}
+
+static char *doc_text(const char *name)
+{
+	char path[512];
+
+	doc_path(name, path, sizeof(path));
+	return file_text(path);
 }
 
 /* The lines strictly between the BEGIN GENERATED and END GENERATED lines,
@@ -290,4 +298,107 @@ Test(integ, docs_every_source_has_an_spdx_line, .init = h_init, .fini = h_fini, 
 		bad += spdx_walk(dirs[i], missing, sizeof missing, &files);
 	H_CHECK(files > 100, "only %d sources found", files);
 	H_CHECK(!bad, "%d sources without an SPDX-License-Identifier line:%s", bad, missing);
+}
+
+/* Whether text names metric as a whole word (not a prefix of a longer name). */
+static int names_metric(const char *text, const char *metric)
+{
+	size_t n = strlen(metric);
+
+	for (const char *p = text; (p = strstr(p, metric)); p++) {
+		char after = p[n];
+		if (!(isalnum((unsigned char)after) || after == '_') &&
+		    (p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_')))
+			return 1;
+	}
+	return 0;
+}
+
+/* Adds name to the list (a NUL-separated run of names) unless it is there. */
+static void add_name(char *list, size_t cap, size_t *len, const char *name, size_t n)
+{
+	for (const char *p = list; p < list + *len; p += strlen(p) + 1)
+		if (strlen(p) == n && !strncmp(p, name, n))
+			return;
+	if (*len + n + 1 < cap) {
+		memcpy(list + *len, name, n);
+		list[*len + n] = '\0';
+		*len += n + 1;
+	}
+}
+
+/* The family names of stats_http.c: its "splicer_..." literals, and the
+ * suffixes its family macros and backend_pair() prefix. Families that only
+ * some configs show (the DNS ones) are found here. */
+static int source_families(const char *src, char *list, size_t cap, size_t *len)
+{
+	static const struct {
+		const char *call, *prefix;
+	} macros[] = {
+		{ "ROUTE_FAMILY(\"", "splicer_route_" },   { "BACKEND_FAMILY(\"", "splicer_backend_" },
+		{ "WORKER_COUNTER(\"", "splicer_" },       { "backend_pair(&o, c, \"", "splicer_backend_" },
+	};
+	char name[128];
+	int found = 0;
+
+	for (const char *p = src; (p = strstr(p, "\"splicer_")); p++) {
+		size_t n = strspn(p + 1, "abcdefghijklmnopqrstuvwxyz0123456789_");
+		if (p[1 + n] == '"' && p[n] != '_') { /* a whole name, not a prefix */
+			add_name(list, cap, len, p + 1, n);
+			found++;
+		}
+	}
+	for (size_t m = 0; m < sizeof macros / sizeof macros[0]; m++)
+		for (const char *p = src; (p = strstr(p, macros[m].call)); p++) {
+			const char *s = p + strlen(macros[m].call);
+			size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_");
+			if (s[n] == '"' && n &&
+			    snprintf(name, sizeof name, "%s%.*s", macros[m].prefix, (int)n, s) < (int)sizeof name) {
+				add_name(list, cap, len, name, strlen(name));
+				found++;
+			}
+		}
+	return found;
+}
+
+/* Every metric family is in doc/operations.md's table: those of a real
+ * scrape (a maglev route with health checks beside a round-robin one:
+ * every family but the DNS ones), and those stats_http.c can write. */
+Test(integ, docs_every_metric_family_is_in_operations_md, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_proxy p;
+	static char body[512 * 1024], list[16384];
+	char text[600], err[512], missing[4096] = "";
+	struct h_addr stats;
+	size_t len = 0, nmiss = 0;
+	int scraped = 0, nsrc;
+
+	if (access("src/ctl/stats_http.c", R_OK))
+		cr_skip_test("not in the source tree");
+	snprintf(text, sizeof text, "[global]\nworkers = 2\nstats = 127.0.0.1:0\n"
+		 "[route hashed]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:9 127.0.0.1:19\n"
+		 "balance = maglev\ncheck = tcp\ncheck_interval = 100ms\n"
+		 "[route plain]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:9\n");
+	const char *args[] = { "-c", h_conf_write("metrics.conf", text), NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, err, sizeof err) == 0, "start: %s", err);
+	H_CHECK(h_stats_addr(&p, &stats) == 0 && h_metrics_get(&stats, body, sizeof body, 3000) == 0,
+		"no /metrics answer");
+	for (const char *l = body; (l = strstr(l, "\n# TYPE ")); l++) {
+		size_t n = strcspn(l + 8, " \n");
+		add_name(list, sizeof list, &len, l + 8, n);
+		scraped++;
+	}
+	h_proxy_down(&p);
+	char *src = file_text("src/ctl/stats_http.c");
+	nsrc = source_families(src, list, sizeof list, &len);
+	free(src);
+	H_CHECK(scraped >= 40 && nsrc >= 30, "%d families scraped, %d names found in stats_http.c:\n%s",
+		scraped, nsrc, body);
+	char *doc = doc_text("operations.md");
+	for (const char *m = list; m < list + len; m += strlen(m) + 1)
+		if (!names_metric(doc, m))
+			nmiss += (size_t)snprintf(missing + nmiss, sizeof missing - nmiss, " %s", m);
+	free(doc);
+	H_CHECK(!nmiss, "metric families missing from doc/operations.md:%s", missing);
 }

@@ -4,7 +4,8 @@
  * did-you-mean, no follow-on noise) with the proxy refusing to start on the
  * same problems; and names and wildcards: `*:port` on both families, a
  * listen name on every address it resolves to, a backend name as one
- * backend per address.
+ * backend per address. The admin socket's path, directory and holder, and
+ * the exit codes splicer.8 documents.
  *
  * This machine's /etc/hosts names localhost 127.0.0.1 only; the name cases
  * run the proxy in a private mount namespace (unshare -m) whose /etc/hosts
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -287,6 +289,206 @@ Test(integ, preflight_every_problem_once, .init = h_init, .fini = h_fini, .timeo
 	H_CHECK(pf_exit(&r) == 1 && !strcmp(r.err, want), "exit %d, stderr\n%s\nexpected exactly\n%s",
 		pf_exit(&r), r.err, want);
 	pf_free(&r);
+}
+
+/* ---- the admin socket ---------------------------------------------------- */
+
+/* A config with `admin = VALUE` and one route on a free port. */
+static const char *pf_admin_conf(const char *name, const char *value, const char *user)
+{
+	char text[700];
+
+	snprintf(text, sizeof text, "[global]\nworkers = 1\nadmin = %s\n%s%s%s[route r]\n"
+		 "listen = 127.0.0.1:0\nbackend = 127.0.0.1:9\n", value, user ? "user = " : "",
+		 user ? user : "", user ? "\n" : "");
+	return pf_write(name, text);
+}
+
+/* check -c path exits code with exactly "path:" + line on stderr. */
+static void pf_check_says(const char *bin, const char *path, int code, const char *line)
+{
+	struct pf_run r;
+	char want[1024];
+	const char *check[] = { "check", "-c", path, NULL };
+
+	snprintf(want, sizeof want, "%s:%s\n", path, line);
+	pf_run(bin, check, &r);
+	H_CHECK(pf_exit(&r) == code && !strcmp(r.err, want), "check -c %s: exit %d (expected %d), "
+		"stderr\n%s\nexpected exactly\n%s", path, pf_exit(&r), code, r.err, want);
+	pf_free(&r);
+}
+
+/* A relative path (a socket in the start's cwd) and an abstract name are
+ * refused at the admin line, by check (--syntax-only too) and by start. */
+Test(integ, preflight_admin_path_must_be_absolute, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	const char *bin = h_binary(0);
+	struct pf_run r;
+	const char *path = pf_admin_conf("admin-rel.conf", "run/admin.sock", NULL);
+
+	pf_refused(bin, path, "3: admin run/admin.sock: not an absolute path (the socket would be made "
+		   "in whatever directory the proxy starts in): write it from /, e.g. "
+		   "/run/splicer/admin.sock", 2);
+	const char *syntax[] = { "check", "--syntax-only", "-c", path, NULL };
+	pf_run(bin, syntax, &r);
+	H_CHECK(pf_exit(&r) == 1 && strstr(r.err, ":3: admin run/admin.sock: not an absolute path"),
+		"check --syntax-only: exit %d, stderr %s", pf_exit(&r), r.err);
+	pf_free(&r);
+	pf_refused(bin, pf_admin_conf("admin-abs.conf", "unix:@splicer-admin", NULL),
+		   "3: admin unix:@splicer-admin: needs a file path (an abstract socket has no file mode "
+		   "to keep other users out)", 2);
+}
+
+/* What start would trip on after binding its listeners: a directory that
+ * is not there, a path that is not a socket, another process's live
+ * socket; each named at the admin line by check, and start fails (1). A
+ * stale socket file is no problem (start replaces it). */
+Test(integ, preflight_admin_socket_is_probed, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	char sock[300], line[1024], val[300];
+	struct pf_run r;
+
+	snprintf(val, sizeof val, "%s/no-dir/admin.sock", h_tmpdir());
+	const char *path = pf_admin_conf("admin-nodir.conf", val, NULL);
+	snprintf(line, sizeof line, "3: admin %s: directory %s/no-dir does not exist (No such file or "
+		 "directory)", val, h_tmpdir());
+	pf_check_says(bin, path, 1, line);
+	const char *start[] = { "-c", path, NULL };
+	pf_run(bin, start, &r);
+	H_CHECK(pf_exit(&r) == 1 && strstr(r.err, "admin: listen unix:") && !strstr(r.err, "ready:"),
+		"start with a missing admin directory: exit %d, stderr %s", pf_exit(&r), r.err);
+	pf_free(&r);
+
+	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
+	path = pf_admin_conf("admin.conf", sock, NULL);
+	fclose(fopen(sock, "we"));
+	snprintf(line, sizeof line, "3: admin: listen unix:%s: the path exists and is not a socket; "
+		 "remove it or choose another path", sock);
+	pf_check_says(bin, path, 1, line);
+	unlink(sock);
+
+	struct h_addr a;
+	char text[320];
+	snprintf(text, sizeof text, "unix:%s", sock);
+	H_CHECK(h_addr_parse(text, &a) == 0, "address %s", text);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	H_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a.ss, a.len) == 0, "bind %s", sock);
+	/* bound, not listening: a stale socket file */
+	pf_run(bin, (const char *[]){ "check", "-c", path, NULL }, &r);
+	H_CHECK(pf_exit(&r) == 0 && !r.err[0], "a stale socket file: exit %d, stderr %s", pf_exit(&r),
+		r.err);
+	pf_free(&r);
+	H_CHECK(listen(fd, 4) == 0, "listen %s", sock);
+	snprintf(line, sizeof line, "3: admin: listen unix:%s: Address already in use (another process "
+		 "listens there)", sock);
+	pf_check_says(bin, path, 1, line);
+	close(fd);
+	unlink(sock);
+}
+
+/* A check before a reload: the running splicer's own admin socket is a
+ * note, not a problem. */
+Test(integ, preflight_admin_socket_of_the_running_proxy, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_proxy p;
+	char sock[300], note[600], err[512];
+	struct pf_run r;
+
+	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
+	const char *path = pf_admin_conf("admin-running.conf", sock, NULL);
+	const char *start[] = { "-c", path, NULL };
+	H_CHECK(h_proxy_start(&p, bin, start, err, sizeof err) == 0, "start: %s", err);
+	snprintf(note, sizeof note, "%s:3: note: admin %s: the admin socket of a running splicer "
+		 "(pid %d), which keeps it across reloads", path, sock, (int)p.pid);
+	pf_run(bin, (const char *[]){ "check", "-c", path, NULL }, &r);
+	H_CHECK(pf_exit(&r) == 0 && strstr(r.out, ": ok: 1 route") && strstr(r.err, note),
+		"check beside the running proxy: exit %d, stdout %s, stderr\n%s\nexpected\n%s",
+		pf_exit(&r), r.out, r.err, note);
+	pf_free(&r);
+	h_proxy_down(&p);
+}
+
+/* As root with `user = nobody`: the socket's directory must be writable
+ * for nobody (the proxy removes the socket at stop, as that user). */
+Test(integ, preflight_admin_dir_is_the_users, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	const char *bin = h_binary(0);
+	struct passwd *pw = getpwnam("nobody");
+	char dir[300], sock[340], line[1400];
+
+	if (geteuid() != 0 || !pw)
+		cr_skip_test("needs root and a user nobody");
+	H_CHECK(chmod(h_tmpdir(), 0711) == 0, "chmod");
+	snprintf(dir, sizeof dir, "%s/run", h_tmpdir());
+	snprintf(sock, sizeof sock, "%s/admin.sock", dir);
+	H_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	const char *path = pf_admin_conf("admin-nobody.conf", sock, "nobody");
+	snprintf(line, sizeof line, "3: admin %s: directory %s is not writable for user nobody (uid %u): "
+		 "the proxy makes the socket there, and removes it at stop (install -d -o USER %s)", sock,
+		 dir, (unsigned)pw->pw_uid, dir);
+	pf_check_says(bin, path, 1, line);
+	H_CHECK(chown(dir, pw->pw_uid, pw->pw_gid) == 0, "chown");
+	struct pf_run r;
+	pf_run(bin, (const char *[]){ "check", "-c", path, NULL }, &r);
+	H_CHECK(pf_exit(&r) == 0 && !r.err[0], "the directory given to nobody: exit %d, stderr %s",
+		pf_exit(&r), r.err);
+	pf_free(&r);
+}
+
+/* ---- exit codes (splicer.8 EXIT STATUS) ---------------------------------- */
+
+/* The proxy exits 2 when it refuses the command line or the config before
+ * binding anything (everything check finds but the addresses, the user
+ * and the log file included), 1 when a socket cannot be bound after that;
+ * check exits 1 for problems and 2 for a bad command line. */
+Test(integ, preflight_exit_codes_as_documented, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	const char *bin = h_binary(0);
+	struct pf_run r;
+	char stats[64];
+	static const struct {
+		const char *what;
+		int code;
+		const char *args[10];
+	} cases[] = {
+		{ "an unknown user", 2,
+		  { "-l", "127.0.0.1:0", "-b", "127.0.0.1:9", "--user", "no-such-user-14", NULL } },
+		{ "an unknown option", 2, { "-l", "127.0.0.1:0", "-b", "127.0.0.1:9", "--bogus", NULL } },
+		{ "check: a bad command line", 2, { "check", NULL } },
+		{ "check: a problem", 1, { "check", "-c", "/nonexistent/splicer.conf", NULL } },
+		{ "a stats address not on this host", 1,
+		  { "-l", "127.0.0.1:0", "-b", "127.0.0.1:9", "--workers", "1", "--stats", NULL, NULL } },
+	};
+
+	/* the page says so: the user under 2, an address not bound under 1 */
+	FILE *f = fopen("doc/splicer.8", "re");
+	static char man[65536];
+	size_t len = f ? fread(man, 1, sizeof man - 1, f) : 0;
+	if (f)
+		fclose(f);
+	man[len] = '\0';
+	const char *st = strstr(man, ".SH EXIT STATUS\n"), *one = st ? strstr(st, ".TP\n1\n") : NULL;
+	const char *two = one ? strstr(one, ".TP\n2\n") : NULL, *end = two ? strstr(two, ".PP") : NULL;
+	H_CHECK(end, "doc/splicer.8 has no EXIT STATUS entries 1 and 2 (run from the tree's top)");
+	H_CHECK(memmem(one, (size_t)(two - one), "stats", 5) && memmem(one, (size_t)(two - one), "bind", 4) &&
+			memmem(two, (size_t)(end - two), ".B user", 7),
+		"splicer.8 EXIT STATUS: 1 must name the stats address, 2 the user:\n%.*s", (int)(end - st), st);
+	snprintf(stats, sizeof stats, "192.0.2.1:%d", h_free_port());
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const char *args[12];
+		int n;
+		for (n = 0; cases[i].args[n]; n++)
+			args[n] = cases[i].args[n];
+		if (n && !strcmp(args[n - 1], "--stats"))
+			args[n++] = stats;
+		args[n] = NULL;
+		pf_run(bin, args, &r);
+		H_CHECK(pf_exit(&r) == cases[i].code && !strstr(r.err, "ready:"), "%s: exit %d, not %d; "
+			"stderr %s", cases[i].what, pf_exit(&r), cases[i].code, r.err);
+		pf_free(&r);
+	}
 }
 
 /* ---- names and wildcards ------------------------------------------------- */

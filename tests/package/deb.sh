@@ -8,30 +8,57 @@
 # user and /var/log is an empty tmpfs with /var/log/splicer in it (what the
 # postinst makes), as root (an admin's check) and as the user with the
 # unit's capability (ExecStartPre). Nothing outside the namespace changes.
-# Exit 0 pass, 1 fail, 77 skip (the reason on stdout).
+# First, from the source tree: `make deb` installs (make deps pkg-deps)
+# every package of debian/control's Build-Depends, so it builds on a fresh
+# box. Exit 0 pass, 1 fail, 77 skip (the reason on stdout).
 set -u
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+if [ -r debian/control ] && [ -r Makefile ]; then
+	pkgs=$(printf 'splicer-print-pkgs:\n\t@echo $(DEB_PKGS) $(PKG_PKGS)\n' |
+		env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory -f Makefile -f - splicer-print-pkgs)
+	build=$(sed -n '/^Build-Depends:/,/^[A-Z][A-Za-z-]*:/p' debian/control | sed '$d' |
+		sed 's/^Build-Depends://' | tr ',' '\n' | sed 's/([^)]*)//; s/^[[:space:]]*//; s/[[:space:]]*$//')
+	[ -n "$build" ] || fail "no Build-Depends found in debian/control"
+	for b in $build; do
+		[ "$b" = debhelper-compat ] && b=debhelper # debhelper provides it
+		case " $pkgs " in
+		*" $b "*) ;;
+		*) fail "debian/control Build-Depends $b, which make deb does not install (DEB_PKGS, PKG_PKGS)" ;;
+		esac
+	done
+fi
+
 deb=${SPLICER_DEB:-}
-[ -n "$deb" ] && [ -f "$deb" ] ||
-	{ echo "SKIP: no package: SPLICER_DEB='$deb' (make deb builds build/splicer_VERSION_ARCH.deb)"; exit 77; }
+if ! [ -n "$deb" ] || ! [ -f "$deb" ]; then
+	[ "$fails" = 0 ] || exit 1
+	echo "SKIP: no package: SPLICER_DEB='$deb' (make deb builds build/splicer_VERSION_ARCH.deb)"
+	exit 77
+fi
 command -v dpkg-deb > /dev/null || { echo "SKIP: dpkg-deb is not installed"; exit 77; }
 # in /tmp itself, not $TMPDIR: the user splicer must reach the config
 work=$(mktemp -d /tmp/splicer-deb.XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
 trap 'exit 1' INT TERM HUP PIPE
 chmod 755 "$work"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 root=$work/root
 ctl=$work/control
 dpkg-deb -x "$deb" "$root" && dpkg-deb -e "$deb" "$ctl" || { echo "FAIL: dpkg-deb could not unpack $deb" >&2; exit 1; }
 for f in usr/sbin/splicer etc/splicer/splicer.conf lib/systemd/system/splicer.service \
-	etc/logrotate.d/splicer usr/lib/sysctl.d/60-splicer.conf; do
+	etc/logrotate.d/splicer usr/lib/sysctl.d/60-splicer.conf \
+	usr/share/doc/splicer/README.md usr/share/doc/splicer/deployment.md; do
 	[ -e "$root/$f" ] || fail "the package has no /$f"
 done
+# the template unit's Documentation= names the uncompressed page
+grep -q 'file:/usr/share/doc/splicer/deployment.md' contrib/splicer@.service ||
+	fail "contrib/splicer@.service does not point to /usr/share/doc/splicer/deployment.md"
+
 for f in /etc/splicer/splicer.conf /etc/logrotate.d/splicer; do
 	grep -qx "$f" "$ctl/conffiles" 2>/dev/null || fail "$f is not a conffile"
 done
+sh tests/package/man_files.sh "$root" doc/splicer.8 || fail "splicer.8's FILES section misses packaged paths"
 grep -q '^[[:space:]]*adduser --system .*splicer$' "$ctl/postinst" 2>/dev/null || fail "the postinst does not create the user splicer"
 grep -q '^Depends:.*adduser' "$ctl/control" || fail "the package does not depend on adduser"
 grep -qx 'ExecStart=/usr/sbin/splicer -c /etc/splicer/splicer.conf' "$root/lib/systemd/system/splicer.service" ||

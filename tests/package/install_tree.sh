@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # `make install DESTDIR=... PREFIX=/usr` (the package's layout) and PREFIX=
 # /usr/local: exactly the expected files, the unit's paths filled in, the
-# unit, config, logrotate and sysctl snippets agreeing with each other;
+# unit, config, logrotate and sysctl snippets agreeing with each other and
+# named by splicer.8's FILES (man_files.sh);
 # `make uninstall` removing all of it but a config the user edited.
 # Run from the source tree after `make all`. Exit 0 pass, 1 fail.
 set -u
@@ -39,6 +40,8 @@ cmp -s "$work/want" "$work/got" ||
 	fail "PREFIX=/usr installed other files (- expected, + installed):
 $(diff -u "$work/want" "$work/got" | tail -n +3)"
 
+sh tests/package/man_files.sh "$root" doc/splicer.8 || fail "splicer.8's FILES section misses installed paths"
+
 unit=$root/lib/systemd/system/splicer.service
 grep -qx 'ExecStart=/usr/sbin/splicer -c /etc/splicer/splicer.conf' "$unit" ||
 	fail "ExecStart is not the installed binary on the installed config: $(grep ^ExecStart= "$unit")"
@@ -67,6 +70,18 @@ $glob) ;;
 *) fail "logrotate's $glob does not cover the config's log $log" ;;
 esac
 grep -q 'kill.*USR1' "$root/etc/logrotate.d/splicer" || fail "logrotate does not send SIGUSR1"
+
+# The admin socket's place: the unit's RuntimeDirectory (ProtectSystem=
+# strict leaves /run/splicer the one place it may make it), named by the
+# config's commented admin line.
+rt=$(sed -n 's/^RuntimeDirectory=//p' "$unit")
+[ "$rt" = splicer ] && grep -qx 'RuntimeDirectoryMode=0750' "$unit" ||
+	fail "the unit has no RuntimeDirectory=splicer with mode 0750 (RuntimeDirectory=$rt)"
+adm=$(sed -n 's/^# *admin *= *//p' "$conf")
+case $adm in
+"/run/$rt/"?*) ;;
+*) fail "the config's admin example '$adm' is not in the unit's RuntimeDirectory /run/$rt" ;;
+esac
 
 # fs.pipe-user-pages-soft covers max_pipes auto (a quarter of the unit's
 # LimitNOFILE) pipes of the config's pipe_size.

@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The unit `make install DESTDIR=... PREFIX=/usr` writes, through systemd's
-# own checks, offline (PID 1 need not be systemd):
+# The unit `make install DESTDIR=... PREFIX=/usr` writes, and the fleet's
+# template contrib/splicer@.service (as splicer@test.service), through
+# systemd's own checks, offline (PID 1 need not be systemd):
 #   systemd-analyze verify: no message at all (it exits 0 on unknown keys;
 #     its executables must exist, so a copy points into the install tree);
 #   systemd-analyze security --offline: exposure at most 3.0.
@@ -23,18 +24,24 @@ make --no-print-directory install DESTDIR="$root" PREFIX=/usr > "$work/make.log"
 unit=${SPLICER_TEST_UNIT:-$root/lib/systemd/system/splicer.service}
 
 mkdir "$work/v"
-sed "s|/usr/sbin/splicer|$root/usr/sbin/splicer|g" "$unit" > "$work/v/splicer.service"
-out=$(systemd-analyze verify --man=no "$work/v/splicer.service" 2>&1)
-rc=$?
-[ "$rc" = 0 ] && [ -z "$out" ] || fail "systemd-analyze verify (exit $rc): $out"
-
-out=$(systemd-analyze security --offline=true "$unit" 2>&1)
-level=$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for splicer.service: \([0-9.]*\).*/\1/p')
-if [ -z "$level" ]; then
-	fail "systemd-analyze security gave no exposure level: $(printf '%s\n' "$out" | tail -5)"
-elif ! awk -v l="$level" 'BEGIN { exit !(l <= 3.0) }'; then
-	fail "systemd-analyze security rates the unit $level (at most 3.0): $(printf '%s\n' "$out" | grep '✗')"
-fi
+levels=
+# check_unit FILE NAME: verify and rate FILE, installed as NAME
+check_unit() {
+	sed "s|/usr/sbin/splicer|$root/usr/sbin/splicer|g" "$1" > "$work/v/$2"
+	out=$(systemd-analyze verify --man=no "$work/v/$2" 2>&1)
+	rc=$?
+	[ "$rc" = 0 ] && [ -z "$out" ] || fail "$2: systemd-analyze verify (exit $rc): $out"
+	out=$(systemd-analyze security --offline=true "$work/v/$2" 2>&1)
+	level=$(printf '%s\n' "$out" | sed -n "s/.*Overall exposure level for $2: \([0-9.]*\).*/\1/p")
+	if [ -z "$level" ]; then
+		fail "$2: systemd-analyze security gave no exposure level: $(printf '%s\n' "$out" | tail -5)"
+	elif ! awk -v l="$level" 'BEGIN { exit !(l <= 3.0) }'; then
+		fail "$2: systemd-analyze security rates it $level (at most 3.0): $(printf '%s\n' "$out" | grep '✗')"
+	fi
+	levels="$levels $2 $level,"
+}
+check_unit "$unit" splicer.service
+check_unit contrib/splicer@.service splicer@test.service
 
 [ "$fails" = 0 ] || exit 1
-echo "unit: systemd-analyze verify clean, security exposure $level"
+echo "units: systemd-analyze verify clean, security exposure:${levels%,}"
