@@ -965,6 +965,49 @@ static void hello_failed(struct session *s, const char *reason, const char *why)
 	session_close(s, reason);
 }
 
+/* The client's SO_RCVLOWAT while its hello is read: epoll then wakes only
+ * once `lowat` bytes are queued (or a FIN), not per segment. 1 is the
+ * kernel's default, which the engines expect (splice sets its own with
+ * --lowat only). */
+static void hello_lowat(struct session *s, size_t lowat)
+{
+	int v = (int)lowat;
+
+	if ((s->hello_lowat ? s->hello_lowat : 1) == (uint32_t)v)
+		return;
+	if (setsockopt(s->cli.fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)))
+		log_debug("session %llx: SO_RCVLOWAT %d: %s", (unsigned long long)s->id, v,
+			  strerror(errno));
+	else
+		s->hello_lowat = (uint32_t)v;
+}
+
+/* Whether fewer bytes are queued than the parser said it needs: a peek now
+ * would only copy again what it saw (a hello one byte per segment cost
+ * bytes times segments: 300 ms of CPU for 16 KB). The lowat goes first, so
+ * bytes that arrive after the look raise an edge once there are enough. A
+ * FIN is looked at (the hello is truncated), and so is a socket whose queue
+ * is unknown.
+ *
+ * So no cap on peeks is needed: each peek finds more than the one before
+ * (need is always past the bytes already walked), a hello in one record
+ * takes three however finely it is cut, and even one byte per TLS record
+ * (need assumes full records, so it undershoots) gains a sixth of what is
+ * left per peek: about 40 peeks for tls_hello_max's 16k, 50 for 64k. */
+static int hello_short(struct session *s)
+{
+	size_t need = s->hello->need;
+	int queued = 0;
+
+	if (!need || s->cli.rdhup)
+		return 0;
+	hello_lowat(s, need);
+	if (ioctl(s->cli.fd, SIOCINQ, &queued) || queued < 0 || (size_t)queued >= need)
+		return 0;
+	s->cli.can_read = 0;
+	return 1;
+}
+
 /* A listener with sni routes: peeks at the client's bytes until the whole
  * ClientHello is there (any number of segments and TLS records, up to
  * tls_hello_max), then chooses the route. Nothing is consumed: the engine
@@ -972,11 +1015,15 @@ static void hello_failed(struct session *s, const char *reason, const char *why)
 static void session_read_hello(struct session *s)
 {
 	size_t max = s->grp->hello_max;
-	uint8_t *buf = alloca(max + 1);
-	ssize_t n = recv(s->cli.fd, buf, max + 1, MSG_PEEK | MSG_DONTWAIT);
+	uint8_t *buf;
+	ssize_t n;
 	struct route *r;
 	enum tls_hello_status st;
 
+	if (hello_short(s))
+		return;
+	buf = alloca(max + 1);
+	n = recv(s->cli.fd, buf, max + 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			s->cli.can_read = 0;
@@ -1021,6 +1068,7 @@ static void session_read_hello(struct session *s)
 		  st == TLS_HELLO_DONE && s->hello->has_sni ? s->hello->sni : "", r->name);
 	free(s->hello);
 	s->hello = NULL;
+	hello_lowat(s, 1); /* forwarding reads whatever is queued */
 	s->state = S_CONNECTING;
 	session_set_route(s, r);
 	session_start(s);

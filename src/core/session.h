@@ -72,6 +72,7 @@ struct session {
 				  the listener's default, or first, until one is chosen) */
 	const struct listen_group *grp; /* the listener it was accepted on */
 	struct tls_hello *hello; /* S_HELLO: the reader's state (tls_hello.h) */
+	uint32_t hello_lowat;  /* S_HELLO: the client's SO_RCVLOWAT when raised; 0: the default */
 	const struct engine *eng; /* the route's engine: its session hooks (engine.h) */
 	uint64_t id;
 	struct side cli, srv;
