@@ -759,25 +759,40 @@ static void log_refusal(struct session *s, const char *why)
 		 n > 1 ? " and others since the last line" : "", REFUSE_LOG_MS / 1000);
 }
 
+/* Admission said no: the client is reset at once (as HAProxy's reject
+ * does), counted on s's route by reason and logged rate-limited. Returns -1
+ * (closed). */
+static int session_refuse(struct session *s, enum admit_result a)
+{
+	struct route_stats *st = s->route->st;
+
+	STAT_ADD(*(a == ADMIT_DENIED ? &st->denied
+		   : a == ADMIT_TOO_FAST ? &st->source_rate_rejected
+					 : &st->source_conns_rejected), 1);
+	log_refusal(s, admit_reason(a));
+	s->refused = 1;
+	ended(s, END_PROXY);
+	session_close(s, admit_reason(a));
+	return -1;
+}
+
 /* The route is known (and, with accept_proxy, the real client): admission,
- * then a backend. Returns -1 when the session was closed. */
+ * then a backend. A client that waited for its ClientHello may hold its
+ * source's count on this route already (session_begin): it is not counted
+ * twice. Returns -1 when the session was closed. */
 static int session_start(struct session *s)
 {
 	struct route *r = s->route;
+	const struct sockaddr *peer = (struct sockaddr *)&s->peer;
+	enum admit_result a = route_admit_acl(r, peer);
 	int held = 0;
-	enum admit_result a = route_admit(r, (struct sockaddr *)&s->peer, s->w->now_ms, &held);
 
-	s->src_held = (uint8_t)held;
-	if (a != ADMIT_OK) {
-		STAT_ADD(*(a == ADMIT_DENIED ? &r->st->denied
-			   : a == ADMIT_TOO_FAST ? &r->st->source_rate_rejected
-						 : &r->st->source_conns_rejected), 1);
-		log_refusal(s, admit_reason(a));
-		s->refused = 1;
-		ended(s, END_PROXY);
-		session_close(s, admit_reason(a));
-		return -1;
+	if (a == ADMIT_OK && !s->src_held) {
+		a = route_admit_sources(r, peer, s->w->now_ms, &held);
+		s->src_held = (uint8_t)held;
 	}
+	if (a != ADMIT_OK)
+		return session_refuse(s, a);
 	s->first = backend_pick(r, (struct sockaddr *)&s->peer, s->peerlen);
 	s->state = S_CONNECTING;
 	/* waiters first: a newcomer does not take a slot someone waits for */
@@ -792,12 +807,38 @@ static int session_start(struct session *s)
 	return 0;
 }
 
+/* A listener with sni routes, before the ClientHello names the route: a
+ * client that every route's allow/deny refuses is reset now (no hello can
+ * let it in), and one waiting for its hello counts against the source
+ * limits of the route it is on until then, the listener's default (or,
+ * without one, its first route: session_new), counted and refused there.
+ * That is the route of the clients nobody else takes, and a client that has
+ * not said its name is one of them: its limits are what a silent or plain
+ * client gets anyway, so waiting for a hello is no way around them. The
+ * hold is released when the hello chooses another route, whose own limits
+ * then apply (session_read_hello); a new connection counts against the
+ * default's source_conn_rate at accept. Returns -1 when s was closed. */
+static int hello_admit(struct session *s)
+{
+	const struct sockaddr *peer = (struct sockaddr *)&s->peer;
+	enum admit_result a;
+	int held = 0;
+
+	if (route_admit_listener_denies(s->grp, peer))
+		return session_refuse(s, ADMIT_DENIED);
+	a = route_admit_sources(s->route, peer, s->w->now_ms, &held);
+	s->src_held = (uint8_t)held;
+	return a == ADMIT_OK ? 0 : session_refuse(s, a);
+}
+
 /* After the PROXY header, if any: a listener with sni routes reads the
  * ClientHello first. */
 static int session_begin(struct session *s)
 {
 	if (!s->grp->hello)
 		return session_start(s); /* routed at accept */
+	if (hello_admit(s))
+		return -1;
 	s->hello = malloc(sizeof(*s->hello));
 	if (!s->hello) {
 		session_close(s, "out-of-memory");
@@ -1069,6 +1110,10 @@ static void session_read_hello(struct session *s)
 	free(s->hello);
 	s->hello = NULL;
 	hello_lowat(s, 1); /* forwarding reads whatever is queued */
+	if (r != s->route && s->src_held) { /* the wait's hold (hello_admit) */
+		route_admit_release(s->route, (struct sockaddr *)&s->peer);
+		s->src_held = 0;
+	}
 	s->state = S_CONNECTING;
 	session_set_route(s, r);
 	session_start(s);

@@ -166,6 +166,131 @@ Test(integ, admission_source_max_conns_and_rate, .init = h_init, .fini = h_fini,
 	h_tag_stop(&t);
 }
 
+/* Whether the proxy reset fd within ms without it sending a byte: 1 reset,
+ * 0 still open and silent, -1 anything else (bytes, a FIN). */
+static int reset_within(int fd, int ms)
+{
+	char c;
+
+	h_set_timeouts(fd, ms);
+	ssize_t n = recv(fd, &c, 1, 0);
+	if (n < 0 && errno == ECONNRESET)
+		return 1;
+	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+}
+
+/* A shared listener with an sni route: sends a ClientHello for name and
+ * returns the tag of the route that took it (0: none). */
+static char hello_route(int fd, const char *name)
+{
+	uint8_t h[4096];
+	size_t n = tls_make_hello(name, NULL, 0, h, sizeof h);
+
+	H_CHECK(send(fd, h, n, MSG_NOSIGNAL) == (ssize_t)n, "send the hello: %s", strerror(errno));
+	h_set_timeouts(fd, 3000);
+	return tag_from(fd, NULL);
+}
+
+/* Admission on a listener whose routes choose by SNI: before the hello is
+ * read, a source every route denies is reset at accept without having sent
+ * a byte, and silent clients count against the default route's
+ * source_max_conns and source_conn_rate while they wait; once the hello
+ * names a route, that route's limits apply. */
+Test(integ, admission_sni_listener_refuses_at_accept, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	struct h_tag_server a, d;
+	struct h_proxy p;
+	struct h_addr stats;
+	char text[2048];
+	int pd = h_free_port(), pc = h_free_port(), pr = h_free_port(), fd[8];
+
+	h_tag_start(&a, 'a', 1, 0);
+	h_tag_start(&d, 'd', 1, 0);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\n"
+		 "[route da]\nlisten = 127.0.0.1:%d\nsni = a.example.com\nbackend = 127.0.0.1:%d\n"
+		 "deny = 127.0.0.9\n"
+		 "[route dd]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\ndeny = 127.0.0.8/29\n"
+		 "[route ca]\nlisten = 127.0.0.1:%d\nsni = a.example.com\nbackend = 127.0.0.1:%d\n"
+		 "[route cd]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\nsource_max_conns = 2\n"
+		 "[route ra]\nlisten = 127.0.0.1:%d\nsni = a.example.com\nbackend = 127.0.0.1:%d\n"
+		 "[route rd]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\nsource_conn_rate = 2\n",
+		 pd, a.port, pd, d.port, pc, a.port, pc, d.port, pr, a.port, pr, d.port);
+	proxy_up(&p, &stats, "sni-admit.conf", text);
+
+	/* deny: 127.0.0.9 is denied by both routes, reset at accept however
+	 * many come; 127.0.0.10 only by the default, so it waits for its hello */
+	for (int i = 0; i < 20; i++) {
+		int c = connect_from(pd, "127.0.0.9");
+		int64_t t0 = h_now_ms();
+		int r = reset_within(c, 1000);
+		H_CHECK(r == 1 && h_now_ms() - t0 < 200,
+			"silent client %d from a source every route denies: %s after %lld ms", i,
+			r == 1 ? "reset" : r ? "bytes or a FIN" : "still open",
+			(long long)(h_now_ms() - t0));
+		close(c);
+	}
+	int c = connect_from(pd, "127.0.0.10");
+	H_CHECK(reset_within(c, 300) == 0, "a source one route allows was refused before its hello");
+	H_CHECK(hello_route(c, "a.example.com") == 'a', "its hello for the sni route");
+	close(c);
+	c = connect_from(pd, "127.0.0.10");
+	int reset;
+	H_CHECK(send(c, "PING\r\n", 6, MSG_NOSIGNAL) == 6 && tag_from(c, &reset) == 0 && reset,
+		"plain TCP from it goes to the default, which denies it: reset");
+	close(c);
+	H_CHECK(refused(&stats, "dd", "denied") == 21 && refused(&stats, "da", "denied") == 0,
+		"denied: %lld on the default (21 expected: 20 at accept, 1 plain), %lld on the sni route",
+		refused(&stats, "dd", "denied"), refused(&stats, "da", "denied"));
+
+	/* source_max_conns 2 on the default: two silent clients from a source
+	 * wait, a third is reset at once; another source is not limited */
+	fd[0] = connect_from(pc, "127.0.0.11");
+	fd[1] = connect_from(pc, "127.0.0.11");
+	H_CHECK(reset_within(fd[0], 300) == 0 && reset_within(fd[1], 50) == 0,
+		"the first two silent clients wait for their hello");
+	c = connect_from(pc, "127.0.0.11");
+	int64_t t0 = h_now_ms();
+	H_CHECK(reset_within(c, 1000) == 1 && h_now_ms() - t0 < 200,
+		"a third silent client from the source was not reset at once");
+	close(c);
+	fd[2] = connect_from(pc, "127.0.0.12");
+	H_CHECK(reset_within(fd[2], 300) == 0, "another source's silent client was refused");
+	/* a waiting client's hello takes it to the sni route: its place among
+	 * the waiting is free again */
+	H_CHECK(hello_route(fd[0], "a.example.com") == 'a', "a waiting client's hello");
+	fd[3] = connect_from(pc, "127.0.0.11");
+	H_CHECK(reset_within(fd[3], 300) == 0,
+		"the source's wait count was not released when its hello chose a route");
+	H_CHECK(refused(&stats, "cd", "source_max_conns") == 1 &&
+			refused(&stats, "ca", "source_max_conns") == 0,
+		"source_max_conns refusals: %lld on the default, %lld on the sni route",
+		refused(&stats, "cd", "source_max_conns"), refused(&stats, "ca", "source_max_conns"));
+	for (int i = 0; i < 4; i++)
+		close(fd[i]);
+
+	/* source_conn_rate 2 on the default: a burst of four hellos for the sni
+	 * route counts against it at accept, so two are served and two reset */
+	int ok = 0, rst = 0;
+	for (int i = 0; i < 4; i++)
+		fd[i] = connect_from(pr, "127.0.0.13");
+	for (int i = 0; i < 4; i++) {
+		int r = reset_within(fd[i], 300);
+		if (r == 1)
+			rst++;
+		else if (!r && hello_route(fd[i], "a.example.com") == 'a')
+			ok++;
+		close(fd[i]);
+	}
+	H_CHECK(ok == 2 && rst == 2, "rate 2/s at accept: %d served, %d reset of a burst of 4", ok,
+		rst);
+	H_CHECK(refused(&stats, "rd", "source_conn_rate") == 2, "rate refusals %lld",
+		refused(&stats, "rd", "source_conn_rate"));
+	h_proxy_down(&p);
+	h_tag_stop(&a);
+	h_tag_stop(&d);
+}
+
 Test(integ, maxconn_queues_then_serves_or_times_out, .init = h_init, .fini = h_fini, .timeout = 60)
 {
 	struct h_tag_server t;
