@@ -1139,6 +1139,22 @@ void session_event(struct side *sd, uint32_t events)
 	session_timer_update(s);
 }
 
+/* A waiting client (S_QUEUED) that is gone: reset or failed, or its FIN
+ * with nothing before it (SIOCINQ 0): a client that gave up, or that has
+ * nothing to say, whose place would go to a connection nobody waits on.
+ * One that sent bytes and then its FIN still wants an answer (a half-close,
+ * which HAProxy and nginx forward): it keeps its place. */
+static int queued_client_gone(const struct side *sd, uint32_t events)
+{
+	int queued = 0;
+
+	if (events & (EPOLLERR | EPOLLHUP))
+		return 1;
+	if (!(events & EPOLLRDHUP))
+		return 0;
+	return !ioctl(sd->fd, SIOCINQ, &queued) && queued == 0;
+}
+
 static void session_on_event(struct side *sd, uint32_t events)
 {
 	struct session *s = sd->s;
@@ -1167,7 +1183,7 @@ static void session_on_event(struct side *sd, uint32_t events)
 	if (s->state == S_QUEUED) {
 		/* nothing is read while waiting; a client that is gone frees
 		 * its place now rather than at queue_timeout */
-		if (sd == &s->cli && (events & (EPOLLERR | EPOLLHUP)))
+		if (sd == &s->cli && queued_client_gone(sd, events))
 			ended(s, END_CLIENT), session_close(s, "client-gone-while-queued");
 		return;
 	}
@@ -1353,6 +1369,7 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 			log_verbose("session %llx: no backend slot within queue_timeout",
 				    (unsigned long long)s->id);
 			ended(s, END_TIMEOUT);
+			s->refused = 1; /* an RST, like admission's refusals */
 			session_close(s, "queue-timeout");
 		}
 	} else if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
@@ -1503,7 +1520,7 @@ void session_close(struct session *s, const char *reason)
 		rst_cli = wants_rst(s, &s->cli);
 		rst_srv = wants_rst(s, &s->srv);
 	}
-	rst_cli |= s->refused; /* admission says no at once, as HAProxy's reject does */
+	rst_cli |= s->refused; /* admission or the queue says no, as HAProxy's reject does */
 	/* first the engine: it takes the descriptors it owns (engine.h, close),
 	 * and closes them once nothing it queued names them any more */
 	resets = s->eng->close ? s->eng->close(s, rst_cli, rst_srv) : 0;

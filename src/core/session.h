@@ -89,7 +89,7 @@ struct session {
 				  empty before its RST (an RST would discard what it holds) */
 	uint8_t routed;        /* counted in its route's sessions (its route is final) */
 	uint8_t src_held;      /* counted against its source's limits (route_admit.h) */
-	uint8_t refused;       /* closed by admission: the client gets an RST */
+	uint8_t refused;       /* closed by admission or queue_timeout: the client gets an RST */
 	uint8_t in_waitq;      /* in the worker's wait queue (S_QUEUED, or retrying) */
 	const char *fail;      /* the close reason of the first error a direction met */
 	int fail_err;          /* its errno (the access log's error=) */

@@ -291,50 +291,156 @@ Test(integ, admission_sni_listener_refuses_at_accept, .init = h_init, .fini = h_
 	h_tag_stop(&d);
 }
 
-Test(integ, maxconn_queues_then_serves_or_times_out, .init = h_init, .fini = h_fini, .timeout = 60)
+/* The value of a metric once it is want, or what it is after ms. */
+static long long metric_becomes(const struct h_addr *stats, const char *name, long long want,
+				int ms)
 {
-	struct h_tag_server t;
-	struct h_proxy p;
-	struct h_addr stats;
-	char text[1024];
-	int port = h_free_port(), reset;
+	long long v = h_metric(stats, name);
 
-	h_tag_start(&t, 't', 1, 0);
+	for (int64_t end = h_now_ms() + ms; v != want && h_now_ms() < end; h_sleep_ms(10))
+		v = h_metric(stats, name);
+	return v;
+}
+
+/* An echo round trip of n bytes of seed's stream on fd. */
+static void echo_ok(int fd, size_t n, uint64_t seed, const char *who)
+{
+	char out[256], in[256];
+
+	H_CHECK(n <= sizeof out, "echo of %zu bytes", n);
+	h_gen(seed, 0, out, n);
+	H_CHECK(h_send_all(fd, out, n, h_now_ms() + 3000) == 0, "%s: send", who);
+	H_CHECK(h_recv_exact(fd, in, n, h_now_ms() + 3000) == 0 && !memcmp(in, out, n),
+		"%s: the echo of %zu bytes", who, n);
+}
+
+#define QLEN "splicer_route_queue_length{route=\"q\"}"
+
+static void queue_proxy_up(struct h_proxy *p, struct h_addr *stats, struct h_server *echo,
+			   int port, const char *queue_timeout)
+{
+	char text[1024];
+
+	H_CHECK(h_server_start(echo, "127.0.0.1:0", 16, h_echo_conn, NULL) == 0, "echo backend");
 	snprintf(text, sizeof text,
 		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\n"
-		 "[route q]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d maxconn=1\n"
-		 "queue_timeout = 1500ms\n",
-		 port, t.port);
-	proxy_up(&p, &stats, "queue.conf", text);
+		 "[route q]\nlisten = 127.0.0.1:%d\nbackend = %s maxconn=1\nqueue_timeout = %s\n",
+		 port, echo->addr.text, queue_timeout);
+	proxy_up(p, stats, "queue.conf", text);
+}
+
+/* A waiting client is held back with nothing read from it: what it sends
+ * meanwhile reaches the backend first, byte for byte, once a slot frees;
+ * the wait is counted; a waiter without a slot by queue_timeout is reset. */
+Test(integ, maxconn_queues_then_serves_or_times_out, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	static struct h_server echo;
+	struct h_proxy p;
+	struct h_addr stats;
+	int port = h_free_port(), reset;
+	char sent[100], got[100];
+
+	queue_proxy_up(&p, &stats, &echo, port, "1500ms");
 	int first = connect_from(port, "127.0.0.1");
-	H_CHECK(tag_from(first, NULL) == 't', "the first client is served");
-	/* the second waits: no tag while the first holds the slot */
+	echo_ok(first, 5, 1, "the first client");
+	/* the second waits: no connection to the backend, nothing back, and
+	 * what it sends stays in its socket */
 	int second = connect_from(port, "127.0.0.1");
+	int64_t t_queued = h_now_ms();
+	h_gen(2, 0, sent, sizeof sent);
+	H_CHECK(send(second, sent, sizeof sent, MSG_NOSIGNAL) == sizeof sent, "send while queued");
 	h_set_timeouts(second, 300);
 	char c;
 	H_CHECK(recv(second, &c, 1, 0) < 0 && errno == EAGAIN, "the second was not held back");
-	H_CHECK(h_metric(&stats, "splicer_route_queue_length{route=\"q\"}") == 1, "queue length %lld",
-		h_metric(&stats, "splicer_route_queue_length{route=\"q\"}"));
-	H_CHECK(t.accepted == 1, "the backend saw %d connections while at maxconn 1", t.accepted);
+	H_CHECK(h_metric(&stats, QLEN) == 1, "queue length %lld", h_metric(&stats, QLEN));
+	H_CHECK(echo.accepted == 1, "the backend saw %d connections while at maxconn 1",
+		(int)echo.accepted);
+	H_CHECK(metric_becomes(&stats, "splicer_route_bytes_total{route=\"q\",direction=\"up\"}", 5,
+			       1000) == 5,
+		"bytes up %lld: the waiting client's bytes were taken",
+		h_metric(&stats, "splicer_route_bytes_total{route=\"q\",direction=\"up\"}"));
+	int64_t t_freed = h_now_ms();
 	close(first); /* its slot goes to the waiting client */
-	h_set_timeouts(second, 3000);
-	H_CHECK(tag_from(second, NULL) == 't', "the waiting client was not served when the slot freed");
-	/* a third waits behind the second and is closed after queue_timeout */
+	H_CHECK(h_recv_exact(second, got, sizeof got, h_now_ms() + 3000) == 0 &&
+			!memcmp(got, sent, sizeof got),
+		"the backend did not get the 100 bytes sent while waiting, first and whole");
+	int64_t t_served = h_now_ms();
+	echo_ok(second, 50, 3, "the served client");
+	H_CHECK(echo.accepted == 2, "backend connections %d", (int)echo.accepted);
+	H_CHECK(h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}") == 1, "served %lld",
+		h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}"));
+	/* the wait it counted: from the queue to the slot */
+	static char body[256 * 1024];
+	char *w;
+	H_CHECK(h_metrics_get(&stats, body, sizeof body, 3000) == 0 &&
+			(w = strstr(body, "\nsplicer_route_queue_wait_seconds_total{route=\"q\"} ")),
+		"no queue wait metric");
+	long long wait_ms = (long long)(strtod(strchr(w, '}') + 2, NULL) * 1000);
+	H_CHECK(wait_ms >= t_freed - t_queued - 50 && wait_ms <= t_served - t_queued + 50,
+		"queue wait %lld ms counted; it was between %lld and %lld", wait_ms,
+		(long long)(t_freed - t_queued), (long long)(t_served - t_queued));
+
+	/* a third waits behind the second and is reset after queue_timeout */
 	int third = connect_from(port, "127.0.0.1");
 	int64_t t0 = h_now_ms();
 	h_set_timeouts(third, 5000);
 	H_CHECK(tag_from(third, &reset) == 0, "the third got a slot that was not free");
 	int64_t waited = h_now_ms() - t0;
 	H_CHECK(waited >= 1300, "closed after %lld ms, before queue_timeout", (long long)waited);
+	H_CHECK(reset, "a waiter closed at queue_timeout got a FIN, not an RST");
 	close(third);
 	close(second);
 	H_CHECK(h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}") == 1, "served %lld",
 		h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}"));
 	H_CHECK(h_metric(&stats, "splicer_route_queue_timeouts_total{route=\"q\"}") == 1,
 		"timeouts %lld", h_metric(&stats, "splicer_route_queue_timeouts_total{route=\"q\"}"));
-	H_CHECK(h_metric(&stats, "splicer_route_queue_length{route=\"q\"}") == 0, "queue not empty");
+	H_CHECK(metric_becomes(&stats, QLEN, 0, 1000) == 0, "queue not empty");
 	h_proxy_down(&p);
-	h_tag_stop(&t);
+	h_server_stop(&echo);
+}
+
+/* A waiting client that sends its FIN with nothing before it is gone: its
+ * place is freed at once. One that sent bytes before its FIN still wants
+ * the answer: it keeps its place, and its bytes and its FIN reach the
+ * backend once it is served. */
+Test(integ, maxconn_queued_client_gone_frees_its_place, .init = h_init, .fini = h_fini,
+     .timeout = 60)
+{
+	static struct h_server echo;
+	struct h_proxy p;
+	struct h_addr stats;
+	int port = h_free_port();
+	char got[16];
+
+	queue_proxy_up(&p, &stats, &echo, port, "20s"); /* no waiter leaves by its timeout */
+	int holder = connect_from(port, "127.0.0.1");
+	echo_ok(holder, 5, 1, "the slot's holder");
+	int gone = connect_from(port, "127.0.0.1");
+	H_CHECK(metric_becomes(&stats, QLEN, 1, 2000) == 1, "the second client is not queued");
+	H_CHECK(shutdown(gone, SHUT_WR) == 0, "shutdown");
+	H_CHECK(metric_becomes(&stats, QLEN, 0, 1000) == 0,
+		"a queued client's FIN without bytes did not free its place within 1 s (queue length "
+		"%lld)", h_metric(&stats, QLEN));
+	H_CHECK(h_expect_eof(gone, h_now_ms() + 1000) == 0, "the gone client was not closed");
+	close(gone);
+
+	int half = connect_from(port, "127.0.0.1");
+	H_CHECK(send(half, "hello", 5, MSG_NOSIGNAL) == 5 && shutdown(half, SHUT_WR) == 0,
+		"bytes then a FIN");
+	H_CHECK(metric_becomes(&stats, QLEN, 1, 2000) == 1, "the half-closed client is not queued");
+	h_sleep_ms(300); /* (nothing to wait for: it must still be there after) */
+	H_CHECK(h_metric(&stats, QLEN) == 1, "a queued client with bytes before its FIN lost its place");
+	close(holder);
+	H_CHECK(h_recv_exact(half, got, 5, h_now_ms() + 3000) == 0 && !memcmp(got, "hello", 5) &&
+			h_expect_eof(half, h_now_ms() + 3000) == 0,
+		"the half-closed client's bytes and FIN did not reach the backend once served");
+	close(half);
+	H_CHECK(echo.accepted == 2, "backend connections %d (the gone client took one?)",
+		(int)echo.accepted);
+	H_CHECK(h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}") == 1, "served %lld",
+		h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}"));
+	h_proxy_down(&p);
+	h_server_stop(&echo);
 }
 
 /* OpenSSL's ClientHello for sni, grown to about `total` bytes (one record)
