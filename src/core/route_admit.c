@@ -99,14 +99,19 @@ void route_admit_free(struct route *r)
 	r->sources = NULL;
 }
 
-enum admit_result route_admit(struct route *r, const struct sockaddr *peer, uint64_t now_ms,
-			      int *held)
+enum admit_result route_admit_acl(const struct route *r, const struct sockaddr *peer)
+{
+	if ((r->acl.allow.n || r->acl.deny.n) && !acl_allows_sockaddr(&r->acl, peer))
+		return ADMIT_DENIED;
+	return ADMIT_OK;
+}
+
+enum admit_result route_admit_sources(struct route *r, const struct sockaddr *peer,
+				      uint64_t now_ms, int *held)
 {
 	struct ip ip;
 
 	*held = 0;
-	if ((r->acl.allow.n || r->acl.deny.n) && !acl_allows_sockaddr(&r->acl, peer))
-		return ADMIT_DENIED;
 	if (!r->sources || !ip_from_sockaddr(peer, &ip))
 		return ADMIT_OK; /* no limits, or a Unix client: nothing to key on */
 	switch (source_admit(r->sources, peer, now_ms, (unsigned)r->o.source_max_conns,
@@ -121,6 +126,23 @@ enum admit_result route_admit(struct route *r, const struct sockaddr *peer, uint
 	default:
 		return ADMIT_TABLE_FULL;
 	}
+}
+
+enum admit_result route_admit(struct route *r, const struct sockaddr *peer, uint64_t now_ms,
+			      int *held)
+{
+	*held = 0;
+	if (route_admit_acl(r, peer) != ADMIT_OK)
+		return ADMIT_DENIED;
+	return route_admit_sources(r, peer, now_ms, held);
+}
+
+bool route_admit_listener_denies(const struct listen_group *g, const struct sockaddr *peer)
+{
+	for (unsigned i = 0; i < g->nroute; i++)
+		if (route_admit_acl(g->route[i], peer) == ADMIT_OK)
+			return false;
+	return g->nroute > 0;
 }
 
 void route_admit_release(struct route *r, const struct sockaddr *peer)

@@ -7,6 +7,7 @@
  * a source's sessions nor lets it open as many again. */
 #ifndef SPLICER_ROUTE_ADMIT_H
 #define SPLICER_ROUTE_ADMIT_H
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -24,12 +25,26 @@ int route_admit_build(struct config *c);
 /* Gives back what route_admit_build took for r. */
 void route_admit_free(struct route *r);
 
-/* Whether a client at peer may start a session on r now. ADMIT_OK with
- * source limits on counts the session against its source: *held is set
- * and route_admit_release must follow when it ends. */
+/* Whether a client at peer may start a session on r now: its allow/deny,
+ * then its source limits. ADMIT_OK with source limits on counts the
+ * session against its source: *held is set and route_admit_release must
+ * follow when it ends. */
 enum admit_result route_admit(struct route *r, const struct sockaddr *peer, uint64_t now_ms,
 			      int *held);
 void route_admit_release(struct route *r, const struct sockaddr *peer);
+
+/* The two halves of route_admit: r's allow/deny (ADMIT_OK or ADMIT_DENIED),
+ * and r's source limits (with *held as above). */
+enum admit_result route_admit_acl(const struct route *r, const struct sockaddr *peer);
+enum admit_result route_admit_sources(struct route *r, const struct sockaddr *peer,
+				      uint64_t now_ms, int *held);
+
+/* A listener with sni routes, before the ClientHello names the route:
+ * whether every route of g denies peer by its allow/deny (then no hello can
+ * let it in, and it is refused at accept). The source limits meanwhile are
+ * those of the route the client is on until then, the listener's default
+ * (or its first route: session.c), taken with route_admit_sources. */
+bool route_admit_listener_denies(const struct listen_group *g, const struct sockaddr *peer);
 
 /* The close reason and metric label of a refusal. */
 const char *admit_reason(enum admit_result a);

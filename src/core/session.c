@@ -759,25 +759,40 @@ static void log_refusal(struct session *s, const char *why)
 		 n > 1 ? " and others since the last line" : "", REFUSE_LOG_MS / 1000);
 }
 
+/* Admission said no: the client is reset at once (as HAProxy's reject
+ * does), counted on s's route by reason and logged rate-limited. Returns -1
+ * (closed). */
+static int session_refuse(struct session *s, enum admit_result a)
+{
+	struct route_stats *st = s->route->st;
+
+	STAT_ADD(*(a == ADMIT_DENIED ? &st->denied
+		   : a == ADMIT_TOO_FAST ? &st->source_rate_rejected
+					 : &st->source_conns_rejected), 1);
+	log_refusal(s, admit_reason(a));
+	s->refused = 1;
+	ended(s, END_PROXY);
+	session_close(s, admit_reason(a));
+	return -1;
+}
+
 /* The route is known (and, with accept_proxy, the real client): admission,
- * then a backend. Returns -1 when the session was closed. */
+ * then a backend. A client that waited for its ClientHello may hold its
+ * source's count on this route already (session_begin): it is not counted
+ * twice. Returns -1 when the session was closed. */
 static int session_start(struct session *s)
 {
 	struct route *r = s->route;
+	const struct sockaddr *peer = (struct sockaddr *)&s->peer;
+	enum admit_result a = route_admit_acl(r, peer);
 	int held = 0;
-	enum admit_result a = route_admit(r, (struct sockaddr *)&s->peer, s->w->now_ms, &held);
 
-	s->src_held = (uint8_t)held;
-	if (a != ADMIT_OK) {
-		STAT_ADD(*(a == ADMIT_DENIED ? &r->st->denied
-			   : a == ADMIT_TOO_FAST ? &r->st->source_rate_rejected
-						 : &r->st->source_conns_rejected), 1);
-		log_refusal(s, admit_reason(a));
-		s->refused = 1;
-		ended(s, END_PROXY);
-		session_close(s, admit_reason(a));
-		return -1;
+	if (a == ADMIT_OK && !s->src_held) {
+		a = route_admit_sources(r, peer, s->w->now_ms, &held);
+		s->src_held = (uint8_t)held;
 	}
+	if (a != ADMIT_OK)
+		return session_refuse(s, a);
 	s->first = backend_pick(r, (struct sockaddr *)&s->peer, s->peerlen);
 	s->state = S_CONNECTING;
 	/* waiters first: a newcomer does not take a slot someone waits for */
@@ -792,12 +807,38 @@ static int session_start(struct session *s)
 	return 0;
 }
 
+/* A listener with sni routes, before the ClientHello names the route: a
+ * client that every route's allow/deny refuses is reset now (no hello can
+ * let it in), and one waiting for its hello counts against the source
+ * limits of the route it is on until then, the listener's default (or,
+ * without one, its first route: session_new), counted and refused there.
+ * That is the route of the clients nobody else takes, and a client that has
+ * not said its name is one of them: its limits are what a silent or plain
+ * client gets anyway, so waiting for a hello is no way around them. The
+ * hold is released when the hello chooses another route, whose own limits
+ * then apply (session_read_hello); a new connection counts against the
+ * default's source_conn_rate at accept. Returns -1 when s was closed. */
+static int hello_admit(struct session *s)
+{
+	const struct sockaddr *peer = (struct sockaddr *)&s->peer;
+	enum admit_result a;
+	int held = 0;
+
+	if (route_admit_listener_denies(s->grp, peer))
+		return session_refuse(s, ADMIT_DENIED);
+	a = route_admit_sources(s->route, peer, s->w->now_ms, &held);
+	s->src_held = (uint8_t)held;
+	return a == ADMIT_OK ? 0 : session_refuse(s, a);
+}
+
 /* After the PROXY header, if any: a listener with sni routes reads the
  * ClientHello first. */
 static int session_begin(struct session *s)
 {
 	if (!s->grp->hello)
 		return session_start(s); /* routed at accept */
+	if (hello_admit(s))
+		return -1;
 	s->hello = malloc(sizeof(*s->hello));
 	if (!s->hello) {
 		session_close(s, "out-of-memory");
@@ -962,6 +1003,49 @@ static void hello_failed(struct session *s, const char *reason, const char *why)
 	session_close(s, reason);
 }
 
+/* The client's SO_RCVLOWAT while its hello is read: epoll then wakes only
+ * once `lowat` bytes are queued (or a FIN), not per segment. 1 is the
+ * kernel's default, which the engines expect (splice sets its own with
+ * --lowat only). */
+static void hello_lowat(struct session *s, size_t lowat)
+{
+	int v = (int)lowat;
+
+	if ((s->hello_lowat ? s->hello_lowat : 1) == (uint32_t)v)
+		return;
+	if (setsockopt(s->cli.fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)))
+		log_debug("session %llx: SO_RCVLOWAT %d: %s", (unsigned long long)s->id, v,
+			  strerror(errno));
+	else
+		s->hello_lowat = (uint32_t)v;
+}
+
+/* Whether fewer bytes are queued than the parser said it needs: a peek now
+ * would only copy again what it saw (a hello one byte per segment cost
+ * bytes times segments: 300 ms of CPU for 16 KB). The lowat goes first, so
+ * bytes that arrive after the look raise an edge once there are enough. A
+ * FIN is looked at (the hello is truncated), and so is a socket whose queue
+ * is unknown.
+ *
+ * So no cap on peeks is needed: each peek finds more than the one before
+ * (need is always past the bytes already walked), a hello in one record
+ * takes three however finely it is cut, and even one byte per TLS record
+ * (need assumes full records, so it undershoots) gains a sixth of what is
+ * left per peek: about 40 peeks for tls_hello_max's 16k, 50 for 64k. */
+static int hello_short(struct session *s)
+{
+	size_t need = s->hello->need;
+	int queued = 0;
+
+	if (!need || s->cli.rdhup)
+		return 0;
+	hello_lowat(s, need);
+	if (ioctl(s->cli.fd, SIOCINQ, &queued) || queued < 0 || (size_t)queued >= need)
+		return 0;
+	s->cli.can_read = 0;
+	return 1;
+}
+
 /* A listener with sni routes: peeks at the client's bytes until the whole
  * ClientHello is there (any number of segments and TLS records, up to
  * tls_hello_max), then chooses the route. Nothing is consumed: the engine
@@ -969,11 +1053,15 @@ static void hello_failed(struct session *s, const char *reason, const char *why)
 static void session_read_hello(struct session *s)
 {
 	size_t max = s->grp->hello_max;
-	uint8_t *buf = alloca(max + 1);
-	ssize_t n = recv(s->cli.fd, buf, max + 1, MSG_PEEK | MSG_DONTWAIT);
+	uint8_t *buf;
+	ssize_t n;
 	struct route *r;
 	enum tls_hello_status st;
 
+	if (hello_short(s))
+		return;
+	buf = alloca(max + 1);
+	n = recv(s->cli.fd, buf, max + 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			s->cli.can_read = 0;
@@ -1018,6 +1106,11 @@ static void session_read_hello(struct session *s)
 		  st == TLS_HELLO_DONE && s->hello->has_sni ? s->hello->sni : "", r->name);
 	free(s->hello);
 	s->hello = NULL;
+	hello_lowat(s, 1); /* forwarding reads whatever is queued */
+	if (r != s->route && s->src_held) { /* the wait's hold (hello_admit) */
+		route_admit_release(s->route, (struct sockaddr *)&s->peer);
+		s->src_held = 0;
+	}
 	s->state = S_CONNECTING;
 	session_set_route(s, r);
 	session_start(s);
@@ -1041,6 +1134,22 @@ void session_event(struct side *sd, uint32_t events)
 
 	session_on_event(sd, events);
 	session_timer_update(s);
+}
+
+/* A waiting client (S_QUEUED) that is gone: reset or failed, or its FIN
+ * with nothing before it (SIOCINQ 0): a client that gave up, or that has
+ * nothing to say, whose place would go to a connection nobody waits on.
+ * One that sent bytes and then its FIN still wants an answer (a half-close,
+ * which HAProxy and nginx forward): it keeps its place. */
+static int queued_client_gone(const struct side *sd, uint32_t events)
+{
+	int queued = 0;
+
+	if (events & (EPOLLERR | EPOLLHUP))
+		return 1;
+	if (!(events & EPOLLRDHUP))
+		return 0;
+	return !ioctl(sd->fd, SIOCINQ, &queued) && queued == 0;
 }
 
 static void session_on_event(struct side *sd, uint32_t events)
@@ -1077,7 +1186,7 @@ static void session_on_event(struct side *sd, uint32_t events)
 	if (s->state == S_QUEUED) {
 		/* nothing is read while waiting; a client that is gone frees
 		 * its place now rather than at queue_timeout */
-		if (sd == &s->cli && (events & (EPOLLERR | EPOLLHUP)))
+		if (sd == &s->cli && queued_client_gone(sd, events))
 			ended(s, END_CLIENT), session_close(s, "client-gone-while-queued");
 		return;
 	}
@@ -1263,6 +1372,7 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 			log_verbose("session %llx: no backend slot within queue_timeout",
 				    (unsigned long long)s->id);
 			ended(s, END_TIMEOUT);
+			s->refused = 1; /* an RST, like admission's refusals */
 			session_close(s, "queue-timeout");
 		}
 	} else if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
@@ -1413,7 +1523,7 @@ void session_close(struct session *s, const char *reason)
 		rst_cli = wants_rst(s, &s->cli);
 		rst_srv = wants_rst(s, &s->srv);
 	}
-	rst_cli |= s->refused; /* admission says no at once, as HAProxy's reject does */
+	rst_cli |= s->refused; /* admission or the queue says no, as HAProxy's reject does */
 	/* first the engine: it takes the descriptors it owns (engine.h, close),
 	 * and closes them once nothing it queued names them any more */
 	resets = s->eng->close ? s->eng->close(s, rst_cli, rst_srv) : 0;

@@ -73,6 +73,7 @@ struct session {
 				  the listener's default, or first, until one is chosen) */
 	const struct listen_group *grp; /* the listener it was accepted on */
 	struct tls_hello *hello; /* S_HELLO: the reader's state (tls_hello.h) */
+	uint32_t hello_lowat;  /* S_HELLO: the client's SO_RCVLOWAT when raised; 0: the default */
 	const struct engine *eng; /* the route's engine: its session hooks (engine.h) */
 	uint64_t id;
 	struct side cli, srv;
@@ -89,7 +90,7 @@ struct session {
 				  empty before its RST (an RST would discard what it holds) */
 	uint8_t routed;        /* counted in its route's sessions (its route is final) */
 	uint8_t src_held;      /* counted against its source's limits (route_admit.h) */
-	uint8_t refused;       /* closed by admission: the client gets an RST */
+	uint8_t refused;       /* closed by admission or queue_timeout: the client gets an RST */
 	uint8_t in_waitq;      /* in the worker's wait queue (S_QUEUED, or retrying) */
 	const char *fail;      /* the close reason of the first error a direction met */
 	int fail_err;          /* its errno (the access log's error=) */

@@ -3,13 +3,17 @@
  * and source_conn_rate tried from several 127.0.0.x sources, and a backend
  * maxconn whose queue serves a waiting client when a slot frees and closes
  * it after queue_timeout. A refused client gets an RST at once; every
- * refusal is counted in /metrics by route and reason. */
+ * refusal is counted in /metrics by route and reason. And what a client
+ * waiting for its ClientHello costs: a hello one byte per segment is read
+ * in CPU linear in its bytes. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "tls_hello_gen.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,48 +166,416 @@ Test(integ, admission_source_max_conns_and_rate, .init = h_init, .fini = h_fini,
 	h_tag_stop(&t);
 }
 
-Test(integ, maxconn_queues_then_serves_or_times_out, .init = h_init, .fini = h_fini, .timeout = 60)
+/* Whether the proxy reset fd within ms without it sending a byte: 1 reset,
+ * 0 still open and silent, -1 anything else (bytes, a FIN). */
+static int reset_within(int fd, int ms)
 {
-	struct h_tag_server t;
+	char c;
+
+	h_set_timeouts(fd, ms);
+	ssize_t n = recv(fd, &c, 1, 0);
+	if (n < 0 && errno == ECONNRESET)
+		return 1;
+	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+}
+
+/* A shared listener with an sni route: sends a ClientHello for name and
+ * returns the tag of the route that took it (0: none). */
+static char hello_route(int fd, const char *name)
+{
+	uint8_t h[4096];
+	size_t n = tls_make_hello(name, NULL, 0, h, sizeof h);
+
+	H_CHECK(send(fd, h, n, MSG_NOSIGNAL) == (ssize_t)n, "send the hello: %s", strerror(errno));
+	h_set_timeouts(fd, 3000);
+	return tag_from(fd, NULL);
+}
+
+/* Admission on a listener whose routes choose by SNI: before the hello is
+ * read, a source every route denies is reset at accept without having sent
+ * a byte, and silent clients count against the default route's
+ * source_max_conns and source_conn_rate while they wait; once the hello
+ * names a route, that route's limits apply. */
+Test(integ, admission_sni_listener_refuses_at_accept, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	struct h_tag_server a, d;
 	struct h_proxy p;
 	struct h_addr stats;
-	char text[1024];
-	int port = h_free_port(), reset;
+	char text[2048];
+	int pd = h_free_port(), pc = h_free_port(), pr = h_free_port(), fd[8];
 
-	h_tag_start(&t, 't', 1, 0);
+	h_tag_start(&a, 'a', 1, 0);
+	h_tag_start(&d, 'd', 1, 0);
 	snprintf(text, sizeof text,
 		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\n"
-		 "[route q]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d maxconn=1\n"
-		 "queue_timeout = 1500ms\n",
-		 port, t.port);
-	proxy_up(&p, &stats, "queue.conf", text);
+		 "[route da]\nlisten = 127.0.0.1:%d\nsni = a.example.com\nbackend = 127.0.0.1:%d\n"
+		 "deny = 127.0.0.9\n"
+		 "[route dd]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\ndeny = 127.0.0.8/29\n"
+		 "[route ca]\nlisten = 127.0.0.1:%d\nsni = a.example.com\nbackend = 127.0.0.1:%d\n"
+		 "[route cd]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\nsource_max_conns = 2\n"
+		 "[route ra]\nlisten = 127.0.0.1:%d\nsni = a.example.com\nbackend = 127.0.0.1:%d\n"
+		 "[route rd]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\nsource_conn_rate = 2\n",
+		 pd, a.port, pd, d.port, pc, a.port, pc, d.port, pr, a.port, pr, d.port);
+	proxy_up(&p, &stats, "sni-admit.conf", text);
+
+	/* deny: 127.0.0.9 is denied by both routes, reset at accept however
+	 * many come; 127.0.0.10 only by the default, so it waits for its hello */
+	for (int i = 0; i < 20; i++) {
+		int c = connect_from(pd, "127.0.0.9");
+		int64_t t0 = h_now_ms();
+		int r = reset_within(c, 1000);
+		H_CHECK(r == 1 && h_now_ms() - t0 < 200,
+			"silent client %d from a source every route denies: %s after %lld ms", i,
+			r == 1 ? "reset" : r ? "bytes or a FIN" : "still open",
+			(long long)(h_now_ms() - t0));
+		close(c);
+	}
+	int c = connect_from(pd, "127.0.0.10");
+	H_CHECK(reset_within(c, 300) == 0, "a source one route allows was refused before its hello");
+	H_CHECK(hello_route(c, "a.example.com") == 'a', "its hello for the sni route");
+	close(c);
+	c = connect_from(pd, "127.0.0.10");
+	int reset;
+	H_CHECK(send(c, "PING\r\n", 6, MSG_NOSIGNAL) == 6 && tag_from(c, &reset) == 0 && reset,
+		"plain TCP from it goes to the default, which denies it: reset");
+	close(c);
+	H_CHECK(refused(&stats, "dd", "denied") == 21 && refused(&stats, "da", "denied") == 0,
+		"denied: %lld on the default (21 expected: 20 at accept, 1 plain), %lld on the sni route",
+		refused(&stats, "dd", "denied"), refused(&stats, "da", "denied"));
+
+	/* source_max_conns 2 on the default: two silent clients from a source
+	 * wait, a third is reset at once; another source is not limited */
+	fd[0] = connect_from(pc, "127.0.0.11");
+	fd[1] = connect_from(pc, "127.0.0.11");
+	H_CHECK(reset_within(fd[0], 300) == 0 && reset_within(fd[1], 50) == 0,
+		"the first two silent clients wait for their hello");
+	c = connect_from(pc, "127.0.0.11");
+	int64_t t0 = h_now_ms();
+	H_CHECK(reset_within(c, 1000) == 1 && h_now_ms() - t0 < 200,
+		"a third silent client from the source was not reset at once");
+	close(c);
+	fd[2] = connect_from(pc, "127.0.0.12");
+	H_CHECK(reset_within(fd[2], 300) == 0, "another source's silent client was refused");
+	/* a waiting client's hello takes it to the sni route: its place among
+	 * the waiting is free again */
+	H_CHECK(hello_route(fd[0], "a.example.com") == 'a', "a waiting client's hello");
+	fd[3] = connect_from(pc, "127.0.0.11");
+	H_CHECK(reset_within(fd[3], 300) == 0,
+		"the source's wait count was not released when its hello chose a route");
+	H_CHECK(refused(&stats, "cd", "source_max_conns") == 1 &&
+			refused(&stats, "ca", "source_max_conns") == 0,
+		"source_max_conns refusals: %lld on the default, %lld on the sni route",
+		refused(&stats, "cd", "source_max_conns"), refused(&stats, "ca", "source_max_conns"));
+	for (int i = 0; i < 4; i++)
+		close(fd[i]);
+
+	/* source_conn_rate 2 on the default: a burst of four hellos for the sni
+	 * route counts against it at accept, so two are served and two reset */
+	int ok = 0, rst = 0;
+	for (int i = 0; i < 4; i++)
+		fd[i] = connect_from(pr, "127.0.0.13");
+	for (int i = 0; i < 4; i++) {
+		int r = reset_within(fd[i], 300);
+		if (r == 1)
+			rst++;
+		else if (!r && hello_route(fd[i], "a.example.com") == 'a')
+			ok++;
+		close(fd[i]);
+	}
+	H_CHECK(ok == 2 && rst == 2, "rate 2/s at accept: %d served, %d reset of a burst of 4", ok,
+		rst);
+	H_CHECK(refused(&stats, "rd", "source_conn_rate") == 2, "rate refusals %lld",
+		refused(&stats, "rd", "source_conn_rate"));
+	h_proxy_down(&p);
+	h_tag_stop(&a);
+	h_tag_stop(&d);
+}
+
+/* The value of a metric once it is want, or what it is after ms. */
+static long long metric_becomes(const struct h_addr *stats, const char *name, long long want,
+				int ms)
+{
+	long long v = h_metric(stats, name);
+
+	for (int64_t end = h_now_ms() + ms; v != want && h_now_ms() < end; h_sleep_ms(10))
+		v = h_metric(stats, name);
+	return v;
+}
+
+/* An echo round trip of n bytes of seed's stream on fd. */
+static void echo_ok(int fd, size_t n, uint64_t seed, const char *who)
+{
+	char out[256], in[256];
+
+	H_CHECK(n <= sizeof out, "echo of %zu bytes", n);
+	h_gen(seed, 0, out, n);
+	H_CHECK(h_send_all(fd, out, n, h_now_ms() + 3000) == 0, "%s: send", who);
+	H_CHECK(h_recv_exact(fd, in, n, h_now_ms() + 3000) == 0 && !memcmp(in, out, n),
+		"%s: the echo of %zu bytes", who, n);
+}
+
+#define QLEN "splicer_route_queue_length{route=\"q\"}"
+
+static void queue_proxy_up(struct h_proxy *p, struct h_addr *stats, struct h_server *echo,
+			   int port, const char *queue_timeout)
+{
+	char text[1024];
+
+	H_CHECK(h_server_start(echo, "127.0.0.1:0", 16, h_echo_conn, NULL) == 0, "echo backend");
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\n"
+		 "[route q]\nlisten = 127.0.0.1:%d\nbackend = %s maxconn=1\nqueue_timeout = %s\n",
+		 port, echo->addr.text, queue_timeout);
+	proxy_up(p, stats, "queue.conf", text);
+}
+
+/* A waiting client is held back with nothing read from it: what it sends
+ * meanwhile reaches the backend first, byte for byte, once a slot frees;
+ * the wait is counted; a waiter without a slot by queue_timeout is reset. */
+Test(integ, maxconn_queues_then_serves_or_times_out, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	static struct h_server echo;
+	struct h_proxy p;
+	struct h_addr stats;
+	int port = h_free_port(), reset;
+	char sent[100], got[100];
+
+	queue_proxy_up(&p, &stats, &echo, port, "1500ms");
 	int first = connect_from(port, "127.0.0.1");
-	H_CHECK(tag_from(first, NULL) == 't', "the first client is served");
-	/* the second waits: no tag while the first holds the slot */
+	echo_ok(first, 5, 1, "the first client");
+	/* the second waits: no connection to the backend, nothing back, and
+	 * what it sends stays in its socket */
 	int second = connect_from(port, "127.0.0.1");
+	int64_t t_queued = h_now_ms();
+	h_gen(2, 0, sent, sizeof sent);
+	H_CHECK(send(second, sent, sizeof sent, MSG_NOSIGNAL) == sizeof sent, "send while queued");
 	h_set_timeouts(second, 300);
 	char c;
 	H_CHECK(recv(second, &c, 1, 0) < 0 && errno == EAGAIN, "the second was not held back");
-	H_CHECK(h_metric(&stats, "splicer_route_queue_length{route=\"q\"}") == 1, "queue length %lld",
-		h_metric(&stats, "splicer_route_queue_length{route=\"q\"}"));
-	H_CHECK(t.accepted == 1, "the backend saw %d connections while at maxconn 1", t.accepted);
+	H_CHECK(h_metric(&stats, QLEN) == 1, "queue length %lld", h_metric(&stats, QLEN));
+	H_CHECK(echo.accepted == 1, "the backend saw %d connections while at maxconn 1",
+		(int)echo.accepted);
+	H_CHECK(metric_becomes(&stats, "splicer_route_bytes_total{route=\"q\",direction=\"up\"}", 5,
+			       1000) == 5,
+		"bytes up %lld: the waiting client's bytes were taken",
+		h_metric(&stats, "splicer_route_bytes_total{route=\"q\",direction=\"up\"}"));
+	int64_t t_freed = h_now_ms();
 	close(first); /* its slot goes to the waiting client */
-	h_set_timeouts(second, 3000);
-	H_CHECK(tag_from(second, NULL) == 't', "the waiting client was not served when the slot freed");
-	/* a third waits behind the second and is closed after queue_timeout */
+	H_CHECK(h_recv_exact(second, got, sizeof got, h_now_ms() + 3000) == 0 &&
+			!memcmp(got, sent, sizeof got),
+		"the backend did not get the 100 bytes sent while waiting, first and whole");
+	int64_t t_served = h_now_ms();
+	echo_ok(second, 50, 3, "the served client");
+	H_CHECK(echo.accepted == 2, "backend connections %d", (int)echo.accepted);
+	H_CHECK(h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}") == 1, "served %lld",
+		h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}"));
+	/* the wait it counted: from the queue to the slot */
+	static char body[256 * 1024];
+	char *w;
+	H_CHECK(h_metrics_get(&stats, body, sizeof body, 3000) == 0 &&
+			(w = strstr(body, "\nsplicer_route_queue_wait_seconds_total{route=\"q\"} ")),
+		"no queue wait metric");
+	long long wait_ms = (long long)(strtod(strchr(w, '}') + 2, NULL) * 1000);
+	H_CHECK(wait_ms >= t_freed - t_queued - 50 && wait_ms <= t_served - t_queued + 50,
+		"queue wait %lld ms counted; it was between %lld and %lld", wait_ms,
+		(long long)(t_freed - t_queued), (long long)(t_served - t_queued));
+
+	/* a third waits behind the second and is reset after queue_timeout */
 	int third = connect_from(port, "127.0.0.1");
 	int64_t t0 = h_now_ms();
 	h_set_timeouts(third, 5000);
 	H_CHECK(tag_from(third, &reset) == 0, "the third got a slot that was not free");
 	int64_t waited = h_now_ms() - t0;
 	H_CHECK(waited >= 1300, "closed after %lld ms, before queue_timeout", (long long)waited);
+	H_CHECK(reset, "a waiter closed at queue_timeout got a FIN, not an RST");
 	close(third);
 	close(second);
 	H_CHECK(h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}") == 1, "served %lld",
 		h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}"));
 	H_CHECK(h_metric(&stats, "splicer_route_queue_timeouts_total{route=\"q\"}") == 1,
 		"timeouts %lld", h_metric(&stats, "splicer_route_queue_timeouts_total{route=\"q\"}"));
-	H_CHECK(h_metric(&stats, "splicer_route_queue_length{route=\"q\"}") == 0, "queue not empty");
+	H_CHECK(metric_becomes(&stats, QLEN, 0, 1000) == 0, "queue not empty");
 	h_proxy_down(&p);
-	h_tag_stop(&t);
+	h_server_stop(&echo);
+}
+
+/* A waiting client that sends its FIN with nothing before it is gone: its
+ * place is freed at once. One that sent bytes before its FIN still wants
+ * the answer: it keeps its place, and its bytes and its FIN reach the
+ * backend once it is served. */
+Test(integ, maxconn_queued_client_gone_frees_its_place, .init = h_init, .fini = h_fini,
+     .timeout = 60)
+{
+	static struct h_server echo;
+	struct h_proxy p;
+	struct h_addr stats;
+	int port = h_free_port();
+	char got[16];
+
+	queue_proxy_up(&p, &stats, &echo, port, "20s"); /* no waiter leaves by its timeout */
+	int holder = connect_from(port, "127.0.0.1");
+	echo_ok(holder, 5, 1, "the slot's holder");
+	int gone = connect_from(port, "127.0.0.1");
+	H_CHECK(metric_becomes(&stats, QLEN, 1, 2000) == 1, "the second client is not queued");
+	H_CHECK(shutdown(gone, SHUT_WR) == 0, "shutdown");
+	H_CHECK(metric_becomes(&stats, QLEN, 0, 1000) == 0,
+		"a queued client's FIN without bytes did not free its place within 1 s (queue length "
+		"%lld)", h_metric(&stats, QLEN));
+	H_CHECK(h_expect_eof(gone, h_now_ms() + 1000) == 0, "the gone client was not closed");
+	close(gone);
+
+	int half = connect_from(port, "127.0.0.1");
+	H_CHECK(send(half, "hello", 5, MSG_NOSIGNAL) == 5 && shutdown(half, SHUT_WR) == 0,
+		"bytes then a FIN");
+	H_CHECK(metric_becomes(&stats, QLEN, 1, 2000) == 1, "the half-closed client is not queued");
+	h_sleep_ms(300); /* (nothing to wait for: it must still be there after) */
+	H_CHECK(h_metric(&stats, QLEN) == 1, "a queued client with bytes before its FIN lost its place");
+	close(holder);
+	H_CHECK(h_recv_exact(half, got, 5, h_now_ms() + 3000) == 0 && !memcmp(got, "hello", 5) &&
+			h_expect_eof(half, h_now_ms() + 3000) == 0,
+		"the half-closed client's bytes and FIN did not reach the backend once served");
+	close(half);
+	H_CHECK(echo.accepted == 2, "backend connections %d (the gone client took one?)",
+		(int)echo.accepted);
+	H_CHECK(h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}") == 1, "served %lld",
+		h_metric(&stats, "splicer_route_queue_served_total{route=\"q\"}"));
+	h_proxy_down(&p);
+	h_server_stop(&echo);
+}
+
+/* OpenSSL's ClientHello for sni, grown to about `total` bytes (one record)
+ * by an extension of an unassigned type the reader skips: the largest hello
+ * tls_hello_max (16k) admits. */
+static size_t big_hello(const char *sni, size_t total, uint8_t *out, size_t cap)
+{
+	uint8_t h[4096];
+	size_t n = tls_make_hello(sni, NULL, 0, h, sizeof h), p = 5 + 4 + 2 + 32;
+
+	p += 1 + h[p];                          /* session id */
+	p += 2 + ((size_t)h[p] << 8 | h[p + 1]); /* cipher suites */
+	p += 1 + h[p];                          /* compression methods */
+	size_t ext = (size_t)h[p] << 8 | h[p + 1], pad = total - n - 4;
+	H_CHECK(p + 2 + ext == n && total > n + 4 && total <= cap && total - 5 < 16384,
+		"OpenSSL's hello is not one record of one message ending in its extensions");
+	memcpy(out, h, n);
+	out[n] = 0x42, out[n + 1] = 0x42; /* the extension: type, length, zeros */
+	out[n + 2] = (uint8_t)(pad >> 8), out[n + 3] = (uint8_t)pad;
+	memset(out + n + 4, 0, pad);
+	ext += 4 + pad;
+	out[p] = (uint8_t)(ext >> 8), out[p + 1] = (uint8_t)ext;
+	size_t body = total - 9, rec = total - 5;
+	out[6] = (uint8_t)(body >> 16), out[7] = (uint8_t)(body >> 8), out[8] = (uint8_t)body;
+	out[3] = (uint8_t)(rec >> 8), out[4] = (uint8_t)rec;
+	return total;
+}
+
+/* A 16 KB ClientHello one byte per segment: the proxy looks at the bytes
+ * only once the parser's need is queued (SIOCINQ, SO_RCVLOWAT), so its CPU
+ * grows with the bytes, not with bytes times segments. Before, every
+ * segment re-peeked the whole buffer: about 300 ms of CPU for this one
+ * connection; now a few ms. The bound is far from both. */
+Test(integ, sni_hello_in_one_byte_segments_costs_linear_cpu, .init = h_init, .fini = h_fini,
+     .timeout = 60)
+{
+	struct h_tag_server a, d;
+	struct h_proxy p;
+	struct h_addr stats;
+	static uint8_t hello[16384];
+	char text[1024];
+	int port = h_free_port();
+
+	h_tag_start(&a, 'a', 0, 0);
+	h_tag_start(&d, 'd', 0, 0);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 1\nstats = 127.0.0.1:0\n"
+		 "[route a]\nlisten = 127.0.0.1:%d\nsni = a.example.com\nbackend = 127.0.0.1:%d\n"
+		 "tls_hello_timeout = 20s\n"
+		 "[route other]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n",
+		 port, a.port, port, d.port);
+	proxy_up(&p, &stats, "hello-cpu.conf", text);
+	size_t n = big_hello("a.example.com", 16000, hello, sizeof hello);
+
+	int fd = connect_from(port, "127.0.0.1");
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	double cpu0 = h_cpu_seconds(p.pid);
+	/* each byte its own segment, with a pause so that the proxy sees each
+	 * arrive (not a sender's burst, coalesced or read in one wakeup) */
+	for (size_t off = 0; off < n; off++) {
+		H_CHECK(send(fd, hello + off, 1, MSG_NOSIGNAL) == 1, "send byte %zu: %s", off,
+			strerror(errno));
+		usleep(200);
+	}
+	h_set_timeouts(fd, 10000);
+	char got = tag_from(fd, NULL);
+	double cpu = h_cpu_seconds(p.pid) - cpu0;
+	close(fd);
+	H_CHECK(got == 'a', "the %zu-byte hello sent a byte at a time reached '%c', not route a", n,
+		got ? got : '-');
+	H_CHECK(cpu0 >= 0 && cpu < 0.06,
+		"the proxy used %.0f ms of CPU for one %zu-byte hello in 1-byte segments: the peeks "
+		"are quadratic again", cpu * 1000, n);
+	fprintf(stderr, "sni hello of %zu bytes in 1-byte segments: proxy CPU %.0f ms\n", n,
+		cpu * 1000);
+	h_proxy_down(&p);
+	h_tag_stop(&a);
+	h_tag_stop(&d);
+}
+
+/* The hello's handshake message one byte per TLS record (6 bytes on the
+ * wire per byte of it). */
+static size_t hello_in_byte_records(const uint8_t *h, size_t n, uint8_t *out)
+{
+	size_t k = 0;
+
+	for (size_t i = 5; i < n; i++) {
+		memcpy(out + k, h, 3);
+		out[k + 3] = 0, out[k + 4] = 1, out[k + 5] = h[i];
+		k += 6;
+	}
+	return k;
+}
+
+/* A hello in hundreds of records, at once or each record apart: the
+ * reader's need assumes full records and undershoots, so it looks again a
+ * few dozen times (a sixth of what is left each time), never once per
+ * record, and the hello is read either way. */
+Test(integ, sni_hello_in_hundreds_of_records_at_once_or_apart, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	struct h_tag_server a;
+	struct h_proxy p;
+	struct h_addr stats;
+	uint8_t h[4096];
+	static uint8_t recs[6 * 4096];
+	char text[1024];
+	int port = h_free_port();
+
+	h_tag_start(&a, 'a', 0, 0);
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 1\nstats = 127.0.0.1:0\n"
+		 "[route a]\nlisten = 127.0.0.1:%d\nsni = a.example.com\nbackend = 127.0.0.1:%d\n",
+		 port, a.port);
+	proxy_up(&p, &stats, "hello-pieces.conf", text);
+	size_t n = hello_in_byte_records(h, tls_make_hello("a.example.com", NULL, 0, h, sizeof h), recs);
+	H_CHECK(n > 6 * 200 && n < 16384, "%zu bytes of records", n);
+
+	int fd = connect_from(port, "127.0.0.1");
+	H_CHECK(h_send_all(fd, recs, n, h_now_ms() + 3000) == 0, "send");
+	H_CHECK(tag_from(fd, NULL) == 'a', "a hello in %zu one-byte records sent at once", n / 6);
+	close(fd);
+
+	fd = connect_from(port, "127.0.0.1");
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	for (size_t off = 0; off < n; off += 6) {
+		H_CHECK(send(fd, recs + off, 6, MSG_NOSIGNAL) == 6, "record %zu: %s", off / 6,
+			strerror(errno));
+		h_sleep_ms(2);
+	}
+	H_CHECK(tag_from(fd, NULL) == 'a', "a hello in %zu records sent apart", n / 6);
+	close(fd);
+	H_CHECK(h_metric(&stats, "splicer_tls_hello_errors_total") == 0, "hello errors %lld",
+		h_metric(&stats, "splicer_tls_hello_errors_total"));
+	h_proxy_down(&p);
+	h_tag_stop(&a);
 }
