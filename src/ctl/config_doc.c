@@ -265,8 +265,7 @@ static void md_key(FILE *f, const struct key_doc *d, const struct setting *s)
 	fprintf(f, "%c%s.\n\n", cap(d->help[0]), d->help + 1);
 	if (!s || s->choices != engine_names)
 		return;
-	for (unsigned i = 0; i < engine_nchoices; i++) {
-		const struct engine_choice *ch = &engine_choices[i];
+	for (const struct engine_choice_doc *ch = engine_docs; ch->name; ch++) {
 		if (ch->hidden)
 			continue;
 		fprintf(f, "- `%s`: %s", ch->name, ch->help);
@@ -364,8 +363,7 @@ static void man_key(FILE *f, const struct key_doc *d, const struct setting *s)
 	if (!s || s->choices != engine_names)
 		return;
 	fprintf(f, ".RS\n");
-	for (unsigned i = 0; i < engine_nchoices; i++) {
-		const struct engine_choice *ch = &engine_choices[i];
+	for (const struct engine_choice_doc *ch = engine_docs; ch->name; ch++) {
 		if (ch->hidden)
 			continue;
 		fprintf(f, ".TP 10\n.B ");

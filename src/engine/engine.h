@@ -119,6 +119,14 @@ extern const struct engine *engines[];      /* by id, engine_nengines of them */
 extern unsigned engine_nengines;
 extern const char *const engine_names[];     /* the choices' names (engine_names.c) */
 
+/* What the documentation says of each choice, in engine_names' order and
+ * ended by a NULL name (engine_names.c: no engine linked in). */
+struct engine_choice_doc {
+	const char *name, *help, *fallback;
+	int hidden;
+};
+extern const struct engine_choice_doc engine_docs[];
+
 /* 1 for an engine only tests choose (not in --help or /metrics). */
 int engine_hidden(const struct engine *e);
 
