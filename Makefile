@@ -28,6 +28,7 @@ Q := @
 endif
 
 B        := build
+NPROC    := $(shell nproc 2>/dev/null || echo 2)
 DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo unknown)
 DEB      := $(B)/splicer_$(VERSION)_$(DEB_ARCH).deb
 
@@ -173,7 +174,7 @@ TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 	    SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus SPLICER_DEB=$(DEB)
 
 test: deps peer-deps pkg-deps
-	$(Q)$(MAKE) --no-print-directory all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
+	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
 		$(DEB)
 	@rm -f $(B)/peer-table.txt $(B)/test-times.tap
 	$(TEST_ENV) SPLICER_PEER_TABLE=$(B)/peer-table.txt $(B)/tests $(CRITERION_ARGS) || \
