@@ -7,7 +7,9 @@
  *   install_tree    make install/uninstall DESTDIR=... (PREFIX=/usr, /usr/local)
  *   unit_systemd    systemd-analyze verify and security on the installed unit
  *   deb             the .deb of `make deb` (SPLICER_DEB): unpacked, its check run
- *   deps_policy     tools/deps.sh against a fake policy-rc.d and /etc */
+ *   deps_policy     tools/deps.sh against a fake policy-rc.d and /etc
+ *   containerfile   contrib/Containerfile's packages: Build-Depends, the
+ *                   packages of the libraries build/splicer names */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -59,4 +61,10 @@ Test(integ, package_deb, .init = h_init, .fini = h_fini, .timeout = 120)
 Test(integ, deps_policy_rc_and_services, .init = h_init, .fini = h_fini, .timeout = 60)
 {
 	run_script("deps_policy", 50000);
+}
+
+Test(integ, containerfile_installs_what_the_binary_needs, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	h_binary(0);
+	run_script("containerfile", 30000);
 }
