@@ -61,15 +61,17 @@ HDRS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(wildcard tests/integrati
 
 # Debian packages the build, the tests and `make run` need.
 DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 mandoc \
-	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev libc-ares-dev prometheus
+	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev libc-ares-dev prometheus \
+	    openssl curl python3
 # The peers the differential suite (tests/peer) and `splicer bench` compare
 # against; socat and gnuplot for the bench and its chart; redis and
 # PostgreSQL for `splicer bench --real` (it runs its own servers in a temp
 # dir: the packages' services must not start, see tools/deps.sh).
 PEER_PKGS  := haproxy nginx libnginx-mod-stream
 BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis-tools postgresql
-# `make deb` and its test (tests/package/deb.sh) build and check the package.
-PKG_PKGS   := debhelper dpkg-dev lintian
+# `make deb` and its test (tests/package/deb.sh) build and check the package;
+# systemd for systemd-analyze (tests/package/unit_systemd.sh).
+PKG_PKGS   := debhelper dpkg-dev lintian systemd
 CRITERION_ARGS ?= --jobs 1 --timeout 300 --tap=$(B)/test-times.tap
 
 .PHONY: all run test deps peer-deps bench-deps pkg-deps bench perf-doc install uninstall deb clean asan fuzz soak
