@@ -89,14 +89,14 @@ struct backend_health {
  * session; disabling may also end the running ones (admin.c). */
 enum { BACKEND_READY, BACKEND_DRAIN, BACKEND_DISABLED };
 
-/* A route's traffic, atomic, never per byte: bytes of live sessions about
- * once a second (session_flush_bytes), the rest once per session.
+/* A route's traffic, atomic, never per byte: bytes of live sessions every
+ * 250 ms (session_flush_bytes), the rest once per session.
  * One per route name, shared across reloads like struct backend_health. */
 struct route_stats {
 	uint64_t sessions, active, bytes_up, bytes_down;
 	uint64_t connect_errors, retries, no_backend, all_down;
 	/* admission: clients closed at once, by reason */
-	uint64_t denied, source_conns_rejected, source_rate_rejected;
+	uint64_t denied, source_conns_rejected, source_rate_rejected, source_table_full;
 	/* maxconn: clients waiting now, served after waiting, timed out */
 	uint64_t queued, dequeued, queue_timeouts, queue_wait_ms;
 	uint64_t refuse_logged_ms, refused_unlogged; /* refusals' log line (session.c) */

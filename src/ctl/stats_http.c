@@ -321,8 +321,9 @@ size_t stats_http_metrics(char *buf, size_t len)
 		     "Clients closed at once because every backend was marked down.",
 		     STAT_GET(r->st->all_down));
 	family(&o, "splicer_route_refused_total", "counter",
-	       "Clients reset at once by admission: denied by allow/deny, over source_max_conns "
-	       "(or the source table full), over source_conn_rate.");
+	       "Clients reset at once by admission: denied by allow/deny, over source_max_conns, "
+	       "over source_conn_rate, or a new source while every entry of the route's source "
+	       "table (source_table_size) has live sessions.");
 	for (unsigned i = 0; i < c->nroutes; i++) {
 		struct route *r = c->route[i];
 		esc(r->name, rn, sizeof(rn));
@@ -332,6 +333,8 @@ size_t stats_http_metrics(char *buf, size_t len)
 		    rn, (unsigned long long)STAT_GET(r->st->source_conns_rejected));
 		put(&o, "splicer_route_refused_total{route=\"%s\",reason=\"source_conn_rate\"} %llu\n",
 		    rn, (unsigned long long)STAT_GET(r->st->source_rate_rejected));
+		put(&o, "splicer_route_refused_total{route=\"%s\",reason=\"source_table_full\"} %llu\n",
+		    rn, (unsigned long long)STAT_GET(r->st->source_table_full));
 	}
 	ROUTE_FAMILY("queue_length", "gauge", "Clients waiting now for a backend slot (maxconn).",
 		     STAT_GET(r->st->queued));

@@ -166,6 +166,57 @@ Test(integ, admission_source_max_conns_and_rate, .init = h_init, .fini = h_fini,
 	h_tag_stop(&t);
 }
 
+/* source_table_size bounds the sources a route tracks: with every entry
+ * holding live sessions a new source is reset and counted as
+ * source_table_full; once a session ends its entry is idle, and evicted for
+ * the next new source. */
+Test(integ, admission_source_table_full, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	enum { SIZE = 16 }; /* the smallest table the config takes */
+	struct h_tag_server t;
+	struct h_proxy p;
+	struct h_addr stats;
+	char text[1024], src[32];
+	int port = h_free_port(), fds[SIZE], reset;
+
+	h_tag_start(&t, 't', 1, 0); /* holds each connection open */
+	snprintf(text, sizeof text,
+		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\nsource_table_size = %d\n"
+		 "[route tbl]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\nsource_max_conns = 4\n",
+		 SIZE, port, t.port);
+	proxy_up(&p, &stats, "table.conf", text);
+	for (int i = 0; i < SIZE; i++) {
+		snprintf(src, sizeof src, "127.0.2.%d", i + 1);
+		fds[i] = connect_from(port, src);
+		H_CHECK(tag_from(fds[i], NULL) == 't', "source %d of %d was not served", i + 1, SIZE);
+	}
+	int extra = connect_from(port, "127.0.2.100");
+	H_CHECK(tag_from(extra, &reset) == 0 && reset, "a new source beyond a full table was not reset");
+	close(extra);
+	H_CHECK(refused(&stats, "tbl", "source_table_full") == 1 &&
+			refused(&stats, "tbl", "source_max_conns") == 0,
+		"a full table counted as source_table_full %lld, source_max_conns %lld",
+		refused(&stats, "tbl", "source_table_full"), refused(&stats, "tbl", "source_max_conns"));
+	/* a known source still gets in: its entry is there */
+	int again = connect_from(port, "127.0.2.1");
+	H_CHECK(tag_from(again, NULL) == 't', "a source already in the full table was refused");
+	close(again);
+	/* one source's sessions all end: its entry is idle, the new source takes it */
+	close(fds[SIZE - 1]);
+	char got = 0;
+	for (int64_t until = h_now_ms() + 3000; !got && h_now_ms() < until;) {
+		h_sleep_ms(50);
+		extra = connect_from(port, "127.0.2.100");
+		got = tag_from(extra, NULL);
+		close(extra);
+	}
+	H_CHECK(got == 't', "an idle entry was not evicted for a new source");
+	for (int i = 0; i < SIZE - 1; i++)
+		close(fds[i]);
+	h_proxy_down(&p);
+	h_tag_stop(&t);
+}
+
 /* Whether the proxy reset fd within ms without it sending a byte: 1 reset,
  * 0 still open and silent, -1 anything else (bytes, a FIN). */
 static int reset_within(int fd, int ms)
