@@ -151,7 +151,7 @@ void session_free(struct session *s);
 
 /* Adds the bytes the worker's sessions moved since the last call to their
  * routes' and backends' counters, so /metrics shows live sessions' traffic
- * (worker.c: about once a second). Visits only the sessions that moved
+ * (worker.c: every BYTES_FLUSH_MS, 250 ms). Visits only the sessions that moved
  * bytes meanwhile (w->dirty), never an idle one. */
 void session_flush_bytes(struct worker *w);
 

@@ -330,12 +330,17 @@ static long long ob_bytes(const struct h_addr *stats, const char *kind, const ch
 
 /* Waits (bounded) until both the route's and the backend's up bytes read
  * want; returns 1 then, 0 when they never did. */
+/* Waits (up to 5 s) for both byte counters to say want; 1 when they do,
+ * with the milliseconds it took in *ms. */
 static int ob_wait_bytes(const struct h_addr *stats, const char *blabels, long long want,
-			 long long *route, long long *backend)
+			 long long *route, long long *backend, int64_t *ms)
 {
-	for (int64_t end = h_now_ms() + 5000; h_now_ms() < end; h_sleep_ms(50)) {
+	int64_t start = h_now_ms();
+
+	for (int64_t end = start + 5000; h_now_ms() < end; h_sleep_ms(50)) {
 		*route = ob_bytes(stats, "route", "route=\"default\"");
 		*backend = ob_bytes(stats, "backend", blabels);
+		*ms = h_now_ms() - start;
 		if (*route == want && *backend == want)
 			return 1;
 	}
@@ -350,6 +355,7 @@ static void case_live_bytes(const char *bin, const char *engine)
 	struct h_addr stats;
 	char blabels[200];
 	long long route, backend;
+	int64_t ms;
 
 	H_CHECK(h_server_start(&srv, "127.0.0.1:0", 16, h_echo_conn, NULL) == 0, "echo backend");
 	const char *backends[] = { srv.addr.text, NULL };
@@ -370,10 +376,13 @@ static void case_live_bytes(const char *bin, const char *engine)
 				!memcmp(data, back, sizes[round]),
 			"round %d: echo of %zu bytes", round, sizes[round]);
 		total += (long long)sizes[round];
-		H_CHECK(ob_wait_bytes(&stats, blabels, total, &route, &backend),
+		H_CHECK(ob_wait_bytes(&stats, blabels, total, &route, &backend, &ms),
 			"round %d: a live session moved %lld bytes up, /metrics says route %lld, "
 			"backend %lld (bytes counted only when a session ends?)", round, total, route,
 			backend);
+		/* "at most about a second late": flushed every 250 ms, scraped every 50 */
+		H_CHECK(ms <= H_T(1500), "round %d: a live session's bytes reached /metrics %lld ms "
+			"after the echo (at most about a second expected)", round, (long long)ms);
 	}
 	H_CHECK(h_metric(&stats, "splicer_route_sessions_active{route=\"default\"}") == 1,
 		"the session ended before its bytes were checked");
@@ -382,7 +391,7 @@ static void case_live_bytes(const char *bin, const char *engine)
 	for (int64_t end = h_now_ms() + 3000; h_now_ms() < end; h_sleep_ms(20))
 		if (h_metric(&stats, "splicer_route_sessions_active{route=\"default\"}") == 0)
 			break;
-	H_CHECK(ob_wait_bytes(&stats, blabels, total, &route, &backend),
+	H_CHECK(ob_wait_bytes(&stats, blabels, total, &route, &backend, &ms),
 		"after the end: route %lld, backend %lld bytes up, %lld were moved", route, backend,
 		total);
 	H_CHECK(h_metric(&stats, "splicer_route_bytes_total{route=\"default\",direction=\"down\"}") ==
