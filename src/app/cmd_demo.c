@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* cmd_demo: `splicer demo`, the main job on an embedded default (`make run`).
+/* cmd_demo: `splicer demo`, the README's first look at the proxy.
  * For each engine it starts the proxy as a child on 127.0.0.1 in front of a
  * built-in backend, pushes a random stream through it in both directions at
  * once, and prints what went through: bytes, Gbit/s, the proxy's CPU seconds
@@ -153,7 +153,7 @@ static pid_t proxy_start(const char *engine, const char *backend, const char *wo
 		int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd >= 0)
 			dup2(fd, STDERR_FILENO);
-		execl(self, self, "-l", "127.0.0.1:0", "-b", backend, "--engine", engine,
+		execl("/proc/self/exe", self, "-l", "127.0.0.1:0", "-b", backend, "--engine", engine,
 		      "--workers", workers, (char *)NULL);
 		_exit(127);
 	}
@@ -200,6 +200,29 @@ static int connect_to(const char *hostport)
 	return fd;
 }
 
+/* The proxy did not start: its own words (the end of its log) say why. */
+static void demo_log_tail(const char *engine, const char *logpath)
+{
+	char buf[2048];
+	ssize_t n = 0;
+	int fd = open(logpath, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		off_t end = lseek(fd, 0, SEEK_END);
+		if (end > (off_t)sizeof(buf) - 1)
+			lseek(fd, end - (off_t)sizeof(buf) + 1, SEEK_SET);
+		else
+			lseek(fd, 0, SEEK_SET);
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = 0;
+	while (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = 0;
+	fprintf(stderr, "splicer demo: %s: the proxy did not start%s%s (its log: %s)\n", engine,
+		n > 0 ? ": " : "", n > 0 ? buf : "", logpath);
+}
+
 /* One engine: returns 0 when both directions arrived intact. */
 static int demo_engine(const char *engine, uint64_t size, const char *workers)
 {
@@ -207,7 +230,8 @@ static int demo_engine(const char *engine, uint64_t size, const char *workers)
 	struct stream up = { .size = size, .seed = 1 }, down = { .size = size };
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t sl = sizeof(sin);
-	char backend_addr[64], paddr[128], logpath[] = "/tmp/splicer-demo-XXXXXX";
+	char backend_addr[64], paddr[128], logpath[512];
+	const char *tmp = getenv("TMPDIR");
 	pthread_t bt, ut;
 	double t0, t1, c0, c1, gbit;
 	int ok, status, lfd;
@@ -222,10 +246,11 @@ static int demo_engine(const char *engine, uint64_t size, const char *workers)
 	}
 	b.lfd = lfd;
 	snprintf(backend_addr, sizeof(backend_addr), "127.0.0.1:%u", ntohs(sin.sin_port));
+	snprintf(logpath, sizeof(logpath), "%s/splicer-demo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	close(mkstemp(logpath));
 	pid = proxy_start(engine, backend_addr, workers, paddr, sizeof(paddr), logpath);
 	if (pid < 0) {
-		fprintf(stderr, "splicer demo: the proxy did not start; its log: %s\n", logpath);
+		demo_log_tail(engine, logpath);
 		close(lfd);
 		return 1;
 	}

@@ -124,7 +124,8 @@ int bench_file_setup(struct file_bench *fb, uint64_t bytes)
 }
 
 /* Starts self with args, stderr into a pipe (*errfd) when errfd, else to
- * /dev/null, stdout to /dev/null. */
+ * /dev/null, stdout to /dev/null. Through /proc/self/exe: the bench's own
+ * build even when the file was replaced during a run (self names it). */
 static pid_t spawn(const char *const *args, int *errfd)
 {
 	int p[2] = { -1, -1 };
@@ -136,7 +137,7 @@ static pid_t spawn(const char *const *args, int *errfd)
 		int null = open("/dev/null", O_WRONLY);
 		dup2(null, 1);
 		dup2(errfd ? p[1] : null, 2);
-		execv(self, (char *const *)args);
+		execv("/proc/self/exe", (char *const *)args);
 		_exit(127);
 	}
 	if (errfd) {

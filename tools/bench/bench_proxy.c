@@ -163,7 +163,10 @@ static int fill_template(const char *tmpl, const char *out, const char *const *k
 	return r;
 }
 
-static pid_t spawn(const char *const *argv, const char *logpath)
+/* Starts argv; self: argv[0] names this binary, which is exec'd through
+ * /proc/self/exe, so the proxy is the bench's own build even when the file
+ * was rebuilt (replaced) during a run. */
+static pid_t spawn(const char *const *argv, const char *logpath, int self)
 {
 	pid_t pid = fork();
 
@@ -179,7 +182,7 @@ static pid_t spawn(const char *const *argv, const char *logpath)
 		dup2(fd >= 0 ? fd : null, STDOUT_FILENO);
 		dup2(fd >= 0 ? fd : null, STDERR_FILENO);
 		setpgid(0, 0); /* its own group: stop reaches forked children too */
-		execv(argv[0], (char *const *)argv);
+		execv(self ? "/proc/self/exe" : argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	return pid;
@@ -348,7 +351,7 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		break;
 	}
 	argv[n] = NULL;
-	p->pid = spawn(argv, logp);
+	p->pid = spawn(argv, logp, c->kind == PX_SPLICER);
 	if (p->pid < 0 || wait_accepting((struct sockaddr *)&p->ss, p->len, p->pid, 10000)) {
 		char why[512];
 		log_reason(logp, why, sizeof(why));
