@@ -9,7 +9,9 @@
  *   deb             the .deb of `make deb` (SPLICER_DEB): unpacked, its check run
  *   deps_policy     tools/deps.sh against a fake policy-rc.d and /etc
  *   containerfile   contrib/Containerfile's packages: Build-Depends, the
- *                   packages of the libraries build/splicer names */
+ *                   packages of the libraries build/splicer names
+ *   deploy_files    contrib/'s fleet files agree (ports, probes, admin socket,
+ *                   timeouts, user) and their configs pass splicer check */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -67,4 +69,10 @@ Test(integ, containerfile_installs_what_the_binary_needs, .init = h_init, .fini 
 {
 	h_binary(0);
 	run_script("containerfile", 30000);
+}
+
+Test(integ, deployment_files_agree, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	h_binary(0);
+	run_script("deploy_files", 30000);
 }
