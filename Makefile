@@ -62,7 +62,7 @@ HDRS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(wildcard tests/integrati
 # Debian packages the build, the tests and `make run` need.
 DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 mandoc \
 	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev libc-ares-dev prometheus \
-	    openssl curl python3
+	    openssl curl python3 python3-yaml
 # The peers the differential suite (tests/peer) and `splicer bench` compare
 # against; socat and gnuplot for the bench and its chart; redis and
 # PostgreSQL for `splicer bench --real` (it runs its own servers in a temp
