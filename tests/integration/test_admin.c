@@ -1028,3 +1028,46 @@ Test(integ, admin_drain_process, .init = h_init, .fini = h_fini, .timeout = 60)
 	te_stop(&a);
 	te_stop(&b);
 }
+
+/* `splicer ctl -c FILE`: the socket's path from the file's admin = PATH,
+ * as an operator runs it against the service's own config; a file that
+ * sets none, or does not parse, is a clear error before any connect. */
+Test(integ, admin_ctl_finds_the_socket_from_the_config, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	struct tag_echo a;
+	struct h_proxy p;
+	char text[1024], err_buf[256], *out = NULL, *err = NULL;
+	int port = h_free_port(), st;
+
+	te_start(&a, 'A');
+	snprintf(text, sizeof text, "[global]\nadmin = %s\n[route web]\nlisten = 127.0.0.1:%d\nbackend = %s\n",
+		 sock_path(), port, a.text);
+	const char *conf = h_conf_write("ctl.conf", text);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, err_buf, sizeof err_buf) == 0, "proxy: %s", err_buf);
+
+	const char *show[] = { "ctl", "-c", conf, "show", "routes", NULL };
+	st = h_run_capture(bin, show, 20000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && out && table_has(out, "web", "127.0.0.1", NULL),
+		"ctl -c %s show routes: status %d, stdout '%s', stderr '%s'", conf, st, out ? out : "",
+		err ? err : "");
+	free(out), free(err), out = err = NULL;
+
+	const char *none = h_conf_write("noadmin.conf", "[route web]\nlisten = 127.0.0.1:1\nbackend = 127.0.0.1:2\n");
+	const char *show_none[] = { "ctl", "-c", none, "show", "routes", NULL };
+	st = h_run_capture(bin, show_none, 20000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0 && err && strstr(err, none) &&
+			strstr(err, "admin"),
+		"ctl -c on a config without admin: status %d, stderr '%s'", st, err ? err : "");
+	free(out), free(err), out = err = NULL;
+
+	const char *bad = h_conf_write("bad.conf", "[global]\nadmin = /x\nnope = 1\n");
+	const char *show_bad[] = { "ctl", "-c", bad, "show", "routes", NULL };
+	st = h_run_capture(bin, show_bad, 20000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0 && err && strstr(err, "nope"),
+		"ctl -c on a config that does not parse: status %d, stderr '%s'", st, err ? err : "");
+	free(out), free(err);
+	h_proxy_down(&p);
+	te_stop(&a);
+}
