@@ -163,10 +163,7 @@ static int fill_template(const char *tmpl, const char *out, const char *const *k
 	return r;
 }
 
-/* Starts argv; self: argv[0] names this binary, which is exec'd through
- * /proc/self/exe, so the proxy is the bench's own build even when the file
- * was rebuilt (replaced) during a run. */
-static pid_t spawn(const char *const *argv, const char *logpath, int self)
+static pid_t spawn(const char *const *argv, const char *logpath)
 {
 	pid_t pid = fork();
 
@@ -182,7 +179,7 @@ static pid_t spawn(const char *const *argv, const char *logpath, int self)
 		dup2(fd >= 0 ? fd : null, STDOUT_FILENO);
 		dup2(fd >= 0 ? fd : null, STDERR_FILENO);
 		setpgid(0, 0); /* its own group: stop reaches forked children too */
-		execv(self ? "/proc/self/exe" : argv[0], (char *const *)argv);
+		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	return pid;
@@ -272,8 +269,15 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 
 	switch (c->kind) {
 	case PX_SPLICER: {
-		ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		exe[k > 0 ? k : 0] = '\0';
+		/* this binary through a link to /proc/PID/exe: the proxy is the
+		 * bench's own build even when the file was rebuilt (replaced)
+		 * during a run, and is still named splicer (ps, top, perf) */
+		snprintf(exe, sizeof(exe), "%s/splicer", p->dir);
+		snprintf(tmpl, sizeof(tmpl), "/proc/%d/exe", (int)getpid());
+		if (symlink(tmpl, exe)) {
+			snprintf(err, errlen, "%s: symlink %s: %s", c->name, exe, strerror(errno));
+			return -1;
+		}
 		argv[n++] = exe;
 		if (tname) {
 			const char *kv[] = { "LISTEN", listen, "LISTEN2", listen2, "BACKEND", backend,
@@ -351,7 +355,7 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		break;
 	}
 	argv[n] = NULL;
-	p->pid = spawn(argv, logp, c->kind == PX_SPLICER);
+	p->pid = spawn(argv, logp);
 	if (p->pid < 0 || wait_accepting((struct sockaddr *)&p->ss, p->len, p->pid, 10000)) {
 		char why[512];
 		log_reason(logp, why, sizeof(why));
