@@ -153,7 +153,7 @@ static pid_t proxy_start(const char *engine, const char *backend, const char *wo
 		int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd >= 0)
 			dup2(fd, STDERR_FILENO);
-		execl("/proc/self/exe", self, "-l", "127.0.0.1:0", "-b", backend, "--engine", engine,
+		execl(self, self, "-l", "127.0.0.1:0", "-b", backend, "--engine", engine,
 		      "--workers", workers, (char *)NULL);
 		_exit(127);
 	}

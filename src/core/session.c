@@ -766,10 +766,10 @@ static int session_refuse(struct session *s, enum admit_result a)
 {
 	struct route_stats *st = s->route->st;
 
-	STAT_ADD(*(a == ADMIT_DENIED	     ? &st->denied
-		   : a == ADMIT_TOO_FAST     ? &st->source_rate_rejected
-		   : a == ADMIT_TABLE_FULL   ? &st->source_table_full
-					     : &st->source_conns_rejected), 1);
+	STAT_ADD(*(a == ADMIT_DENIED ? &st->denied
+		   : a == ADMIT_TOO_FAST ? &st->source_rate_rejected
+		   : a == ADMIT_TABLE_FULL ? &st->source_table_full
+		   : &st->source_conns_rejected), 1);
 	log_refusal(s, admit_reason(a));
 	s->refused = 1;
 	ended(s, END_PROXY);
