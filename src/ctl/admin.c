@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "ctl_server.h"
 #include "engine.h"
 #include "listener.h"
 #include "log.h"
@@ -29,9 +30,13 @@
 #include "upgrade.h"
 
 #define LINE_MAX_LEN  4096  /* a command line */
-#define MAX_CONNS     16    /* connections read at once; one more drops the oldest */
-#define IDLE_MS       60000 /* a connection without a line for this long is closed */
-#define SEND_MS       5000  /* an answer's reader may take this long */
+#define MAX_CONNS     16    /* connections at once; one more drops the one that moved
+			       nothing for the longest (ctl_server.h) */
+#define IDLE_MS       60000 /* no whole line this long after the connect or the last answer: closed */
+#define SEND_MS       5000  /* an answer's reader may take nothing of it this long */
+#define ANSWER_MS     60000 /* and take all of it within this */
+#define OUT_BUDGET    (64u << 20) /* answer bytes held for all connections at once */
+#define DRAIN_MS      1000  /* at the stop: answers under way finish within this */
 #define CALL_MS       2000  /* a worker's answer (worker_call) */
 #define RELOAD_MS     15000 /* a reload's outcome */
 #define UPGRADE_WAIT_MS (UPGRADE_TIMEOUT_MS + 5000) /* an upgrade's: above its own limit */
@@ -909,145 +914,47 @@ end:
 
 /* ---- the thread ------------------------------------------------------------- */
 
-struct conn {
-	int fd;
-	uint64_t deadline_ms;
-	size_t n;
-	char line[LINE_MAX_LEN];
-};
-
-/* Returns 0, or -1 when the reader left or did not read in time. */
-static int send_all(int fd, const char *p, size_t len)
+/* ctl_server's protocol: a command per line, as many as the client likes,
+ * answered in order, one at a time (the next line is read once the answer
+ * before it was taken). At EOF, the whole lines left are answered, then the
+ * connection closes. */
+static int admin_input(struct ctl_conn *c, void *arg)
 {
-	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-	uint64_t end = now_monotonic_ms() + SEND_MS;
-
-	for (size_t off = 0; off < len;) {
-		ssize_t w = send(fd, p + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-		uint64_t now = now_monotonic_ms();
-		if (w > 0)
-			off += (size_t)w;
-		else if (w < 0 && (errno == EAGAIN || errno == EINTR) && now < end)
-			poll(&pfd, 1, (int)(end - now));
-		else
-			return -1;
-	}
-	return 0;
-}
-
-static int answer_send(int fd, char *line)
-{
+	char *nl = memchr(c->in, '\n', c->in_n);
 	struct buf b = { 0 };
-	int r;
+	size_t len;
 
-	answer_line(&b, line);
-	if (!b.p)
-		return -1;
-	r = send_all(fd, b.p, b.n);
-	free(b.p);
-	return r;
-}
-
-/* Reads what arrived and answers each whole line. Returns 1 when the
- * connection is done with (closed by the client, or broken). */
-static int conn_step(struct conn *q)
-{
-	for (;;) {
-		ssize_t k = recv(q->fd, q->line + q->n, sizeof(q->line) - q->n, MSG_DONTWAIT);
-		char *nl;
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0 && errno == EAGAIN)
-			return 0;
-		if (k <= 0)
-			return 1;
-		q->n += (size_t)k;
-		q->deadline_ms = now_monotonic_ms() + IDLE_MS;
-		while ((nl = memchr(q->line, '\n', q->n))) {
-			size_t len = (size_t)(nl - q->line);
-			*nl = '\0';
-			if (memchr(q->line, '\0', len)) {
-				const char msg[] = "error: a NUL byte in the command line\n\n";
-				if (send_all(q->fd, msg, sizeof(msg) - 1))
-					return 1;
-			} else if (answer_send(q->fd, q->line)) {
-				return 1;
-			}
-			q->n -= len + 1;
-			memmove(q->line, nl + 1, q->n);
-		}
-		if (q->n == sizeof(q->line)) {
-			const char msg[] = "error: a line longer than 4095 bytes\n\n";
-			send_all(q->fd, msg, sizeof(msg) - 1);
-			return 1;
-		}
+	(void)arg;
+	if (!nl) {
+		if (c->in_n < LINE_MAX_LEN)
+			return c->eof ? -1 : 0; /* half a line, and more may come */
+		put(&b, "error: a line longer than %d bytes\n\n", LINE_MAX_LEN - 1);
+		c->close_after = 1;
+		return b.p && !ctl_conn_answer(c, b.p, b.n) ? 0 : -1;
 	}
+	len = (size_t)(nl - c->in);
+	*nl = '\0';
+	if (memchr(c->in, '\0', len))
+		put(&b, "error: a NUL byte in the command line\n\n");
+	else
+		answer_line(&b, c->in);
+	ctl_conn_consume(c, len + 1);
+	return b.p && !ctl_conn_answer(c, b.p, b.n) ? 0 : -1;
 }
 
 static void *admin_main(void *arg)
 {
-	struct pollfd p[2 + MAX_CONNS];
-	struct conn *q = calloc(MAX_CONNS, sizeof(*q));
-	unsigned nq = 0;
+	struct ctl_server srv = {
+		.ep = CTL_EP_ADMIN, .lfd = st.lfd, .stop_fd = st.stop[0], .max_conns = MAX_CONNS,
+		.in_max = LINE_MAX_LEN, .out_budget = OUT_BUDGET, .request_ms = IDLE_MS,
+		.stall_ms = SEND_MS, .answer_ms = ANSWER_MS, .drain_ms = DRAIN_MS,
+		.on_input = admin_input,
+	};
+	int r;
 
 	(void)arg;
-	if (!q) {
-		log_err("admin: out of memory; the admin socket does not answer");
-		return NULL;
-	}
-	for (;;) {
-		uint64_t now = now_monotonic_ms();
-		int timeout = -1;
-
-		for (unsigned i = nq; i-- > 0;) {
-			if (now >= q[i].deadline_ms) {
-				close(q[i].fd);
-				q[i] = q[--nq];
-			} else if (timeout < 0 || q[i].deadline_ms - now < (uint64_t)timeout) {
-				timeout = (int)(q[i].deadline_ms - now);
-			}
-		}
-		p[0] = (struct pollfd){ .fd = st.lfd, .events = POLLIN };
-		p[1] = (struct pollfd){ .fd = st.stop[0], .events = POLLIN };
-		for (unsigned i = 0; i < nq; i++)
-			p[2 + i] = (struct pollfd){ .fd = q[i].fd, .events = POLLIN };
-		if (poll(p, 2 + nq, timeout) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (p[1].revents)
-			break;
-		/* backwards: removing moves the last entry, already seen, into i */
-		for (unsigned i = nq; i-- > 0;)
-			if (p[2 + i].revents && conn_step(&q[i])) {
-				close(q[i].fd);
-				q[i] = q[--nq];
-			}
-		if (!(p[0].revents & POLLIN))
-			continue;
-		int fd = accept4(st.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
-				poll(NULL, 0, 100); /* do not spin on a full fd table */
-			continue;
-		}
-		if (nq == MAX_CONNS) { /* the oldest gives way */
-			unsigned oldest = 0;
-			for (unsigned i = 1; i < nq; i++)
-				if (q[i].deadline_ms < q[oldest].deadline_ms)
-					oldest = i;
-			close(q[oldest].fd);
-			q[oldest] = q[--nq];
-		}
-		q[nq].fd = fd;
-		q[nq].n = 0;
-		q[nq++].deadline_ms = now_monotonic_ms() + IDLE_MS;
-	}
-	while (nq)
-		close(q[--nq].fd);
-	free(q);
+	if ((r = ctl_server_run(&srv)))
+		log_err("admin: %s; the admin socket does not answer", strerror(-r));
 	return NULL;
 }
 

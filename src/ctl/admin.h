@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* admin: the admin socket (`admin = PATH` in [global]) and `splicer ctl`,
  * its client. A Unix stream socket, mode 0600, the run-as user's (made
- * before root is dropped), served by one thread; kept across reloads (a new
- * path needs a restart).
+ * before root is dropped), served by one thread that waits for no client
+ * (ctl_server.h: a client that never reads its answer, sends half a line or
+ * floods the socket with connections delays nobody else); kept across
+ * reloads (a new path needs a restart).
  *
  * The protocol is lines: a command per line, as many lines per connection
  * as the client likes; each answer is lines of text ending with an empty
@@ -45,7 +47,7 @@
  * reason in err. */
 int admin_start(const struct config *cfg, struct worker *ws, unsigned nworkers, struct shared *sh,
 		char *err, size_t errlen);
-/* Stops the thread (an answer under way is finished first), closes and
+/* Stops the thread (answers under way get up to 1 s to finish), closes and
  * removes the socket (no-op when not started). After an upgrade's
  * hand-over the path is the new process's: listener_unlink_enable(0) first
  * leaves it in place. */

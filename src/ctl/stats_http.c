@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 
 #include "access_log.h"
 #include "backend.h"
+#include "ctl_server.h"
 #include "dns.h"
 #include "engine.h"
 #include "http_req.h"
@@ -26,7 +26,7 @@
 #include "route_hist.h"
 #include "upgrade.h"
 
-#define REQ_TIMEOUT  2000 /* ms for the whole request */
+#define REQ_TIMEOUT  2000 /* ms for the whole request, from its accept */
 
 static struct {
 	struct config *cfg;
@@ -404,6 +404,16 @@ size_t stats_http_metrics(char *buf, size_t len)
 	    (unsigned long long)log_sink_dropped(&log_err_sink));
 	put(&o, "splicer_log_lines_dropped_total{log=\"access\"} %llu\n",
 	    (unsigned long long)access_log_dropped());
+	family(&o, "splicer_control_clients_dropped_total", "counter",
+	       "Clients of the stats endpoint and the admin socket that the server closed: evicted "
+	       "(every slot taken, or the answers' memory: the one that moved nothing for the "
+	       "longest gave way), request_timeout (no whole request in time), slow_reader (did not "
+	       "take its answer in time). None of them delays another client.");
+	for (unsigned e = 0; e < CTL_EP_N; e++)
+		for (unsigned d = 0; d < CTL_DROP_N; d++)
+			put(&o, "splicer_control_clients_dropped_total{endpoint=\"%s\",reason=\"%s\"} %llu\n",
+			    ctl_endpoint_names[e], ctl_drop_names[d],
+			    (unsigned long long)ctl_server_dropped((enum ctl_endpoint)e, (enum ctl_drop)d));
 	family(&o, "splicer_pipes", "gauge", "Pipes in the pools, by state.");
 	put(&o, "splicer_pipes{state=\"in_use\"} %u\nsplicer_pipes{state=\"free\"} %u\n", pin, pfree);
 	if (o.n < len)
@@ -411,98 +421,82 @@ size_t stats_http_metrics(char *buf, size_t len)
 	return o.n;
 }
 
-/* Sends the head and, unless head_only (HEAD), the body; Content-Length is
- * the body's length either way, as for GET. */
-static void respond_as(int fd, int code, const char *reason, const char *ctype, const char *body,
-		       size_t blen, int head_only)
+/* Queues the answer: the head and, unless head_only (HEAD), the body;
+ * Content-Length is the body's length either way, as for GET. The client
+ * is closed once it is sent (ctl_server: at the reader's pace, the thread
+ * never waits for it). Returns 0, or -1 without memory for it. */
+static int respond_as(struct ctl_conn *c, int code, const char *reason, const char *ctype,
+		      const char *body, size_t blen, int head_only)
 {
-	char head[256];
+	char head[256], *buf;
 	int n = snprintf(head, sizeof(head),
 			 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
 			 "Connection: close\r\n\r\n", code, reason, ctype, blen);
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
-	const char *parts[2] = { head, body };
-	size_t lens[2] = { (size_t)n, blen };
-	uint64_t end = now_monotonic_ms() + REQ_TIMEOUT; /* a scraper that reads slowly
-							    holds the thread this long at most */
+	size_t len = (size_t)n + (head_only ? 0 : blen);
 
-	for (int k = 0; k < 2 - !!head_only; k++)
-		for (size_t off = 0; off < lens[k];) {
-			ssize_t w = send(fd, parts[k] + off, lens[k] - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-			uint64_t now = now_monotonic_ms();
-			if (w > 0)
-				off += (size_t)w;
-			else if (w < 0 && errno == EAGAIN && now < end &&
-				 poll(&p, 1, (int)(end - now)) > 0)
-				continue;
-			else
-				return; /* the scraper left: nothing to do */
-		}
+	if (!(buf = malloc(len)))
+		return -1;
+	memcpy(buf, head, (size_t)n);
+	if (!head_only)
+		memcpy(buf + n, body, blen);
+	c->close_after = 1;
+	return ctl_conn_answer(c, buf, len) ? -1 : 0;
 }
 
-static void respond(int fd, int code, const char *reason, const char *ctype, const char *body,
-		    size_t blen)
-{
-	respond_as(fd, code, reason, ctype, body, blen, 0);
-}
-
-static void error(int fd, int code, const char *reason)
+static int error(struct ctl_conn *c, int code, const char *reason)
 {
 	char body[64];
 	int n = snprintf(body, sizeof(body), "%d %s\n", code, reason);
-	respond(fd, code, reason, "text/plain; charset=utf-8", body, (size_t)n);
+	return respond_as(c, code, reason, "text/plain; charset=utf-8", body, (size_t)n, 0);
 }
 
-/* A connection whose request head is still arriving. */
-struct pending {
-	int fd;
-	uint64_t deadline_ms;
-	size_t n;
-	char req[HTTP_REQ_MAX];
-};
+/* Clients at once: one more makes the one that moved nothing for the
+ * longest give way (a 408 when its request was not whole). Each gets
+ * REQ_TIMEOUT for its request from its accept, a trickle included, and a
+ * reader that takes nothing of its answer for STALL_MS is dropped: clients
+ * that never finish a request or never read keep neither /health from a
+ * load balancer's probe nor /metrics from a scraper, whose requests take a
+ * millisecond. */
+#define MAX_CLIENTS 32
+#define STALL_MS    2000     /* a reader may take nothing of its answer this long */
+#define ANSWER_MS   30000    /* an answer's whole time (a slow link's scrape) */
+#define OUT_BUDGET  (16u << 20) /* answer bytes held for all clients at once */
 
-/* Requests read at once. Each gets REQ_TIMEOUT, and one more connection
- * makes the oldest give way (408): clients that never finish their head
- * cannot keep /health from a load balancer's probe, nor /metrics from a
- * scraper, whose whole requests take a millisecond. */
-#define MAX_PENDING 32
-
-static void answer(int fd, const char *method, const char *path)
+static int health(struct ctl_conn *c, int head_only)
 {
-	if (strcmp(path, "/metrics") && strcmp(path, "/health")) {
-		error(fd, 404, "Not Found");
-		return;
-	}
-	if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
-		error(fd, 405, "Method Not Allowed");
-		return;
-	}
-	if (!strcmp(path, "/health")) {
-		int draining = __atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED) ||
-			       __atomic_load_n(&st.lameduck, __ATOMIC_RELAXED);
-		uint64_t now = now_monotonic_ms(), age = 0;
-		unsigned stuck = 0;
-		char why[128];
-		int n;
+	int draining = __atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED) ||
+		       __atomic_load_n(&st.lameduck, __ATOMIC_RELAXED);
+	uint64_t now = now_monotonic_ms(), age = 0;
+	unsigned stuck = 0;
+	char why[128];
+	int n;
 
-		/* a worker that stopped turning its loop moves nothing */
-		for (unsigned i = 0; i < st.nw && !draining && !age; i++)
-			if ((age = worker_stalled_ms(&st.ws[i], now)))
-				stuck = i;
-		if (draining)
-			n = snprintf(why, sizeof(why), "draining\n");
-		else if (age)
-			n = snprintf(why, sizeof(why), "worker %u stalled: no loop turn for %llu ms\n",
-				     stuck, (unsigned long long)age);
-		else
-			n = snprintf(why, sizeof(why), "ok\n");
-		if (draining || age)
-			respond_as(fd, 503, "Service Unavailable", "text/plain", why, (size_t)n,
-				   !strcmp(method, "HEAD"));
-		else
-			respond_as(fd, 200, "OK", "text/plain", why, (size_t)n, !strcmp(method, "HEAD"));
-		return;
-	}
+	/* a worker that stopped turning its loop moves nothing */
+	for (unsigned i = 0; i < st.nw && !draining && !age; i++)
+		if ((age = worker_stalled_ms(&st.ws[i], now)))
+			stuck = i;
+	if (draining)
+		n = snprintf(why, sizeof(why), "draining\n");
+	else if (age)
+		n = snprintf(why, sizeof(why), "worker %u stalled: no loop turn for %llu ms\n", stuck,
+			     (unsigned long long)age);
+	else
+		n = snprintf(why, sizeof(why), "ok\n");
+	if (draining || age)
+		return respond_as(c, 503, "Service Unavailable", "text/plain", why, (size_t)n, head_only);
+	return respond_as(c, 200, "OK", "text/plain", why, (size_t)n, head_only);
+}
+
+static int answer(struct ctl_conn *c, const char *method, const char *path)
+{
+	int r;
+
+	if (strcmp(path, "/metrics") && strcmp(path, "/health"))
+		return error(c, 404, "Not Found");
+	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+		return error(c, 405, "Method Not Allowed");
+	if (!strcmp(path, "/health"))
+		return health(c, !strcmp(method, "HEAD"));
 	/* measure, render; again if a reload grew the routes in between */
 	size_t need = stats_http_metrics(NULL, 0) + 4096, blen = 0;
 	char *body = NULL;
@@ -516,119 +510,50 @@ static void answer(int fd, const char *method, const char *path)
 	}
 	if (!body || blen >= need) {
 		free(body);
-		error(fd, 500, "Internal Server Error");
-		return;
+		return error(c, 500, "Internal Server Error");
 	}
-	respond_as(fd, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, blen,
-		   !strcmp(method, "HEAD"));
+	r = respond_as(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, blen,
+		       !strcmp(method, "HEAD"));
 	free(body);
+	return r;
 }
 
-/* Reads what has arrived of q's request and answers it once whole or bad.
- * Returns 1 when q is done with (answered, or the client left). */
-static int request_step(struct pending *q)
+/* ctl_server's protocol: one request per connection, answered once its
+ * head is whole (or bad), then closed. */
+static int stats_input(struct ctl_conn *c, void *arg)
 {
 	char method[16], path[256];
-	int r;
+	int r = http_req_parse(c->in, c->in_n, method, path);
 
-	for (;;) {
-		ssize_t k = recv(q->fd, q->req + q->n, sizeof(q->req) - q->n, MSG_DONTWAIT);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0 && errno == EAGAIN)
-			return 0;
-		if (k <= 0)
-			return 1; /* closed before a whole request: nobody to answer */
-		q->n += (size_t)k;
-		if ((r = http_req_parse(q->req, q->n, method, path)) == HTTP_REQ_OK) {
-			answer(q->fd, method, path);
-			return 1;
-		}
-		if (r == 431) {
-			error(q->fd, 431, "Request Header Fields Too Large");
-			return 1;
-		}
-		if (r != HTTP_REQ_MORE) {
-			error(q->fd, 400, "Bad Request");
-			return 1;
-		}
-	}
-}
-
-static void drop(struct pending *q, unsigned *nq, unsigned i, int code)
-{
-	if (code)
-		error(q[i].fd, code, "Request Timeout");
-	close(q[i].fd);
-	q[i] = q[--*nq];
+	(void)arg;
+	if (r == HTTP_REQ_MORE)
+		return c->eof ? -1 : 0; /* closed before a whole request: nobody to answer */
+	if (r == HTTP_REQ_OK)
+		return answer(c, method, path);
+	if (r == 431)
+		return error(c, 431, "Request Header Fields Too Large");
+	return error(c, 400, "Bad Request");
 }
 
 static void *stats_main(void *arg)
 {
-	struct pollfd p[2 + MAX_PENDING];
-	struct pending *q = calloc(MAX_PENDING, sizeof(*q));
-	unsigned nq = 0;
-	(void)arg;
-
-	if (!q) {
-		log_err("stats: out of memory; the endpoint does not answer");
-		return NULL;
-	}
-	for (uint64_t stop_by = 0;;) {
-		uint64_t now = now_monotonic_ms();
-		int timeout = -1;
-
+	static const char timeout[] = "HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; "
+				      "charset=utf-8\r\nContent-Length: 20\r\nConnection: close\r\n\r\n"
+				      "408 Request Timeout\n";
+	struct ctl_server srv = {
+		.ep = CTL_EP_STATS, .lfd = st.lfd, .stop_fd = st.stop[0], .max_conns = MAX_CLIENTS,
+		.in_max = HTTP_REQ_MAX, .out_budget = OUT_BUDGET, .request_ms = REQ_TIMEOUT,
+		.stall_ms = STALL_MS, .answer_ms = ANSWER_MS,
 		/* asked to stop: the requests read so far are answered (an
 		 * upgrade's new process accepts from the same socket meanwhile,
 		 * so a probe that came here still gets its answer), for 1 s */
-		if (stop_by && (!nq || now >= stop_by))
-			break;
+		.drain_ms = 1000, .last_words = timeout, .on_input = stats_input,
+	};
+	int r;
 
-		for (unsigned i = nq; i-- > 0;) {
-			if (now >= q[i].deadline_ms)
-				drop(q, &nq, i, 408);
-			else if (timeout < 0 || q[i].deadline_ms - now < (uint64_t)timeout)
-				timeout = (int)(q[i].deadline_ms - now);
-		}
-		if (stop_by && (timeout < 0 || stop_by - now < (uint64_t)timeout))
-			timeout = (int)(stop_by - now);
-		p[0] = (struct pollfd){ .fd = stop_by ? -1 : st.lfd, .events = POLLIN };
-		p[1] = (struct pollfd){ .fd = stop_by ? -1 : st.stop[0], .events = POLLIN };
-		for (unsigned i = 0; i < nq; i++)
-			p[2 + i] = (struct pollfd){ .fd = q[i].fd, .events = POLLIN };
-		if (poll(p, 2 + nq, timeout) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (p[1].revents) {
-			stop_by = now_monotonic_ms() + 1000;
-			continue;
-		}
-		/* backwards: drop() moves the last entry, already seen, into i */
-		for (unsigned i = nq; i-- > 0;)
-			if (p[2 + i].revents && request_step(&q[i]))
-				drop(q, &nq, i, 0);
-		if (!(p[0].revents & POLLIN))
-			continue;
-		int fd = accept4(st.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
-				poll(NULL, 0, 100); /* do not spin on a full fd table */
-			continue;
-		}
-		if (nq == MAX_PENDING) {
-			unsigned oldest = 0;
-			for (unsigned i = 1; i < nq; i++)
-				if (q[i].deadline_ms < q[oldest].deadline_ms)
-					oldest = i;
-			drop(q, &nq, oldest, 408);
-		}
-		q[nq++] = (struct pending){ .fd = fd, .deadline_ms = now_monotonic_ms() + REQ_TIMEOUT };
-	}
-	while (nq)
-		drop(q, &nq, nq - 1, 0);
-	free(q);
+	(void)arg;
+	if ((r = ctl_server_run(&srv)))
+		log_err("stats: %s; the endpoint does not answer", strerror(-r));
 	return NULL;
 }
 

@@ -7,9 +7,11 @@
  *                 its loop for WORKER_STALL_MS (worker.h: the heartbeat)
  * HEAD answers the same head as GET (Content-Length included), no body.
  * anything else 404 (unknown path), 405 (method), 400 (garbage), 431
- * (request over 4 KiB) or 408 (not complete within 2 s). One thread reads
- * up to 32 requests at once, answers each as soon as it is whole and closes
- * it: clients that never finish a request delay no scrape, nor forwarding. */
+ * (request over 4 KiB) or 408 (not complete within 2 s). One thread serves
+ * up to 32 clients at once (ctl_server.h), answers each as soon as its
+ * request is whole, at the pace its reader takes the answer, and closes it:
+ * clients that never finish a request or never read their answer delay no
+ * probe, no scrape, nor forwarding. */
 #ifndef SPLICER_STATS_HTTP_H
 #define SPLICER_STATS_HTTP_H
 
