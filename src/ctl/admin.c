@@ -32,7 +32,8 @@
 #define LINE_MAX_LEN  4096  /* a command line */
 #define MAX_CONNS     16    /* connections at once; one more drops the one that moved
 			       nothing for the longest (ctl_server.h) */
-#define IDLE_MS       60000 /* no whole line this long after the connect or the last answer: closed */
+#define IDLE_MS       60000 /* no whole line this long after the connect or the last
+			       answer: closed */
 #define SEND_MS       5000  /* an answer's reader may take nothing of it this long */
 #define ANSWER_MS     60000 /* and take all of it within this */
 #define OUT_BUDGET    (64u << 20) /* answer bytes held for all connections at once */

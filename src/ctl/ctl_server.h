@@ -22,13 +22,15 @@
 
 enum ctl_endpoint { CTL_EP_STATS, CTL_EP_ADMIN, CTL_EP_N };
 enum ctl_drop {
-	CTL_DROP_EVICTED,         /* the table was full (or the answers' budget): least progress gave way */
+	CTL_DROP_EVICTED,         /* the table (or the answers' budget) was full: the least
+				     progressed gave way */
 	CTL_DROP_REQUEST_TIMEOUT, /* no whole request within request_ms */
 	CTL_DROP_SLOW_READER,     /* did not take its answer within stall_ms / answer_ms */
 	CTL_DROP_N
 };
 extern const char *const ctl_endpoint_names[CTL_EP_N]; /* "stats", "admin" */
-extern const char *const ctl_drop_names[CTL_DROP_N];   /* "evicted", "request_timeout", "slow_reader" */
+/* "evicted", "request_timeout", "slow_reader" */
+extern const char *const ctl_drop_names[CTL_DROP_N];
 
 /* One client. The protocol reads in/in_n (and may consume from it with
  * ctl_conn_consume) and answers with ctl_conn_answer; the rest is the loop's. */
@@ -42,7 +44,8 @@ struct ctl_conn {
 	int close_after;         /* set by the protocol: close once the answer is sent */
 	int spoke;               /* the server sent this client something */
 	uint64_t progress_ms;    /* accept, or the last byte moved either way: eviction's order */
-	uint64_t request_end_ms; /* the request must be whole by then (set at accept and after each answer) */
+	uint64_t request_end_ms; /* the request must be whole by then (from the accept, or
+				    from the last answer sent) */
 	uint64_t answer_end_ms;  /* the answer must be sent by then */
 };
 
