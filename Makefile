@@ -18,7 +18,7 @@ VERSION := 0.1.0
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread \
 	   -DSPLICER_VERSION='"$(VERSION)"'
-LDLIBS  += -pthread -lssl -lcrypto -lm -linih -lbpf -luring -lcares
+LDLIBS  += -pthread -lssl -lcrypto -lm -linih -lbpf -luring -lcares -lseccomp
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 ifeq ($(V),1)
@@ -56,12 +56,15 @@ ASAN_OBJS:= $(SRCS:%.c=$(B)/asan/obj/%.o)
 UNIT_SRCS:= $(wildcard tests/unit/*/*.c)
 INT_SRCS := $(wildcard tests/integration/*.c)
 PEER_SRCS:= $(wildcard tests/peer/*.c)
-TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS) $(PEER_SRCS)
+# the hostile suite: attacks on the privilege boundary, the endpoints and
+# the limits (doc/security.md), each bounded in seconds
+HOST_SRCS:= $(wildcard tests/hostile/*.c)
+TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS) $(PEER_SRCS) $(HOST_SRCS)
 HDRS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(wildcard tests/integration/*.h tests/peer/*.h bpf/*.h)
 
 # Debian packages the build, the tests and `make run` need.
 DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 mandoc \
-	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev libc-ares-dev prometheus \
+	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev libc-ares-dev libseccomp-dev prometheus \
 	    openssl curl python3 python3-yaml
 # The peers the differential suite (tests/peer) and `splicer bench` compare
 # against; socat and gnuplot for the bench and its chart; redis and

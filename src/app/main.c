@@ -27,6 +27,7 @@
 #include "notify.h"
 #include "privs.h"
 #include "reload.h"
+#include "sandbox.h"
 #include "stats_http.h"
 #include "units.h"
 #include "upgrade.h"
@@ -152,25 +153,6 @@ static int start_failed(const struct config *c, unsigned n)
 	for (unsigned l = 0; l < n && l < c->nlst; l++)
 		listener_unlink(c->lst[l].addr);
 	return 1;
-}
-
-/* `user =`: the access log file becomes the user's. Returns 0 or 1 (logged). */
-static int give_access_log(const struct config *cfg)
-{
-	char err[512];
-	uid_t uid;
-	gid_t gid;
-	int r = privs_lookup(cfg->user, &uid, &gid, err, sizeof(err));
-
-	if (r == 1) /* no user = */
-		return 0;
-	if (r == 0)
-		r = access_log_chown(uid, gid, err, sizeof(err));
-	if (r == 1)
-		log_warn("%s", err);
-	if (r < 0)
-		log_err("%s", err);
-	return r < 0;
 }
 
 /* Heartbeats (worker.h): each worker that stops turning its loop is logged
@@ -320,9 +302,24 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	 * run here moves to its fallback, said once (reload does the same) */
 	engine_routes_check(cfg);
 	upgrade_apply_state(cfg); /* the old process's drain, disable, weight */
-	/* before any thread, session or listener of this process: upgrade.c */
-	if ((hr = upgrade_spawner_start()))
+	/* before any thread, session or listener of this process: upgrade.c.
+	 * It runs as the user (root's only if there is no user) with what an
+	 * upgrade needs: binding ports, and BPF for an engine that loads it */
+	if ((hr = upgrade_spawner_start(cfg->user, PRIVS_KEEP | (engine_routes_need_setup(cfg) ?
+								   PRIVS_KEEP_SETUP : 0))))
 		log_warn("upgrade spawner process: %s; SIGUSR2 will be refused", strerror(-hr));
+	/* Not root (systemd's User=, or an upgrade's new process): the
+	 * capabilities the engines' setup needed go now, before any thread.
+	 * Root: from here on every path is opened as the user (privs.h), so
+	 * nothing the user can put in its directories steers what root opens */
+	if (geteuid() != 0 && privs_drop(cfg->user, PRIVS_KEEP, err, sizeof(err))) {
+		log_err("%s", err);
+		return 1;
+	}
+	if (privs_become_fs(cfg->user, err, sizeof(err))) {
+		log_err("%s", err);
+		return 1;
+	}
 	/* Signals go to this thread only, through sigtimedwait(). splice()
 	 * into a socket the peer closed raises SIGPIPE: ignore it, the EPIPE
 	 * return is handled. */
@@ -371,22 +368,24 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 			return start_failed(cfg, nlisteners);
 		}
 	}
+	/* the routes' sockets are bound: root is no longer needed. Before the
+	 * stats and admin threads, so no request is ever parsed as root (their
+	 * sockets are bound as the user, CAP_NET_BIND_SERVICE kept) */
+	if (privs_drop(cfg->user, PRIVS_KEEP, err, sizeof(err))) {
+		log_err("%s", err);
+		return start_failed(cfg, nlisteners);
+	}
+	/* from here on, what the process will never need is gone: the stats
+	 * and admin sockets, the threads and every request run inside it */
+	if (sandbox_enter(cfg, err, sizeof(err))) {
+		log_err("%s", err);
+		return start_failed(cfg, nlisteners);
+	}
 	if (stats_http_start(cfg, ws, (unsigned)cfg->workers, &sh, err, sizeof(err))) {
 		log_err("%s", err);
 		return start_failed(cfg, nlisteners);
 	}
 	if (admin_start(cfg, ws, (unsigned)cfg->workers, &sh, err, sizeof(err))) {
-		log_err("%s", err);
-		stats_http_stop();
-		return start_failed(cfg, nlisteners);
-	}
-	/* every socket is bound: root is no longer needed; the access log goes
-	 * to the user first, or SIGUSR1 could not reopen it after a rotation */
-	if (geteuid() == 0 && give_access_log(cfg)) {
-		stats_http_stop();
-		return start_failed(cfg, nlisteners);
-	}
-	if (privs_drop(cfg->user, err, sizeof(err))) {
 		log_err("%s", err);
 		stats_http_stop();
 		return start_failed(cfg, nlisteners);
@@ -418,6 +417,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	/* "ready" once every thread runs: what a supervisor (or a test
 	 * counting descriptors) sees next is the steady state */
 	log_startup(cfg, engine_routes_use_pipes(cfg) ? granted_pipe_size(cfg) : 0);
+	sandbox_log();
+	sandbox_selftest(); /* the tests' proof; nothing without its variable */
 	if (!upgrade_ready() && notify_send("READY=1\nSTATUS=forwarding") < 0)
 		log_warn("NOTIFY_SOCKET is set but READY=1 could not be sent to it");
 	rl.cfg = cfg;

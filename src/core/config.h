@@ -220,6 +220,7 @@ struct config {
 	char stats[SETTING_TEXT_MAX];      /* ADDRESS of the metrics endpoint, or "off" */
 	struct addr stats_addr;            /* stats, parsed by config_finalize() */
 	char user[SETTING_TEXT_MAX];       /* drop root to this user after binding, or "off" */
+	uint64_t sandbox;                  /* 1: no_new_privs, seccomp, Landlock after start-up */
 	char admin[SETTING_TEXT_MAX];      /* PATH of the admin socket (admin.h), or "off" */
 	char resolvers[SETTING_TEXT_MAX];  /* DNS servers for resolve= names ("IP[:PORT] ..."),
 					    * or "system" (/etc/resolv.conf) */

@@ -960,20 +960,15 @@ static void *admin_main(void *arg)
 }
 
 /* The socket file: mode 0600 from the start (umask while it is bound, so no
- * moment exists when another user could connect), then the run-as user's:
- * lchown, which changes the path itself and never a file a symlink put
- * there names (a chown(2) by path would follow it; fchown on the socket's
- * descriptor changes the socket inode, not the file bind makes). An upgrade
- * hands the bound socket over (upgrade.h): the file is there already, and
- * only its owner is set again (`user =` may have changed). */
+ * moment exists when another user could connect). It is made after root is
+ * dropped (main.c), so it is the run-as user's without a chown: root never
+ * changes the owner of a path in a directory the user controls. An upgrade
+ * hands the bound socket over (upgrade.h): the file is there already. */
 static int admin_bind(const struct config *cfg, char *err, size_t errlen)
 {
 	const char *path = cfg->admin;
 	char text[SETTING_TEXT_MAX + 8], why[256];
 	mode_t old;
-	uid_t uid;
-	gid_t gid;
-	int r;
 
 	if (!strncmp(path, "unix:", 5))
 		path += 5;
@@ -995,15 +990,6 @@ static int admin_bind(const struct config *cfg, char *err, size_t errlen)
 			snprintf(err, errlen, "admin: %s", why);
 			return -1;
 		}
-	}
-	r = geteuid() == 0 ? privs_lookup(cfg->user, &uid, &gid, why, sizeof(why)) : 1;
-	if (r == 0 && lchown(path, uid, gid)) {
-		snprintf(err, errlen, "admin %s: %s", path, strerror(errno));
-		return -1;
-	}
-	if (r < 0) {
-		snprintf(err, errlen, "admin: %s", why);
-		return -1;
 	}
 	return 0;
 }

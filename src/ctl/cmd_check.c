@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -47,12 +48,22 @@ static void where(const struct config *c, unsigned line, char *buf, size_t len)
 		snprintf(buf, len, "splicer: ");
 }
 
-/* One probe: 0 (free or a note), 1 (a problem); both printed with where. */
+/* One probe: 0 (free or a note), 1 (a problem); both printed with where.
+ * A Unix path: first, may the run-as user make the socket there? */
 static int probe(const struct config *c, const struct addr *a, unsigned line, const char *what)
 {
-	char why[512], at[300];
-	int r = listener_probe(a, why, sizeof(why));
+	const struct sockaddr_un *sun = (const void *)&a->ss;
+	char why[768], at[300];
+	int r;
 
+	if (a->ss.ss_family == AF_UNIX && sun->sun_path[0] &&
+	    privs_check_unix_dir(what[0] ? "stats" : "listen", sun->sun_path, c->user, why,
+				 sizeof(why))) {
+		where(c, line, at, sizeof(at));
+		fprintf(stderr, "%s%s\n", at, why);
+		return 1;
+	}
+	r = listener_probe(a, why, sizeof(why));
 	if (!r)
 		return 0;
 	where(c, line, at, sizeof(at));

@@ -97,6 +97,9 @@ const struct setting settings[] = {
 	  "serve GET /metrics (Prometheus) and GET /health over HTTP on this address" },
 	{ "user", 0, SET_TEXT, 0, 0, "off", 0, user_forms, SCOPE_GLOBAL, G(user),
 	  "after binding every socket, drop root and run as this user" },
+	{ "sandbox", 0, SET_ENUM, 0, 0, "yes", 0, no_yes, SCOPE_GLOBAL, G(sandbox),
+	  "once started: no_new_privs, a seccomp allow-list of system calls and Landlock file rules "
+	  "(doc/security.md); no only to tell whether a problem is the sandbox's" },
 	{ "admin", 0, SET_TEXT, 0, 0, "off", 0, admin_forms, SCOPE_GLOBAL, G(admin),
 	  "the admin socket for `splicer ctl` (a Unix socket, mode 0600, the run-as user's): show, drain, disable, weight, kill, reload" },
 	{ "verbose", 0, SET_UINT, 0, 2, "0", 0, NULL, SCOPE_GLOBAL, G(verbose),

@@ -13,40 +13,195 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/fsuid.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/capability.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "addr.h"
 #include "log.h"
 
-int privs_drop(const char *name, char *err, size_t errlen)
-{
-	struct passwd *pw;
+/* The capability sets of this thread, as capget(2) takes them. */
+struct caps {
+	struct __user_cap_header_struct h;
+	struct __user_cap_data_struct d[2];
+};
 
+static int caps_get(struct caps *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->h.version = _LINUX_CAPABILITY_VERSION_3;
+	return (int)syscall(SYS_capget, &c->h, c->d);
+}
+
+static unsigned long long caps_word(const struct caps *c, int permitted)
+{
+	return permitted ? (unsigned long long)c->d[1].permitted << 32 | c->d[0].permitted
+			 : (unsigned long long)c->d[1].effective << 32 | c->d[0].effective;
+}
+
+/* Permitted and effective become keep (of what is permitted now; nothing
+ * can be added), inheritable nothing; then the ambient set is emptied but
+ * for what ambient names (a subset of keep). Only the calling thread's
+ * sets change (capset(2)): call it before the threads that must not hold
+ * more, or in the thread that goes on. Returns 0 or -errno. */
+static int caps_limit(unsigned long long keep, unsigned long long ambient)
+{
+	struct caps c;
+	unsigned long long have;
+
+	if (caps_get(&c))
+		return -errno;
+	have = caps_word(&c, 1) & keep;
+	c.h.pid = 0;
+	c.d[0].permitted = c.d[0].effective = (uint32_t)have;
+	c.d[1].permitted = c.d[1].effective = (uint32_t)(have >> 32);
+	c.d[0].inheritable = (uint32_t)(have & ambient);
+	c.d[1].inheritable = (uint32_t)((have & ambient) >> 32);
+	if (syscall(SYS_capset, &c.h, c.d))
+		return -errno;
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) && errno != EINVAL)
+		return -errno;
+	for (int cap = 0; cap < 64; cap++)
+		if ((have & ambient) >> cap & 1 &&
+		    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0))
+			return -errno;
+	return 0;
+}
+
+int privs_privileged(void)
+{
+	struct caps c;
+
+	if (geteuid() == 0)
+		return 1;
+	return caps_get(&c) || caps_word(&c, 1) || caps_word(&c, 0);
+}
+
+/* The user to become: 1 with *pw for a user, 0 for "" and "off", -1 with
+ * err for an unknown one. */
+static int user_entry(const char *name, struct passwd **pw, char *err, size_t errlen)
+{
 	if (!name[0] || !strcmp(name, "off"))
 		return 0;
 	errno = 0;
-	if (!(pw = getpwnam(name))) {
+	if (!(*pw = getpwnam(name))) {
 		snprintf(err, errlen, "user %s: %s", name, errno ? strerror(errno) : "no such user");
 		return -1;
 	}
-	if (geteuid() != 0) {
-		if (geteuid() == pw->pw_uid)
-			return 0;
-		snprintf(err, errlen, "user %s: only root can switch users (running as uid %u)", name,
-			 (unsigned)geteuid());
+	return 1;
+}
+
+int privs_become_fs(const char *name, char *err, size_t errlen)
+{
+	struct passwd *pw;
+	int r = user_entry(name, &pw, err, errlen);
+
+	if (r <= 0 || geteuid() != 0)
+		return r < 0 ? -1 : 0;
+	if (pw->pw_uid == 0)
+		return 0;
+	/* setfsuid(2) reports no error: the identity read back is the check */
+	if (initgroups(pw->pw_name, pw->pw_gid)) {
+		snprintf(err, errlen, "user %s: groups: %s", name, strerror(errno));
 		return -1;
 	}
-	/* groups first: after setuid there is no right left to change them */
-	if (initgroups(pw->pw_name, pw->pw_gid) || setgid(pw->pw_gid) || setuid(pw->pw_uid)) {
-		snprintf(err, errlen, "user %s: %s", name, strerror(errno));
+	setfsgid(pw->pw_gid);
+	setfsuid(pw->pw_uid);
+	if ((uid_t)setfsuid((uid_t)-1) != pw->pw_uid || (gid_t)setfsgid((gid_t)-1) != pw->pw_gid) {
+		snprintf(err, errlen, "user %s: the file-system identity could not be set", name);
+		return -1;
+	}
+	return 0;
+}
+
+/* Becomes pw (groups first: after setuid there is no right left to change
+ * them) keeping the capabilities in keep; ambient as caps_limit says. */
+static int become(const struct passwd *pw, unsigned long long keep, unsigned long long ambient,
+		  char *err, size_t errlen)
+{
+	int r;
+
+	/* nothing outside keep can come back, even through an exec of a
+	 * set-uid or file-capability binary (no_new_privs closes that too) */
+	for (int cap = 0; cap < 64; cap++)
+		if (!(keep >> cap & 1) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) && errno != EINVAL) {
+			snprintf(err, errlen, "user %s: bounding set: %s", pw->pw_name, strerror(errno));
+			return -1;
+		}
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) || initgroups(pw->pw_name, pw->pw_gid) ||
+	    setgid(pw->pw_gid) || setuid(pw->pw_uid)) {
+		snprintf(err, errlen, "user %s: %s", pw->pw_name, strerror(errno));
+		return -1;
+	}
+	prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+	if ((r = caps_limit(keep, ambient))) {
+		snprintf(err, errlen, "user %s: capabilities: %s", pw->pw_name, strerror(-r));
 		return -1;
 	}
 	if (setuid(0) == 0) {
-		snprintf(err, errlen, "user %s: root could be regained after dropping it", name);
+		snprintf(err, errlen, "user %s: root could be regained after dropping it", pw->pw_name);
 		return -1;
 	}
+	return 0;
+}
+
+int privs_drop(const char *name, unsigned long long keep, char *err, size_t errlen)
+{
+	struct passwd *pw;
+	int r = user_entry(name, &pw, err, errlen);
+
+	if (r <= 0)
+		return r < 0 ? -1 : 0;
+	if (geteuid() != 0) {
+		if (geteuid() != pw->pw_uid) {
+			snprintf(err, errlen, "user %s: only root can switch users (running as uid %u)",
+				 name, (unsigned)geteuid());
+			return -1;
+		}
+		if ((r = caps_limit(keep, 0))) {
+			snprintf(err, errlen, "user %s: capabilities: %s", name, strerror(-r));
+			return -1;
+		}
+		return 0;
+	}
+	if (become(pw, keep, 0, err, errlen))
+		return -1;
 	log_info("running as user %s (uid %u, gid %u)", name, (unsigned)pw->pw_uid, (unsigned)pw->pw_gid);
+	return 0;
+}
+
+int privs_become_with_ambient(const char *name, unsigned long long keep, char *err, size_t errlen)
+{
+	struct passwd *pw;
+	int r = user_entry(name, &pw, err, errlen);
+
+	if (r <= 0 || geteuid() != 0 || pw->pw_uid == 0)
+		return r < 0 ? -1 : 0;
+	return become(pw, keep, keep, err, errlen);
+}
+
+int privs_exec_trusted(int fd, const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st)) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		return -1;
+	}
+	if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		snprintf(err, errlen, "%s is owned by uid %u, mode %04o: a privileged process runs "
+			 "only a binary that root (or its own user) owns and nobody else may write",
+			 path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
 	return 0;
 }
 
@@ -205,17 +360,18 @@ int privs_check_admin_path(const char *admin, char *err, size_t errlen)
 	return 0;
 }
 
-int privs_check_socket_dir(const char *admin, const char *name, char *err, size_t errlen)
+int privs_check_unix_dir(const char *what, const char *path, const char *name, char *err,
+			 size_t errlen)
 {
 	char who[SETTING_TEXT_MAX + 32], dir[SETTING_TEXT_MAX];
 	struct stat st;
 	int e;
 
-	snprintf(dir, sizeof(dir), "%s", admin_file(admin));
+	snprintf(dir, sizeof(dir), "%s", path);
 	dirname(dir);
 	e = stat(dir, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 	if (e == ENOENT || e == ENOTDIR) {
-		snprintf(err, errlen, "admin %s: directory %s does not exist (%s)", admin, dir,
+		snprintf(err, errlen, "%s %s: directory %s does not exist (%s)", what, path, dir,
 			 strerror(e));
 		return -1;
 	}
@@ -226,12 +382,18 @@ int privs_check_socket_dir(const char *admin, const char *name, char *err, size_
 	if (e <= 0)
 		return 0;
 	if (e == EACCES || e == EPERM)
-		snprintf(err, errlen, "admin %s: directory %s is not writable for %s: the proxy makes "
-			 "the socket there, and removes it at stop (install -d -o USER %s)", admin, dir,
-			 who, dir);
+		snprintf(err, errlen, "%s %s: directory %s is not writable for %s: the proxy makes "
+			 "the socket there as that user, and removes it at stop (install -d -o USER %s)",
+			 what, path, dir, who, dir);
 	else
-		snprintf(err, errlen, "admin %s: directory %s: %s (as %s)", admin, dir, strerror(e), who);
+		snprintf(err, errlen, "%s %s: directory %s: %s (as %s)", what, path, dir, strerror(e),
+			 who);
 	return -1;
+}
+
+int privs_check_socket_dir(const char *admin, const char *name, char *err, size_t errlen)
+{
+	return privs_check_unix_dir("admin", admin_file(admin), name, err, errlen);
 }
 
 static long read_long(const char *path)

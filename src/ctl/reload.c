@@ -43,6 +43,7 @@ static void keep_process_settings(const struct config *old, struct config *nw)
 	KEEP_NUM(max_pipes, "max_pipes");
 	KEEP_NUM(max_conns, "max_conns");
 	KEEP_NUM(busy_poll_us, "busy_poll");
+	KEEP_NUM(sandbox, "sandbox");
 	KEEP_TEXT(access_log, "log");
 	KEEP_TEXT(stats, "stats");
 	KEEP_TEXT(user, "user");

@@ -26,6 +26,7 @@
 #include "listener.h"
 #include "log.h"
 #include "notify.h"
+#include "privs.h"
 #include "worker.h"
 
 #define ENV_INHERIT "SPLICER_INHERIT"
@@ -518,6 +519,30 @@ static char **child_env(char *const *vars, unsigned nvars)
 	return env;
 }
 
+/* Executes the binary, in the spawner's child. A privileged spawner (root,
+ * or the user with capabilities an upgrade needs) runs only a file nobody
+ * but root or its own user can write (privs.h), and runs the very file it
+ * checked (execveat of the descriptor): otherwise whoever could replace the
+ * binary would start with those privileges at the next SIGUSR2. Returns
+ * only on failure, said on errfd (the old process logs it, and `ctl
+ * upgrade` answers it). */
+static void exec_checked(char **env, int errfd)
+{
+	char why[PATH_MAX + 256];
+	int fd = open(exe, O_PATH | O_CLOEXEC);
+
+	if (fd < 0) {
+		dprintf(errfd, "splicer: upgrade: cannot execute %s: %s\n", exe, strerror(errno));
+		return;
+	}
+	if (privs_privileged() && privs_exec_trusted(fd, exe, why, sizeof(why))) {
+		dprintf(errfd, "splicer: upgrade refused: %s\n", why);
+		return;
+	}
+	syscall(SYS_execveat, fd, "", args, env, AT_EMPTY_PATH);
+	dprintf(errfd, "splicer: upgrade: cannot execute %s: %s\n", exe, strerror(errno));
+}
+
 /* The spawner's fork: the new process, with fds[] and go[] (go_env). */
 static pid_t sp_spawn(const int *fds, unsigned n, const int *go)
 {
@@ -536,15 +561,25 @@ static pid_t sp_spawn(const int *fds, unsigned n, const int *go)
 	}
 	if ((env = child_env(vars, 1 + NGO)) && (pid = fork()) == 0) {
 		static const int sigs[] = { SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE };
+		sigset_t held;
+		/* Held until the new process waits for them (run_proxy): their
+		 * default action would end it, and with it what its workers
+		 * accepted already, if one came before (a SIGUSR2 storm, a
+		 * SIGTERM of upgrade_abandon). The mask survives the exec;
+		 * blocked first, so none lands between SIG_DFL and the mask */
+		sigemptyset(&held);
+		for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+			sigaddset(&held, sigs[i]);
+		sigdelset(&held, SIGPIPE);
+		sigaddset(&held, SIGTERM);
+		sigprocmask(SIG_BLOCK, &held, NULL);
 		for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 			signal(sigs[i], SIG_DFL); /* ignored here; an ignored signal stays so */
 		for (unsigned i = 0; i < n; i++)
 			fcntl(fds[i], F_SETFD, 0);
 		for (unsigned i = 0; i < NGO; i++)
 			fcntl(go[i], F_SETFD, 0);
-		execve(exe, args, env);
-		/* the old process logs it, and `ctl upgrade` answers it */
-		dprintf(go[1], "splicer: upgrade: cannot execute %s: %s\n", exe, strerror(errno));
+		exec_checked(env, go[1]);
 		_exit(127);
 	}
 	free(env);
@@ -606,8 +641,10 @@ static void sp_main(int fd)
 	}
 }
 
-int upgrade_spawner_start(void)
+int upgrade_spawner_start(const char *user, unsigned long long keep)
 {
+	char why[512];
+
 	int sv[2];
 	pid_t pid;
 
@@ -630,6 +667,15 @@ int upgrade_spawner_start(void)
 		if (sv[1] > 3)
 			syscall(SYS_close_range, 3u, (unsigned)sv[1] - 1, 0u);
 		syscall(SYS_close_range, (unsigned)sv[1] + 1, ~0u, 0u);
+		/* root only binds, loads BPF and drops (privs.h): the spawner
+		 * that a SIGUSR2 of the user sets going is the user too, with
+		 * the capabilities an upgrade needs, ambient so the new process
+		 * starts with them and sheds them once set up. What it is asked
+		 * to do is then nothing the user could not do but those */
+		if (privs_become_with_ambient(user, keep, why, sizeof(why))) {
+			dprintf(2, "splicer: upgrade spawner: %s; upgrades will be refused\n", why);
+			_exit(1);
+		}
 		sp_main(sv[1]);
 	}
 	close(sv[1]);

@@ -50,10 +50,18 @@
  * names the running inode: a package upgrade renames a new file over the
  * path, and /proc/self/exe would start the old binary again.
  *
- * The fork is a spawner's (upgrade.c says why): a process forked at start
- * that keeps the privileges the proxy started with, so with `user =` the
- * new process starts as root like the first, binds what is new (a port
- * below 1024 too) and drops to the user. */
+ * The fork is a spawner's (upgrade.c says why): a process forked at start.
+ * With `user =` it is not root: it becomes the user at once, keeping only
+ * CAP_NET_BIND_SERVICE (and CAP_BPF with CAP_NET_ADMIN when an engine loads
+ * BPF) as ambient capabilities, so the new process binds what is new (a
+ * port below 1024 too), sets its engines up and sheds them; it opens every
+ * file as the user. The listening sockets it inherits and joins are the
+ * user's (the first process made them with the user's file-system
+ * identity, privs.h), so the SO_REUSEPORT groups take its new sockets.
+ * A SIGUSR2 the user sends thus starts nothing the user could not start,
+ * but for those capabilities and the binary root installed (doc/
+ * security.md). `user` changed in the file: the new process cannot become
+ * another user and exits with the reason; the old one serves on. */
 #ifndef SPLICER_UPGRADE_H
 #define SPLICER_UPGRADE_H
 #include <stdint.h>
@@ -96,8 +104,10 @@ int upgrade_ready(void);
 /* ---- the old process --------------------------------------------------- */
 
 /* Forks the spawner: call before any thread starts and any socket is open.
- * Returns 0 or -errno (upgrades are then refused, with a log line). */
-int upgrade_spawner_start(void);
+ * Started as root with a user, it becomes that user and keeps only the
+ * capabilities in keep (privs.h), ambient for the new process. Returns 0
+ * or -errno (upgrades are then refused, with a log line). */
+int upgrade_spawner_start(const char *user, unsigned long long keep);
 
 /* Starts the new process with every listener of cfg (fds: per worker, nw
  * workers), the stats socket and the admin socket (-1: none). Returns 0, or

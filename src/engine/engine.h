@@ -142,6 +142,10 @@ unsigned engine_routes_check(struct config *cfg);
 /* 1 when some route of cfg moves bytes through pipes (splice). */
 int engine_routes_use_pipes(const struct config *cfg);
 
+/* 1 when an engine a route of cfg uses has a privileged setup (sockmap's
+ * BPF program): an upgrade's new process needs the capabilities for it. */
+int engine_routes_need_setup(const struct config *cfg);
+
 /* Counts n in counter k of engine e, on worker w (owner thread only). */
 #define ENGINE_CTR_BYTES 0
 static inline void engine_count(struct worker *w, const struct engine *e, unsigned k, uint64_t n)

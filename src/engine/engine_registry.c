@@ -132,3 +132,13 @@ int engine_routes_use_pipes(const struct config *cfg)
 	}
 	return 0;
 }
+
+int engine_routes_need_setup(const struct config *cfg)
+{
+	for (unsigned r = 0; r < cfg->nroutes; r++) {
+		const struct engine_choice *c = &engine_choices[cfg->route[r]->o.engine];
+		if (c->session->setup || c->start->setup || (c->stream && c->stream->setup))
+			return 1;
+	}
+	return 0;
+}

@@ -95,44 +95,6 @@ int access_log_open(const char *where, char *err, size_t errlen)
 	return start(err, errlen);
 }
 
-/* May a process of uid:gid (its primary group only) create files in dir? */
-static int dir_writable(const struct stat *st, uid_t uid, gid_t gid)
-{
-	mode_t need_u = S_IWUSR | S_IXUSR, need_g = S_IWGRP | S_IXGRP, need_o = S_IWOTH | S_IXOTH;
-
-	if (uid == 0)
-		return 1;
-	if (st->st_uid == uid)
-		return (st->st_mode & need_u) == need_u;
-	if (st->st_gid == gid)
-		return (st->st_mode & need_g) == need_g;
-	return (st->st_mode & need_o) == need_o;
-}
-
-int access_log_chown(uid_t uid, gid_t gid, char *err, size_t errlen)
-{
-	char dir[sizeof(path)];
-	struct stat st;
-
-	if (mode != AL_FD || !owned)
-		return 0;
-	if (fchown(fd, uid, gid)) {
-		snprintf(err, errlen, "access log %s: chown to %u:%u: %s", path, (unsigned)uid,
-			 (unsigned)gid, strerror(errno));
-		return -1;
-	}
-	snprintf(dir, sizeof(dir), "%s", path);
-	if (stat(dirname(dir), &st) == 0 && !dir_writable(&st, uid, gid)) {
-		snprintf(dir, sizeof(dir), "%s", path);
-		snprintf(err, errlen, "access log %s: directory %s is not writable for uid %u: after "
-			 "a rotation that leaves no file behind, SIGUSR1 cannot create a new one (have "
-			 "logrotate create it: `create 0640 USER GROUP`)", path, dirname(dir),
-			 (unsigned)uid);
-		return 1;
-	}
-	return 0;
-}
-
 int access_log_reopen(char *err, size_t errlen)
 {
 	int f;

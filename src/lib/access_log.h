@@ -57,15 +57,10 @@
 
 /* Starts logging to where ("FILE", "-" for stdout, "syslog"; "off" or ""
  * logs nothing). A FIFO without a reader is an error, not a wait: the open
- * never blocks. Returns 0, or -1 with the reason in err. */
+ * never blocks. With `user =` the caller is the user already (or has its
+ * file-system identity, privs.h): the file is opened as the user would,
+ * never by root, and is never chowned. Returns 0, or -1 with the reason in err. */
 int access_log_open(const char *where, char *err, size_t errlen);
-
-/* For `user =`, before root is dropped: hands the file to uid:gid, so the
- * user can reopen it after a rotation that recreates it with the same
- * owner. Returns 0; 1 with a warning in err when the file's directory is
- * not writable for that user (SIGUSR1 then cannot create a new file);
- * -1 with the reason in err. */
-int access_log_chown(uid_t uid, gid_t gid, char *err, size_t errlen);
 
 /* Reopens the file (SIGUSR1). Returns 1 when a file was reopened, 0 when
  * there is nothing to reopen (stdout, syslog, off), or -1 with the reason

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -54,6 +55,7 @@ static int unix_bind(int fd, const struct addr *a, char *err, unsigned errlen)
 {
 	const char *path = ((const struct sockaddr_un *)&a->ss)->sun_path;
 	const char *why = NULL;
+	char hint[160];
 	int e;
 
 	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) == 0)
@@ -81,6 +83,13 @@ static int unix_bind(int fd, const struct addr *a, char *err, unsigned errlen)
 		break;
 	}
 fail:
+	if (e == EACCES && !why) {
+		/* the file-system identity: the run-as user's from the first
+		 * socket on (privs.h), not root's */
+		snprintf(hint, sizeof(hint), " (uid %u may not make a file in that directory: with "
+			 "`user =` the proxy makes its sockets as that user)", (unsigned)setfsuid(-1));
+		why = hint;
+	}
 	snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(e), why ? why : "");
 	return -e;
 }

@@ -741,6 +741,25 @@ long h_rss_kib(pid_t pid)
 
 static int h_again(int e);
 
+void h_proc_status(pid_t pid, const char *key, char *out, size_t len)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	out[0] = '\0';
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, key, strlen(key))) {
+			const char *v = line + strlen(key);
+			v += strspn(v, " \t");
+			snprintf(out, len, "%.*s", (int)strcspn(v, "\n"), v);
+			break;
+		}
+	fclose(f);
+}
+
 int h_fd_count(pid_t pid)
 {
 	char path[64];

@@ -212,6 +212,11 @@ void h_print_tail(const char *path, int lines);
 /* VmRSS of a process in KiB, or -1. */
 long h_rss_kib(pid_t pid);
 
+/* The value of a line of /proc/PID/status ("Uid:", "CapEff:", "Seccomp:"),
+ * up to its end of line, into out; "" when the process or the line is
+ * not there. */
+void h_proc_status(pid_t pid, const char *key, char *out, size_t len);
+
 /* Open descriptors of a process (entries of /proc/PID/fd), or -1. */
 int h_fd_count(pid_t pid);
 

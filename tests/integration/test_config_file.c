@@ -50,7 +50,7 @@ static const struct {
 	  "3: unknown key 'nonsense' in [global]; expects engine, balance, workers, buffer_size, "
 	  "pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, idle_timeout, "
 	  "half_close_timeout, log, log_interval, log_connect, proxy_protocol, accept_proxy, proxy_timeout, check, "
-	  "check_interval, check_timeout, rise, fall, stats, user, admin, verbose, drain_timeout, lameduck, "
+	  "check_interval, check_timeout, rise, fall, stats, user, sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
 	  "queue_timeout, resolvers" },
 	{ "unknown-route-key.conf", "", "bogus = 1\n",
@@ -69,7 +69,7 @@ static const struct {
 	  "2: unknown key 'wrokers' in [global] (did you mean 'workers'?); expects engine, balance, "
 	  "workers, buffer_size, pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, "
 	  "idle_timeout, half_close_timeout, log, log_interval, log_connect, proxy_protocol, accept_proxy, proxy_timeout, check, "
-	  "check_interval, check_timeout, rise, fall, stats, user, admin, verbose, drain_timeout, lameduck, "
+	  "check_interval, check_timeout, rise, fall, stats, user, sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
 	  "queue_timeout, resolvers" },
 	/* issue 14: a number without a unit is refused with both readings */

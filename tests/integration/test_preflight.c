@@ -426,7 +426,7 @@ Test(integ, preflight_admin_dir_is_the_users, .init = h_init, .fini = h_fini, .t
 	H_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
 	const char *path = pf_admin_conf("admin-nobody.conf", sock, "nobody");
 	snprintf(line, sizeof line, "3: admin %s: directory %s is not writable for user nobody (uid %u): "
-		 "the proxy makes the socket there, and removes it at stop (install -d -o USER %s)", sock,
+		 "the proxy makes the socket there as that user, and removes it at stop (install -d -o USER %s)", sock,
 		 dir, (unsigned)pw->pw_uid, dir);
 	pf_check_says(bin, path, 1, line);
 	H_CHECK(chown(dir, pw->pw_uid, pw->pw_gid) == 0, "chown");
