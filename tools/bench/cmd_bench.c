@@ -98,6 +98,8 @@ static const struct bench_case all_cases[] = {
 	  "splicer, experimental: eBPF sockmap redirects in the kernel (needs CAP_BPF)" },
 	{ "uring", PX_SPLICER, { "--engine", "uring", NULL },
 	  "splicer, io_uring recvs into provided buffers (one each) + sendmsg (experimental)" },
+	{ "auto-nosandbox", PX_SPLICER, { "--engine", "auto", "--sandbox", "no", NULL },
+	  "splicer auto without its sandbox (seccomp, Landlock): what the sandbox costs" },
 	{ "auto-busypoll", PX_SPLICER, { "--engine", "auto", "--busy-poll", "50", NULL },
 	  "splicer auto, polling 50 us after each event before sleeping" },
 	{ "haproxy", PX_HAPROXY, { NULL }, "HAProxy mode tcp, its defaults (no splicing)" },
