@@ -75,7 +75,7 @@ BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis
 # `make deb` and its test (tests/package/deb.sh) build and check the package;
 # systemd for systemd-analyze (tests/package/unit_systemd.sh).
 PKG_PKGS   := debhelper dpkg-dev lintian systemd
-CRITERION_ARGS ?= --jobs 1 --timeout 300 --tap=$(B)/test-times.tap
+CRITERION_ARGS ?= --jobs 1 --timeout 300
 
 .PHONY: all run test deps peer-deps bench-deps pkg-deps bench perf-doc install uninstall deb clean asan fuzz soak
 
@@ -181,9 +181,9 @@ TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 test: deps peer-deps pkg-deps
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
 		$(DEB)
-	@rm -f $(B)/peer-table.txt $(B)/test-times.tap
-	$(TEST_ENV) SPLICER_PEER_TABLE=$(B)/peer-table.txt $(B)/tests $(CRITERION_ARGS) || \
-		{ sh tools/test-failures.sh $(B)/test-times.tap; exit 1; }
+	@rm -f $(B)/peer-table.txt
+	$(TEST_ENV) SPLICER_PEER_TABLE=$(B)/peer-table.txt SPLICER_SUITE_OUT=$(B)/suite \
+		sh tools/run-suite.sh $(B)/tests $(CRITERION_ARGS)
 
 # make soak: 10 minutes of mixed traffic through one proxy, sampled into
 # $(B)/soak-out/soak.csv and soak.png; fails on any error or growth.

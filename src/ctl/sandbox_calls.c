@@ -90,7 +90,7 @@ static int allow_values(scmp_filter_ctx ctx, const char *name, unsigned arg, con
 	return r;
 }
 
-int sandbox_calls_enter(char *why, size_t len)
+int sandbox_calls_enter(int exec_ok, char *why, size_t len)
 {
 	static const uint64_t families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
 	/* SIOCINQ (FIONREAD) and SIOCOUTQ: what the kernel still holds;
@@ -101,11 +101,19 @@ int sandbox_calls_enter(char *why, size_t len)
 					     BPF_MAP_DELETE_ELEM, BPF_MAP_GET_NEXT_KEY };
 	/* thread names; PR_GET_DUMPABLE (glibc asks) */
 	static const uint64_t prctls[] = { PR_SET_NAME, PR_GET_NAME, PR_GET_DUMPABLE };
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	scmp_filter_ctx ctx;
 	struct scmp_arg_cmp c;
 	int r = 0, n = 0;
 
-	if (!ctx) {
+	/* level 2: the seccomp() call with TSYNC, which every thread needs;
+	 * below that (a kernel without it, or valgrind, which does not know
+	 * the call) the caller says so and goes on */
+	if (seccomp_api_get() < 2) {
+		snprintf(why, len, "seccomp: no seccomp() with TSYNC here (libseccomp API level %u)",
+			 seccomp_api_get());
+		return 0;
+	}
+	if (!(ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM)))) {
 		snprintf(why, len, "seccomp: out of memory");
 		return -1;
 	}
@@ -135,12 +143,13 @@ int sandbox_calls_enter(char *why, size_t len)
 #endif
 	if (!r)
 		r = rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL);
-	/* no memory becomes executable: no code is loaded after start-up */
+	/* no memory becomes executable: no code is loaded after start-up
+	 * (under valgrind, whose translations share the process, it may) */
 	c = (struct scmp_arg_cmp)SCMP_CMP(2, SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
 	if (!r)
-		r = rule(ctx, SCMP_ACT_ALLOW, "mmap", 1, &c);
+		r = rule(ctx, SCMP_ACT_ALLOW, "mmap", !exec_ok, &c);
 	if (!r)
-		r = rule(ctx, SCMP_ACT_ALLOW, "mprotect", 1, &c);
+		r = rule(ctx, SCMP_ACT_ALLOW, "mprotect", !exec_ok, &c);
 	/* signals to this process only (ctl drain, thread wake-ups) */
 	c = (struct scmp_arg_cmp)SCMP_CMP(0, SCMP_CMP_EQ, (uint64_t)getpid());
 	if (!r)
@@ -150,9 +159,19 @@ int sandbox_calls_enter(char *why, size_t len)
 	if (!r)
 		r = rule(ctx, SCMP_ACT_ALLOW, "rt_tgsigqueueinfo", 1, &c);
 	n += 12;
-	if (!r)
-		r = seccomp_load(ctx);
+	if (r) {
+		seccomp_release(ctx);
+		snprintf(why, len, "seccomp: building the filter: %s", strerror(-r));
+		return -1;
+	}
+	r = seccomp_load(ctx);
 	seccomp_release(ctx);
+	if (r == -ENOSYS || r == -EINVAL) {
+		/* a kernel without seccomp filters (or valgrind, which does
+		 * not know the call): the caller says so and goes on */
+		snprintf(why, len, "seccomp: not in this kernel (%s)", strerror(-r));
+		return 0;
+	}
 	if (r) {
 		snprintf(why, len, "seccomp: %s", strerror(-r));
 		return -1;

@@ -13,8 +13,10 @@
  * failed). */
 int sandbox_fs_enter(const struct config *cfg, char *why, size_t len);
 
-/* seccomp (sandbox_calls.c): the allow-list, for every thread (TSYNC).
- * Returns the number of calls allowed (> 0), or -1 with why. */
-int sandbox_calls_enter(char *why, size_t len);
+/* seccomp (sandbox_calls.c): the allow-list, for every thread (TSYNC);
+ * exec_ok: executable mappings stay allowed (under valgrind). Returns the
+ * number of rules (> 0), 0 with why when the kernel has no seccomp filters,
+ * or -1 with why. */
+int sandbox_calls_enter(int exec_ok, char *why, size_t len);
 
 #endif
