@@ -26,6 +26,7 @@
 #include "log.h"
 #include "notify.h"
 #include "privs.h"
+#include "qsbr.h"
 #include "reload.h"
 #include "stats_http.h"
 #include "units.h"
@@ -392,6 +393,13 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		return start_failed(cfg, nlisteners);
 	}
 	privs_warn_limits(cfg);
+	/* the workers are the readers whose turns free replaced balancing
+	 * tables (qsbr.h) */
+	if (qsbr_init((unsigned)cfg->workers)) {
+		log_err("out of memory");
+		stats_http_stop();
+		return start_failed(cfg, nlisteners);
+	}
 	for (; started < cfg->workers; started++)
 		if ((errno = pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]))) {
 			log_err("pthread_create: %s", strerror(errno));
@@ -458,6 +466,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		if (stop.lame_until && !stop.stopping && now_monotonic_ms() >= stop.lame_until)
 			stop_begin(&rl, &stop, "lame duck over", 0);
 		reload_reap(&rl, now_monotonic_ms());
+		qsbr_reclaim(); /* tables replaced since the last weight change */
 		if (!stop.stopping) {
 			watch_workers(ws, started, stalled);
 			continue;
@@ -474,6 +483,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	health_stop();
 	stats_http_stop();
 	admin_stop();
+	qsbr_fini(); /* nobody reads a table: the workers ended */
 	log_totals(ws, (unsigned)cfg->workers);
 	access_log_close();
 	for (unsigned i = 0; i < cfg->workers; i++)

@@ -21,6 +21,7 @@
 #include "backend.h"
 #include "engine.h"
 #include "log.h"
+#include "qsbr.h"
 #include "session.h"
 #include "waitq.h"
 
@@ -548,7 +549,11 @@ void *worker_main(void *arg)
 		FOR_ENGINES(w, e) /* queued work goes out; a drain-wait may shorten the sleep */
 			if (e->before_wait)
 				e->before_wait(w, &timeout);
+		/* no balancing table is held while it waits: what a weight
+		 * change replaces meanwhile goes without waiting for it (qsbr.h) */
+		qsbr_offline(w->id);
 		n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
+		qsbr_online(w->id);
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
 		if (n > 0 && w->cfg->busy_poll_us)
@@ -612,6 +617,7 @@ void *worker_main(void *arg)
 			break;
 	}
 	backend_errors_report(w->now_ms, 1); /* no error goes unsaid at exit */
+	qsbr_offline(w->id); /* it reads no table again: nobody waits for it */
 	return NULL;
 }
 

@@ -407,4 +407,13 @@ void h_echo_conn(struct h_server *s, int fd, int index, void *arg);
 int h_echo_roundtrip(const struct h_addr *addr, size_t n, uint64_t seed, int timeout_ms,
 		     char *why, size_t whylen);
 
+/* ---- the admin socket, spoken directly ------------------------------------ */
+
+/* Connects to the admin socket at path (asserts); 1 s socket timeouts. */
+int h_admin_connect(const char *path);
+/* Sends one command line on fd and reads its whole answer (up to the empty
+ * line that ends it) into ans, NUL-terminated, within 5 s; asserts that it
+ * came and is not an error ("error: ..."). Returns ans. */
+const char *h_admin_cmd(int fd, const char *line, char *ans, size_t cap);
+
 #endif
