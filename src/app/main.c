@@ -16,6 +16,7 @@
 
 #include "access_log.h"
 #include "admin.h"
+#include "backend.h"
 #include "cmd.h"
 #include "config.h"
 #include "config_doc.h"
@@ -31,6 +32,7 @@
 #include "stats_http.h"
 #include "units.h"
 #include "upgrade.h"
+#include "waitq.h"
 #include "worker.h"
 
 /* "A, B, C" of a route's listen addresses, or of its backends with weights. */
@@ -301,6 +303,12 @@ static void upgrade_signal(struct reload_ctx *rl, const struct stop *s)
 		upgrade_start(rl->cfg, rl->fds, rl->nw, stats_http_fd(), admin_fd());
 }
 
+/* backend_on_capacity's hook: the waiting clients look again (waitq.h). */
+static void capacity_cb(void *sh)
+{
+	waitq_kick(sh);
+}
+
 /* Runs the proxy until SIGTERM/SIGINT and the drain that follows. Takes
  * cfg (heap) and frees it, and every config a SIGHUP replaced it with. */
 static int run_proxy(struct config *cfg, int argc, char **argv)
@@ -394,12 +402,13 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	}
 	privs_warn_limits(cfg);
 	/* the workers are the readers whose turns free replaced balancing
-	 * tables (qsbr.h) */
+	 * tables (qsbr.h); backends that come back wake the waiting clients */
 	if (qsbr_init((unsigned)cfg->workers)) {
 		log_err("out of memory");
 		stats_http_stop();
 		return start_failed(cfg, nlisteners);
 	}
+	backend_on_capacity(capacity_cb, &sh);
 	for (; started < cfg->workers; started++)
 		if ((errno = pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]))) {
 			log_err("pthread_create: %s", strerror(errno));
@@ -483,7 +492,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	health_stop();
 	stats_http_stop();
 	admin_stop();
-	qsbr_fini(); /* nobody reads a table: the workers ended */
+	backend_on_capacity(NULL, NULL); /* nobody changes a backend any more */
+	qsbr_fini();                     /* nor reads a table: the workers ended */
 	log_totals(ws, (unsigned)cfg->workers);
 	access_log_close();
 	for (unsigned i = 0; i < cfg->workers; i++)

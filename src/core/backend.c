@@ -328,9 +328,33 @@ int backend_set_weight(struct route *r, unsigned i, unsigned weight)
 	return rc;
 }
 
+/* ---- capacity ------------------------------------------------------------- */
+
+/* Who hears that a backend may take sessions it could not take before (the
+ * wait queue: waitq.h); unset before the workers run and after they stop. */
+static void (*capacity_fn)(void *arg);
+static void *capacity_arg;
+
+void backend_on_capacity(void (*fn)(void *arg), void *arg)
+{
+	__atomic_store_n(&capacity_arg, arg, __ATOMIC_RELAXED);
+	__atomic_store_n(&capacity_fn, fn, __ATOMIC_RELEASE);
+}
+
+static void backend_capacity_changed(void)
+{
+	void (*fn)(void *arg) = __atomic_load_n(&capacity_fn, __ATOMIC_ACQUIRE);
+
+	if (fn)
+		fn(__atomic_load_n(&capacity_arg, __ATOMIC_RELAXED));
+}
+
 void backend_set_admin(struct route *r, unsigned i, int state)
 {
-	__atomic_store_n(&r->health[i]->admin, (uint8_t)state, __ATOMIC_RELAXED);
+	/* back from drain or disable: clients waiting for a slot may take it */
+	if (__atomic_exchange_n(&r->health[i]->admin, (uint8_t)state, __ATOMIC_RELAXED) != state &&
+	    state == BACKEND_READY)
+		backend_capacity_changed();
 }
 
 int backend_admin(const struct route *r, unsigned i)
@@ -372,6 +396,8 @@ void backend_set_down(struct route *r, unsigned i, int down, const char *why)
 		log_warn("route %s: backend %s is down (%s)", r->name, r->backend[i].addr.text, why);
 	else
 		log_info("route %s: backend %s is up (%s)", r->name, r->backend[i].addr.text, why);
+	if (!down)
+		backend_capacity_changed(); /* clients waiting for a slot may take it */
 }
 
 void backend_connect_result(struct route *r, unsigned i, int ok)

@@ -80,6 +80,14 @@ unsigned backend_weight(const struct route *r, unsigned i);
  * out of memory (a generation then keeps its old table). */
 int backend_set_weight(struct route *r, unsigned i, unsigned weight);
 
+/* Capacity: a backend may take sessions it could not take before (marked
+ * up, or enabled through the admin socket): fn(arg) is called, on the
+ * thread that made the change, to have the clients waiting for a slot look
+ * again (main.c: waitq_kick). A reload's new backends and slots reach the
+ * waiters through each worker's own reload (waitq.h). Set it before the
+ * threads that change backends start and clear it (NULL) after they stop. */
+void backend_on_capacity(void (*fn)(void *arg), void *arg);
+
 /* A session takes a slot of backend i (it attempts or uses it): 0 when the
  * backend is at its maxconn; backend_release gives the slot back. */
 int backend_try_hold(struct route *r, unsigned i);

@@ -433,6 +433,7 @@ static void worker_apply_reload(struct worker *w, uint64_t gen)
 	worker_set_listeners(w, w->next_cfg, w->next_fds);
 	if (!paused) /* else worker_scan() arms the new table when the pause ends */
 		worker_listeners_arm(w, 1);
+	waitq_reload(w); /* its waiters move to the new routes: new backends, new slots */
 	__atomic_store_n(&w->reload_ack, gen, __ATOMIC_RELEASE);
 }
 
@@ -533,7 +534,8 @@ void *worker_main(void *arg)
 
 	worker_listeners_arm(w, 1);
 	for (;;) {
-		int timeout = w->runq ? 0 : SCAN_MS;
+		/* no sleep with work queued, or waiters to look at (waitq.h) */
+		int timeout = w->runq || __atomic_load_n(&w->wq_kicked, __ATOMIC_RELAXED) ? 0 : SCAN_MS;
 		uint64_t next = timer_next(&w->timers);
 		int n;
 

@@ -52,18 +52,13 @@ static void keep_process_settings(const struct config *old, struct config *nw)
 #undef KEEP_TEXT
 }
 
-static int same_addr(const struct addr *a, const struct addr *b)
-{
-	return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
-}
-
 /* Index in the old listener table (its listen groups) of an equal address,
  * or -1. An ephemeral port (":0") never matches: binding wrote the kernel's
  * port into the old address, so the file asks for a new one. */
 static int old_index(const struct config *old, const struct addr *a)
 {
 	for (unsigned k = 0; k < old->nlst; k++)
-		if (same_addr(old->lst[k].addr, a))
+		if (addr_equal(old->lst[k].addr, a))
 			return (int)k;
 	return -1;
 }

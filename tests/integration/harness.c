@@ -1670,3 +1670,18 @@ const char *h_admin_cmd(int fd, const char *line, char *ans, size_t cap)
 	H_CHECK(strncmp(ans, "error", 5), "admin: '%s': %s", line, ans);
 	return ans;
 }
+
+int h_connect_from(int port, const char *src, int timeout_ms)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
+
+	H_CHECK(fd >= 0 && inet_pton(AF_INET, src, &sin.sin_addr) == 1, "socket, or source %s", src);
+	inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+	dst.sin_port = htons((uint16_t)port);
+	H_CHECK(bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0, "bind %s: %s", src, strerror(errno));
+	h_set_timeouts(fd, timeout_ms);
+	H_CHECK(connect(fd, (struct sockaddr *)&dst, sizeof dst) == 0, "connect from %s: %s", src,
+		strerror(errno));
+	return fd;
+}

@@ -248,6 +248,11 @@ void h_set_nodelay(int fd);
  * socket timeouts, or -1 with errno set (ECONNREFUSED, ETIMEDOUT, ...). */
 int h_connect(const struct h_addr *a, int timeout_ms);
 
+/* A TCP connection to 127.0.0.1:port from the local address src (one of
+ * 127.0.0.0/8, as a client of its own; asserts), with timeout_ms socket
+ * timeouts. */
+int h_connect_from(int port, const char *src, int timeout_ms);
+
 /* Sends all n bytes before the deadline; returns 0 or -errno. */
 int h_send_all(int fd, const void *buf, size_t n, int64_t deadline_ms);
 /* Receives exactly n bytes before the deadline; returns 0, -errno, or

@@ -21,17 +21,7 @@
 
 static int connect_from(int port, const char *src)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sin = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
-
-	inet_pton(AF_INET, src, &sin.sin_addr);
-	inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
-	dst.sin_port = htons((uint16_t)port);
-	H_CHECK(bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0, "bind %s: %s", src, strerror(errno));
-	h_set_timeouts(fd, 3000);
-	H_CHECK(connect(fd, (struct sockaddr *)&dst, sizeof dst) == 0, "connect from %s: %s", src,
-		strerror(errno));
-	return fd;
+	return h_connect_from(port, src, 3000);
 }
 
 /* The backend's tag, or 0 when the proxy closed the client; *reset says
