@@ -17,6 +17,7 @@
 #include "listener.h"
 #include "log.h"
 #include "notify.h"
+#include "route_admit.h"
 #include "stats_http.h"
 
 /* The running values of what a reload cannot change, with a warning for
@@ -332,7 +333,8 @@ static int swap_in(struct reload_ctx *r, struct config *nw, int sighup)
 	for (unsigned w = 0; w < r->nw; w++)
 		memcpy(r->fds[w], nfds[w], sizeof(nfds[w]));
 	free(nfds);
-	/* checks and metrics follow the new routes */
+	/* source limits, checks and metrics follow the new routes */
+	route_admit_resize(nw);
 	for (unsigned i = 0; i < nw->nroutes; i++)
 		backend_checks_apply(nw->route[i]);
 	health_stop();
