@@ -303,7 +303,7 @@ FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config.c src/ctl/conf
 			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c src/ctl/privs.c \
 			 src/ctl/route_keys.c src/ctl/config_listen.c src/core/route_admit.c \
 			 src/core/source_table.c src/lib/cidr.c src/proto/sni_match.c src/proto/tls_hello.c \
-			 src/core/route_hist.c src/ctl/config_doc.c
+			 src/core/route_hist.c src/ctl/config_doc.c src/core/qsbr.c
 
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HDRS) $(SRCS)
 	@mkdir -p $(@D)

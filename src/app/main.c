@@ -16,6 +16,7 @@
 
 #include "access_log.h"
 #include "admin.h"
+#include "backend.h"
 #include "cmd.h"
 #include "config.h"
 #include "config_doc.h"
@@ -26,11 +27,13 @@
 #include "log.h"
 #include "notify.h"
 #include "privs.h"
+#include "qsbr.h"
 #include "reload.h"
 #include "sandbox.h"
 #include "stats_http.h"
 #include "units.h"
 #include "upgrade.h"
+#include "waitq.h"
 #include "worker.h"
 
 /* "A, B, C" of a route's listen addresses, or of its backends with weights. */
@@ -282,6 +285,12 @@ static void upgrade_signal(struct reload_ctx *rl, const struct stop *s)
 		upgrade_start(rl->cfg, rl->fds, rl->nw, stats_http_fd(), admin_fd());
 }
 
+/* backend_on_capacity's hook: the waiting clients look again (waitq.h). */
+static void capacity_cb(void *sh)
+{
+	waitq_kick(sh);
+}
+
 /* Runs the proxy until SIGTERM/SIGINT and the drain that follows. Takes
  * cfg (heap) and frees it, and every config a SIGHUP replaced it with. */
 static int run_proxy(struct config *cfg, int argc, char **argv)
@@ -391,6 +400,14 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		return start_failed(cfg, nlisteners);
 	}
 	privs_warn_limits(cfg);
+	/* the workers are the readers whose turns free replaced balancing
+	 * tables (qsbr.h); backends that come back wake the waiting clients */
+	if (qsbr_init((unsigned)cfg->workers)) {
+		log_err("out of memory");
+		stats_http_stop();
+		return start_failed(cfg, nlisteners);
+	}
+	backend_on_capacity(capacity_cb, &sh);
 	for (; started < cfg->workers; started++)
 		if ((errno = pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]))) {
 			log_err("pthread_create: %s", strerror(errno));
@@ -459,6 +476,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		if (stop.lame_until && !stop.stopping && now_monotonic_ms() >= stop.lame_until)
 			stop_begin(&rl, &stop, "lame duck over", 0);
 		reload_reap(&rl, now_monotonic_ms());
+		qsbr_reclaim(); /* tables replaced since the last weight change */
 		if (!stop.stopping) {
 			watch_workers(ws, started, stalled);
 			continue;
@@ -475,6 +493,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	health_stop();
 	stats_http_stop();
 	admin_stop();
+	backend_on_capacity(NULL, NULL); /* nobody changes a backend any more */
+	qsbr_fini();                     /* nor reads a table: the workers ended */
 	log_totals(ws, (unsigned)cfg->workers);
 	access_log_close();
 	for (unsigned i = 0; i < cfg->workers; i++)

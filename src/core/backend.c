@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "qsbr.h"
 
 _Static_assert(MAX_BACKENDS < 0xff, "maglev stores backend indices in a byte, 0xff marks a free slot");
 
@@ -30,10 +31,11 @@ static uint64_t hash64(const void *data, size_t n, uint64_t seed)
 
 /* A route's balancing tables, built whole and then only read: a weight
  * changed at run time publishes a new one (the workers load the pointer
- * once per pick) and the old one is kept until the route is freed, when
- * no worker can read it any more. */
+ * once per pick, within a loop turn) and retires the old one, freed once no
+ * worker can hold it: each is waiting for events or has begun a turn since
+ * (qsbr.h). */
 struct balance_table {
-	struct balance_table *older; /* retired tables of this route */
+	struct qsbr_entry retired;   /* replaced: waiting for the workers to pass */
 	uint8_t *maglev;             /* balance = maglev: MAGLEV_SIZE backend indices */
 	unsigned nsched;
 	unsigned sched[];            /* weighted round-robin order of backend indices */
@@ -132,14 +134,17 @@ static struct balance_table *build_table(const struct route *r)
 	return t;
 }
 
-static void free_tables(struct balance_table *t)
+static void free_table(struct balance_table *t)
 {
-	while (t) {
-		struct balance_table *older = t->older;
-		free(t->maglev);
-		free(t);
-		t = older;
-	}
+	if (!t)
+		return;
+	free(t->maglev);
+	free(t);
+}
+
+static void free_retired_cb(struct qsbr_entry *e)
+{
+	free_table((struct balance_table *)((char *)e - offsetof(struct balance_table, retired)));
 }
 
 static const struct balance_table *table_of(const struct route *r)
@@ -292,7 +297,7 @@ void backend_tables_free(struct route *r)
 			break;
 		}
 	pthread_mutex_unlock(&tables_lock);
-	free_tables(r->tab);
+	free_table(r->tab); /* no session of r is left to pick with it (reload.c) */
 	r->tab = NULL;
 	r->built_next = NULL;
 }
@@ -315,16 +320,41 @@ int backend_set_weight(struct route *r, unsigned i, unsigned weight)
 			rc = -1; /* that generation keeps its table */
 			continue;
 		}
-		t->older = g->tab;
+		struct balance_table *old = g->tab;
 		__atomic_store_n(&g->tab, t, __ATOMIC_RELEASE);
+		qsbr_retire(&old->retired, free_retired_cb); /* after the store: qsbr.h */
 	}
 	pthread_mutex_unlock(&tables_lock);
 	return rc;
 }
 
+/* ---- capacity ------------------------------------------------------------- */
+
+/* Who hears that a backend may take sessions it could not take before (the
+ * wait queue: waitq.h); unset before the workers run and after they stop. */
+static void (*capacity_fn)(void *arg);
+static void *capacity_arg;
+
+void backend_on_capacity(void (*fn)(void *arg), void *arg)
+{
+	__atomic_store_n(&capacity_arg, arg, __ATOMIC_RELAXED);
+	__atomic_store_n(&capacity_fn, fn, __ATOMIC_RELEASE);
+}
+
+static void backend_capacity_changed(void)
+{
+	void (*fn)(void *arg) = __atomic_load_n(&capacity_fn, __ATOMIC_ACQUIRE);
+
+	if (fn)
+		fn(__atomic_load_n(&capacity_arg, __ATOMIC_RELAXED));
+}
+
 void backend_set_admin(struct route *r, unsigned i, int state)
 {
-	__atomic_store_n(&r->health[i]->admin, (uint8_t)state, __ATOMIC_RELAXED);
+	/* back from drain or disable: clients waiting for a slot may take it */
+	if (__atomic_exchange_n(&r->health[i]->admin, (uint8_t)state, __ATOMIC_RELAXED) != state &&
+	    state == BACKEND_READY)
+		backend_capacity_changed();
 }
 
 int backend_admin(const struct route *r, unsigned i)
@@ -366,6 +396,8 @@ void backend_set_down(struct route *r, unsigned i, int down, const char *why)
 		log_warn("route %s: backend %s is down (%s)", r->name, r->backend[i].addr.text, why);
 	else
 		log_info("route %s: backend %s is up (%s)", r->name, r->backend[i].addr.text, why);
+	if (!down)
+		backend_capacity_changed(); /* clients waiting for a slot may take it */
 }
 
 void backend_connect_result(struct route *r, unsigned i, int ok)

@@ -75,9 +75,18 @@ unsigned backend_weight(const struct route *r, unsigned i);
 /* Sets backend i's weight (1..MAX_WEIGHT; the file's own clears the
  * override) and rebuilds the balancing tables of every generation of the
  * route, published to the workers as a whole (they read a table lock-free;
- * a replaced one is freed with its route). Returns 0, or -1 when out of
- * memory (a generation then keeps its old table). */
+ * a replaced one is freed once no worker can hold it, within a loop turn:
+ * qsbr.h, so any number of calls costs no memory). Returns 0, or -1 when
+ * out of memory (a generation then keeps its old table). */
 int backend_set_weight(struct route *r, unsigned i, unsigned weight);
+
+/* Capacity: a backend may take sessions it could not take before (marked
+ * up, or enabled through the admin socket): fn(arg) is called, on the
+ * thread that made the change, to have the clients waiting for a slot look
+ * again (main.c: waitq_kick). A reload's new backends and slots reach the
+ * waiters through each worker's own reload (waitq.h). Set it before the
+ * threads that change backends start and clear it (NULL) after they stop. */
+void backend_on_capacity(void (*fn)(void *arg), void *arg);
 
 /* A session takes a slot of backend i (it attempts or uses it): 0 when the
  * backend is at its maxconn; backend_release gives the slot back. */

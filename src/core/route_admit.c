@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "source_table.h"
 
 /* Source tables by route name: a reload's new route takes the table of the
@@ -88,6 +89,37 @@ int route_admit_build(struct config *c)
 			r->has_queue |= r->backend[b].maxconn > 0;
 	}
 	return 0;
+}
+
+void route_admit_resize(const struct config *c)
+{
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		const struct route *r = c->route[i];
+		struct source_table_stats st;
+		int rc;
+
+		if (!r->sources)
+			continue;
+		source_table_get_stats(r->sources, &st);
+		if (st.size == c->source_table_size)
+			continue; /* (another route of this name did it, or no change) */
+		if ((rc = source_table_resize(r->sources, c->source_table_size))) {
+			log_warn("route %s: source_table_size %llu not applied (%s); the table keeps %zu "
+				 "sources", r->name, (unsigned long long)c->source_table_size,
+				 strerror(-rc), st.size);
+			continue;
+		}
+		if (st.live > c->source_table_size)
+			log_warn("route %s: source_table_size %zu -> %llu, below the %zu sources with live "
+				 "sessions: they keep their counts, and new sources are refused "
+				 "(source_table_full) until fewer than %llu have sessions", r->name, st.size,
+				 (unsigned long long)c->source_table_size, st.live,
+				 (unsigned long long)c->source_table_size);
+		else
+			log_info("route %s: source_table_size %zu -> %llu; %zu sources with live sessions "
+				 "kept with their counts", r->name, st.size,
+				 (unsigned long long)c->source_table_size, st.live);
+	}
 }
 
 void route_admit_free(struct route *r)

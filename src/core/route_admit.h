@@ -22,6 +22,13 @@ enum admit_result { ADMIT_OK, ADMIT_DENIED, ADMIT_TOO_MANY, ADMIT_TOO_FAST, ADMI
  * (out of memory). */
 int route_admit_build(struct config *c);
 
+/* A reload put c in force: the source table of each of its routes takes
+ * c's source_table_size, with every source's counts kept
+ * (source_table_resize; logged per route, with what a size below the live
+ * sources means). route_admit_build leaves a running table at its size, so
+ * a reload that fails changes nothing. */
+void route_admit_resize(const struct config *c);
+
 /* Gives back what route_admit_build took for r. */
 void route_admit_free(struct route *r);
 

@@ -594,8 +594,13 @@ static void session_unhold(struct session *s)
 		return;
 	s->counted = 0;
 	backend_release(s->route, s->backend);
-	if (s->route->backend[s->backend].maxconn &&
-	    __atomic_load_n(&s->route->st->queued, __ATOMIC_RELAXED))
+	if (!s->route->backend[s->backend].maxconn)
+		return;
+	/* the slot given back before the look at the queue, as a new waiter
+	 * counts itself before it looks at the slots (waitq_run): one of the
+	 * two sees the other */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->route->st->queued, __ATOMIC_RELAXED))
 		waitq_kick(s->w->sh);
 }
 
@@ -717,20 +722,26 @@ static void session_connect_failed(struct session *s, int err, int local)
 		session_run(s);
 }
 
+/* s moves to route r before any byte went either way and without a
+ * backend: its engine and directions start afresh on r's. Its hold moves
+ * too: r's generation counts it, s->route's no longer. */
+static void session_move_route(struct session *s, struct route *r)
+{
+	STAT_ADD(r->live, 1);
+	__atomic_sub_fetch(&s->route->live, 1, __ATOMIC_RELEASE);
+	s->route = r;
+	s->eng = engine_choices[r->o.engine].session;
+	memset(s->up.priv, 0, sizeof(s->up.priv));
+	memset(s->down.priv, 0, sizeof(s->down.priv));
+	dir_init(&s->up, &s->cli, &s->srv, r);
+	dir_init(&s->down, &s->srv, &s->cli, r);
+}
+
 /* s's route is final: its engine, its counters, its backend choice. */
 static void session_set_route(struct session *s, struct route *r)
 {
-	if (r != s->route) {
-		/* the same config generation: moving the hold keeps it alive */
-		STAT_ADD(r->live, 1);
-		__atomic_sub_fetch(&s->route->live, 1, __ATOMIC_RELEASE);
-		s->route = r;
-		s->eng = engine_choices[r->o.engine].session;
-		memset(s->up.priv, 0, sizeof(s->up.priv));
-		memset(s->down.priv, 0, sizeof(s->down.priv));
-		dir_init(&s->up, &s->cli, &s->srv, r);
-		dir_init(&s->down, &s->srv, &s->cli, r);
-	}
+	if (r != s->route)
+		session_move_route(s, r); /* the same config generation */
 	s->routed = 1;
 	STAT_ADD(r->st->sessions, 1);
 	STAT_ADD(r->st->active, 1);
@@ -851,12 +862,54 @@ static int session_begin(struct session *s)
 	return 0;
 }
 
+/* A reload (or a DNS change) gave s's worker a newer config while s waits
+ * for a slot. s has no backend and nothing was read from it, so it moves to
+ * the new generation's route of the same name: that route's backends and
+ * slots (those a reload added among them), its settings, its allow/deny (a
+ * client it denies is reset, counted as denied). s stays where it is when
+ * the new config has no such route or that route no longer takes clients
+ * where s came in: its old backends still serve it. The run-time state
+ * (the queue's counts, source counts) belongs to the route's name, so it
+ * moves unchanged; a source hold whose table the new route does not use
+ * is given back. Returns -1 when s was closed. */
+static int session_follow_config(struct session *s)
+{
+	const struct config *c = s->w->cfg;
+	const struct listen_group *g = NULL;
+	struct route *nr = NULL;
+
+	/* accepted on a listener of the worker's config: its route is too */
+	if ((uintptr_t)s->grp >= (uintptr_t)c->lst && (uintptr_t)s->grp < (uintptr_t)(c->lst + c->nlst))
+		return 0;
+	for (unsigned k = 0; k < c->nlst && !g; k++)
+		if (addr_equal(c->lst[k].addr, s->listen))
+			g = &c->lst[k];
+	for (unsigned i = 0; g && i < g->nroute && !nr; i++)
+		if (!strcmp(g->route[i]->name, s->route->name))
+			nr = g->route[i];
+	if (!nr)
+		return 0;
+	if (route_admit_acl(nr, (struct sockaddr *)&s->peer) != ADMIT_OK)
+		return session_refuse(s, ADMIT_DENIED);
+	if (s->src_held && nr->sources != s->route->sources) {
+		route_admit_release(s->route, (struct sockaddr *)&s->peer);
+		s->src_held = 0;
+	}
+	s->grp = g;
+	s->listen = g->addr;
+	session_move_route(s, nr);
+	session_timer_update(s); /* nr's queue_timeout may be shorter */
+	return 0;
+}
+
 int session_dequeue(struct session *s)
 {
 	struct worker *w = s->w;
 
 	if (s->state != S_QUEUED)
 		return 1;
+	if (session_follow_config(s))
+		return 1; /* refused by the new allow/deny: closed */
 	s->state = S_CONNECTING;
 	s->tries = 0;
 	s->first = backend_pick(s->route, (struct sockaddr *)&s->peer, s->peerlen);

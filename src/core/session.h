@@ -130,8 +130,10 @@ int session_new(struct worker *w, const struct listen_group *g, int fd,
 		const struct sockaddr *peer, socklen_t peerlen);
 
 /* S_QUEUED: tries for a backend slot again (waitq.c, when one may have
- * freed). Returns 1 when s left the queue (connecting, or closed), 0 when
- * it still waits. */
+ * freed or a backend become usable). After a reload or a DNS change it
+ * first moves to the new generation's route of its name (its backends and
+ * slots; its allow/deny may reset it). Returns 1 when s left the queue
+ * (connecting, or closed), 0 when it still waits. */
 int session_dequeue(struct session *s);
 
 /* Handles an epoll event on one side of a session. */

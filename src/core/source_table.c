@@ -2,6 +2,7 @@
 /* source_table: see source_table.h. */
 #include "source_table.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,10 @@ struct src_ent {
 struct source_table {
 	pthread_mutex_t lock;
 	uint64_t seed;
-	uint32_t size, mask; /* mask: buckets - 1 */
+	uint32_t size;       /* entries in use at most (the setting) */
+	uint32_t cap;        /* entries allocated: size, or more after a shrink below
+				the live ones (source_table_resize) */
+	uint32_t mask;       /* buckets - 1 */
 	uint32_t *bucket;
 	struct src_ent *e;
 	uint32_t free_head;
@@ -64,15 +68,30 @@ static bool same(const struct ip *a, const struct ip *b)
 	return a->v4 == b->v4 && !memcmp(a->a, b->a, 16);
 }
 
+static size_t buckets_for(size_t cap)
+{
+	size_t nb = 1;
+
+	while (nb < cap)
+		nb <<= 1;
+	return nb;
+}
+
+/* Entries from..cap-1 of t->e, unused, become the free list. */
+static void free_list_from(struct source_table *t, uint32_t from)
+{
+	for (uint32_t i = from; i < t->cap; i++)
+		t->e[i].next = i + 1 < t->cap ? i + 1 : NIL;
+	t->free_head = from < t->cap ? from : NIL;
+}
+
 struct source_table *source_table_new(size_t size)
 {
 	struct source_table *t;
-	size_t nb = 1;
+	size_t nb = buckets_for(size);
 
-	if (!size || size > (1u << 31))
+	if (!size || size > SOURCE_TABLE_MAX)
 		return NULL;
-	while (nb < size)
-		nb <<= 1;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
@@ -85,12 +104,10 @@ struct source_table *source_table_new(size_t size)
 	}
 	if (getrandom(&t->seed, sizeof t->seed, GRND_NONBLOCK) != sizeof t->seed)
 		t->seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)t;
-	t->size = (uint32_t)size;
+	t->size = t->cap = (uint32_t)size;
 	t->mask = (uint32_t)(nb - 1);
 	memset(t->bucket, 0xff, nb * sizeof(*t->bucket));
-	for (uint32_t i = 0; i < t->size; i++)
-		t->e[i].next = i + 1 < t->size ? i + 1 : NIL;
-	t->free_head = 0;
+	free_list_from(t, 0);
 	t->idle_head = t->idle_tail = NIL;
 	return t;
 }
@@ -160,7 +177,7 @@ static uint32_t take(struct source_table *t, const struct ip *k, uint32_t b, uin
 {
 	uint32_t i = t->free_head;
 
-	if (i != NIL) {
+	if (i != NIL && t->used < t->size) { /* (not while over a shrunk size) */
 		t->free_head = t->e[i].next;
 		t->used++;
 	} else if ((i = t->idle_head) != NIL) {
@@ -246,11 +263,106 @@ void source_release(struct source_table *t, const struct sockaddr *sa)
 	if (i != NIL && t->e[i].conns) {
 		t->conns--;
 		if (!--t->e[i].conns) {
-			idle_append(t, i);
 			t->live--;
+			if (t->used > t->size) {
+				/* over a size shrunk below the live entries: the
+				 * entry goes, so the table comes down to its size */
+				unhash(t, i);
+				t->e[i].next = t->free_head;
+				t->free_head = i;
+				t->used--;
+			} else {
+				idle_append(t, i);
+			}
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
+}
+
+/* Moves t's entries into e (cap entries) and bucket (nb): every live one,
+ * then the most recently used idle ones while fewer than size are kept
+ * (in their order). Under t's lock; the old arrays are the caller's. */
+static void rebuild(struct source_table *t, struct src_ent *e, uint32_t cap, uint32_t *bucket,
+		    size_t nb, uint32_t size)
+{
+	struct src_ent *old = t->e;
+	uint32_t ocap = t->cap, n = 0, keep = 0, i;
+
+	for (i = t->idle_tail; i != NIL && t->live + keep < size; i = old[i].prev)
+		keep++; /* the newest idle ones that fit; i: the newest left out */
+	i = i == NIL ? t->idle_head : old[i].next;
+	t->e = e;
+	t->cap = cap;
+	t->size = size;
+	t->bucket = bucket;
+	t->mask = (uint32_t)(nb - 1);
+	memset(bucket, 0xff, nb * sizeof(*bucket));
+	t->idle_head = t->idle_tail = NIL;
+	for (uint32_t k = 0; k < ocap; k++) {
+		if (!old[k].conns)
+			continue;
+		e[n] = old[k];
+		e[n].prev = e[n].next = NIL;
+		uint32_t b = hash(t, &e[n].key);
+		e[n].hnext = bucket[b];
+		bucket[b] = n++;
+	}
+	for (; keep; keep--, i = old[i].next) {
+		e[n] = old[i];
+		uint32_t b = hash(t, &e[n].key);
+		e[n].hnext = bucket[b];
+		bucket[b] = n;
+		idle_append(t, n++);
+	}
+	t->used = n;
+	free_list_from(t, n);
+}
+
+int source_table_resize(struct source_table *t, size_t size)
+{
+	struct src_ent *e;
+	uint32_t *bucket;
+	size_t cap, nb;
+
+	if (!size || size > SOURCE_TABLE_MAX)
+		return -EINVAL;
+	for (;;) {
+		pthread_mutex_lock(&t->lock);
+		if (size == t->size) {
+			pthread_mutex_unlock(&t->lock);
+			return 0;
+		}
+		/* below the live entries: room for them all, and for a few more
+		 * that may start while the arrays are allocated (unlocked); never
+		 * more than now, which holds every entry there can be */
+		cap = t->live + t->live / 8 + 16;
+		if (cap > t->cap)
+			cap = t->cap;
+		if (cap < size)
+			cap = size;
+		pthread_mutex_unlock(&t->lock);
+		nb = buckets_for(cap);
+		e = calloc(cap, sizeof(*e));
+		bucket = malloc(nb * sizeof(*bucket));
+		if (!e || !bucket) {
+			free(e);
+			free(bucket);
+			return -ENOMEM;
+		}
+		pthread_mutex_lock(&t->lock);
+		if (t->live <= cap)
+			break; /* with the lock */
+		pthread_mutex_unlock(&t->lock);
+		free(e);
+		free(bucket);
+	}
+	struct src_ent *old_e = t->e;
+	uint32_t *old_bucket = t->bucket;
+	rebuild(t, e, (uint32_t)cap, bucket, nb, (uint32_t)size);
+	pthread_mutex_unlock(&t->lock);
+	free(old_e);
+	free(old_bucket);
+	return 0;
 }
 
 unsigned source_conns(struct source_table *t, const struct sockaddr *sa)

@@ -20,8 +20,9 @@
  * `now` is milliseconds of a monotonic clock; a now that lags the table's
  * (another thread's older reading) counts as the period's start.
  *
- * Size and eviction: the table holds at most `size` sources (fixed at
- * source_table_new; a setting). An entry stays after its last session ends
+ * Size and eviction: the table holds at most `size` sources (a setting;
+ * source_table_resize changes it in place, as a reload does, keeping every
+ * live entry and its counts). An entry stays after its last session ends
  * (it holds the rate); when a new source comes and the table is full, the
  * entry idle (no live session) the longest is evicted, forgetting its rate
  * history. An entry with a live session is never evicted: its count must be
@@ -60,6 +61,8 @@ enum source_verdict {
 
 struct source_table;
 
+#define SOURCE_TABLE_MAX (1u << 31)
+
 struct source_table_stats {
 	size_t size;        /* entries at most */
 	size_t used;        /* entries in use */
@@ -69,9 +72,22 @@ struct source_table_stats {
 	uint64_t full;      /* admits refused with SOURCE_TABLE_FULL */
 };
 
-/* A table for `size` sources (1..2^31). NULL when out of memory or size is
- * out of range. */
+/* A table for `size` sources (1..SOURCE_TABLE_MAX). NULL when out of
+ * memory or size is out of range. */
 struct source_table *source_table_new(size_t size);
+
+/* Makes t hold `size` sources from now on, with the sessions of every
+ * source counted as before: each entry with live sessions stays (with its
+ * rate history), and so do the most recently used idle ones while fewer
+ * than size are kept; the rest are forgotten. A size below the entries
+ * with live sessions keeps them all: new sources are refused
+ * (SOURCE_TABLE_FULL) and each entry is dropped as its last session ends,
+ * until the table is within size. Its memory is then that of the live
+ * entries at the time of the call (at most the old size's), not of size.
+ * Any thread, while others admit and release (they wait for the move, which
+ * is O(entries); the arrays are allocated before the lock is taken).
+ * Returns 0, -EINVAL for a size out of range, -ENOMEM (t unchanged). */
+int source_table_resize(struct source_table *t, size_t size);
 
 void source_table_free(struct source_table *t);
 

@@ -16,7 +16,7 @@ void waitq_add(struct worker *w, struct session *s)
 	__atomic_add_fetch(&w->wq_len, 1, __ATOMIC_RELAXED);
 	/* a slot may be free already (the waiters ahead were served
 	 * elsewhere): look once this turn, in order */
-	w->wq_kicked = 1;
+	__atomic_store_n(&w->wq_kicked, 1, __ATOMIC_RELAXED);
 }
 
 void waitq_del(struct worker *w, struct session *s)
@@ -35,6 +35,10 @@ void waitq_del(struct worker *w, struct session *s)
 
 void waitq_kick(struct shared *sh)
 {
+	/* the change that made room (a slot, a backend enabled) comes before
+	 * the look at wq_len, as waitq_run's fence puts a new waiter's wq_len
+	 * before its look at the backends: one of the two sees the other */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (unsigned i = 0; i < sh->nworkers; i++) {
 		struct worker *w = &sh->workers[i];
 		if (!__atomic_load_n(&w->wq_len, __ATOMIC_RELAXED))
@@ -50,10 +54,17 @@ void waitq_run(struct worker *w)
 
 	if (!__atomic_exchange_n(&w->wq_kicked, 0, __ATOMIC_ACQ_REL))
 		return;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* waitq_kick's pair */
 	/* a session that stays keeps its place; one that leaves is the only
 	 * one removed, so next stays valid */
 	for (; s; s = next) {
 		next = s->wq_next;
 		session_dequeue(s);
 	}
+}
+
+void waitq_reload(struct worker *w)
+{
+	if (w->wq_head)
+		__atomic_store_n(&w->wq_kicked, 1, __ATOMIC_RELAXED);
 }

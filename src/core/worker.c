@@ -21,6 +21,7 @@
 #include "backend.h"
 #include "engine.h"
 #include "log.h"
+#include "qsbr.h"
 #include "session.h"
 #include "waitq.h"
 
@@ -432,6 +433,7 @@ static void worker_apply_reload(struct worker *w, uint64_t gen)
 	worker_set_listeners(w, w->next_cfg, w->next_fds);
 	if (!paused) /* else worker_scan() arms the new table when the pause ends */
 		worker_listeners_arm(w, 1);
+	waitq_reload(w); /* its waiters move to the new routes: new backends, new slots */
 	__atomic_store_n(&w->reload_ack, gen, __ATOMIC_RELEASE);
 }
 
@@ -532,7 +534,8 @@ void *worker_main(void *arg)
 
 	worker_listeners_arm(w, 1);
 	for (;;) {
-		int timeout = w->runq ? 0 : SCAN_MS;
+		/* no sleep with work queued, or waiters to look at (waitq.h) */
+		int timeout = w->runq || __atomic_load_n(&w->wq_kicked, __ATOMIC_RELAXED) ? 0 : SCAN_MS;
 		uint64_t next = timer_next(&w->timers);
 		int n;
 
@@ -548,7 +551,11 @@ void *worker_main(void *arg)
 		FOR_ENGINES(w, e) /* queued work goes out; a drain-wait may shorten the sleep */
 			if (e->before_wait)
 				e->before_wait(w, &timeout);
+		/* no balancing table is held while it waits: what a weight
+		 * change replaces meanwhile goes without waiting for it (qsbr.h) */
+		qsbr_offline(w->id);
 		n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
+		qsbr_online(w->id);
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
 		if (n > 0 && w->cfg->busy_poll_us)
@@ -612,6 +619,7 @@ void *worker_main(void *arg)
 			break;
 	}
 	backend_errors_report(w->now_ms, 1); /* no error goes unsaid at exit */
+	qsbr_offline(w->id); /* it reads no table again: nobody waits for it */
 	return NULL;
 }
 

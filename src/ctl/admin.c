@@ -448,7 +448,8 @@ static void show_sessions(struct buf *b, int json)
 		fail(b, "out of memory");
 		return;
 	}
-	qsort(l.row, l.n, sizeof(*l.row), row_cmp);
+	if (l.n) /* none: l.row is NULL, which qsort must not be given */
+		qsort(l.row, l.n, sizeof(*l.row), row_cmp);
 	if (json)
 		put(b, "{\"sessions\":[");
 	else

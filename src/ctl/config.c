@@ -114,7 +114,9 @@ const struct setting settings[] = {
 	{ "source-conn-rate", 0, SET_UINT, 0, 10000000, "0", 0, NULL, SCOPE_ROUTE, R(source_conn_rate),
 	  "new sessions per second per client address (IPv6: per /64); more are reset at once (0: no limit)" },
 	{ "source-table-size", 0, SET_UINT, 16, 10000000, "65536", 0, NULL, SCOPE_GLOBAL, G(source_table_size),
-	  "client addresses each route tracks for the source limits; the least recently seen idle one makes room" },
+	  "client addresses each route tracks for the source limits; the least recently seen idle one makes room. "
+	  "A reload resizes the running tables, keeping every source's counts (below the sources with live "
+	  "sessions: new sources are refused until fewer have sessions)" },
 	{ "tls-hello-timeout", 0, SET_DURATION, 1, DAY_MS, "5s", 0, NULL, SCOPE_ROUTE, R(tls_hello_timeout_ms),
 	  "listeners with sni routes: a client that has not sent its whole ClientHello by then is "
 	  "closed. The hello is read before a route is chosen, so routes that share a listen "

@@ -28,11 +28,6 @@ void config_where(const struct config *c, unsigned line, char *buf, size_t len)
 		snprintf(buf, len, "splicer: ");
 }
 
-static int same_addr(const struct addr *a, const struct addr *b)
-{
-	return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
-}
-
 static int ephemeral(const struct addr *a)
 {
 	return (a->ss.ss_family == AF_INET && !((const struct sockaddr_in *)&a->ss)->sin_port) ||
@@ -46,7 +41,7 @@ static struct listen_group *group_of(struct config *c, const struct addr *a)
 	if (ephemeral(a))
 		return NULL;
 	for (unsigned i = 0; i < c->nlst; i++)
-		if (same_addr(c->lst[i].addr, a))
+		if (addr_equal(c->lst[i].addr, a))
 			return &c->lst[i];
 	return NULL;
 }
@@ -95,7 +90,7 @@ static int group_join(const struct config *c, struct listen_group *g, struct rou
 static unsigned listen_line_in(const struct route *r, const struct listen_group *g)
 {
 	for (unsigned l = 0; l < r->nlisten; l++)
-		if (same_addr(&r->listen[l], g->addr))
+		if (addr_equal(&r->listen[l], g->addr))
 			return r->listen_line[l];
 	return g->line;
 }

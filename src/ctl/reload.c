@@ -17,6 +17,7 @@
 #include "listener.h"
 #include "log.h"
 #include "notify.h"
+#include "route_admit.h"
 #include "stats_http.h"
 
 /* The running values of what a reload cannot change, with a warning for
@@ -53,18 +54,13 @@ static void keep_process_settings(const struct config *old, struct config *nw)
 #undef KEEP_TEXT
 }
 
-static int same_addr(const struct addr *a, const struct addr *b)
-{
-	return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
-}
-
 /* Index in the old listener table (its listen groups) of an equal address,
  * or -1. An ephemeral port (":0") never matches: binding wrote the kernel's
  * port into the old address, so the file asks for a new one. */
 static int old_index(const struct config *old, const struct addr *a)
 {
 	for (unsigned k = 0; k < old->nlst; k++)
-		if (same_addr(old->lst[k].addr, a))
+		if (addr_equal(old->lst[k].addr, a))
 			return (int)k;
 	return -1;
 }
@@ -338,7 +334,8 @@ static int swap_in(struct reload_ctx *r, struct config *nw, int sighup)
 	for (unsigned w = 0; w < r->nw; w++)
 		memcpy(r->fds[w], nfds[w], sizeof(nfds[w]));
 	free(nfds);
-	/* checks and metrics follow the new routes */
+	/* source limits, checks and metrics follow the new routes */
+	route_admit_resize(nw);
 	for (unsigned i = 0; i < nw->nroutes; i++)
 		backend_checks_apply(nw->route[i]);
 	health_stop();

@@ -12,7 +12,8 @@
  * new routes adopt it (backend.c), so a reload of the same file changes
  * nothing a client or /metrics can see. Settings that size the process (workers, buffers,
  * pipes, limits, log, stats, user) keep their running values, with a
- * warning when the file changed them. */
+ * warning when the file changed them; source_table_size resizes the running
+ * source tables, their counts kept (route_admit.h). */
 #ifndef SPLICER_RELOAD_H
 #define SPLICER_RELOAD_H
 #include <stdint.h>

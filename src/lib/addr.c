@@ -298,6 +298,11 @@ int addr_is_inet(const struct addr *a)
 	return a->ss.ss_family == AF_INET || a->ss.ss_family == AF_INET6;
 }
 
+int addr_equal(const struct addr *a, const struct addr *b)
+{
+	return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
+}
+
 /* IP address and port of an inet address, a v4-mapped IPv6 one as IPv4. */
 struct ip_port {
 	int family;

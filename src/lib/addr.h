@@ -60,6 +60,10 @@ void addr_format(const struct sockaddr *sa, socklen_t len, char *buf, unsigned b
 /* True for AF_INET and AF_INET6 (where TCP options apply). */
 int addr_is_inet(const struct addr *a);
 
+/* True when a and b are the same socket address, byte for byte (an
+ * ephemeral port bound since is the kernel's, so ":0" meets no other). */
+int addr_equal(const struct addr *a, const struct addr *b);
+
 /* Whether a connection to backend would reach a socket listening on listen
  * on this host: ADDR_LOOP_SAME for the same address (a v4-mapped IPv6
  * backend counts as its IPv4 form; Unix: the same path or name),

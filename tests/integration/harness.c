@@ -1655,3 +1655,52 @@ const char *h_conf_write(const char *name, const char *text)
 	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", p);
 	return p;
 }
+
+int h_admin_connect(const char *path)
+{
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	H_CHECK(strlen(path) < sizeof un.sun_path, "admin socket path too long: %s", path);
+	memcpy(un.sun_path, path, strlen(path) + 1);
+	H_CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&un, sizeof un) == 0, "admin socket %s: %s",
+		path, strerror(errno));
+	h_set_timeouts(fd, 1000);
+	return fd;
+}
+
+const char *h_admin_cmd(int fd, const char *line, char *ans, size_t cap)
+{
+	int64_t deadline = h_now_ms() + 5000;
+	size_t n = 0;
+
+	H_CHECK(h_send_all(fd, line, strlen(line), deadline) == 0 &&
+			h_send_all(fd, "\n", 1, deadline) == 0, "admin: send '%s'", line);
+	while (n < 2 || ans[n - 1] != '\n' || ans[n - 2] != '\n') {
+		ssize_t r = recv(fd, ans + n, cap - 1 - n, 0);
+		H_CHECK(r > 0 || (r < 0 && h_again(errno) && h_now_ms() < deadline),
+			"admin: '%s': no whole answer (%s after %zu bytes)", line,
+			r < 0 ? strerror(errno) : "closed", n);
+		if (r > 0)
+			n += (size_t)r;
+		H_CHECK(n < cap - 1, "admin: '%s': an answer over %zu bytes", line, cap);
+	}
+	ans[n] = '\0';
+	H_CHECK(strncmp(ans, "error", 5), "admin: '%s': %s", line, ans);
+	return ans;
+}
+
+int h_connect_from(int port, const char *src, int timeout_ms)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
+
+	H_CHECK(fd >= 0 && inet_pton(AF_INET, src, &sin.sin_addr) == 1, "socket, or source %s", src);
+	inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+	dst.sin_port = htons((uint16_t)port);
+	H_CHECK(bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0, "bind %s: %s", src, strerror(errno));
+	h_set_timeouts(fd, timeout_ms);
+	H_CHECK(connect(fd, (struct sockaddr *)&dst, sizeof dst) == 0, "connect from %s: %s", src,
+		strerror(errno));
+	return fd;
+}

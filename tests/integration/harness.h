@@ -253,6 +253,11 @@ void h_set_nodelay(int fd);
  * socket timeouts, or -1 with errno set (ECONNREFUSED, ETIMEDOUT, ...). */
 int h_connect(const struct h_addr *a, int timeout_ms);
 
+/* A TCP connection to 127.0.0.1:port from the local address src (one of
+ * 127.0.0.0/8, as a client of its own; asserts), with timeout_ms socket
+ * timeouts. */
+int h_connect_from(int port, const char *src, int timeout_ms);
+
 /* Sends all n bytes before the deadline; returns 0 or -errno. */
 int h_send_all(int fd, const void *buf, size_t n, int64_t deadline_ms);
 /* Receives exactly n bytes before the deadline; returns 0, -errno, or
@@ -411,5 +416,14 @@ void h_echo_conn(struct h_server *s, int fd, int index, void *arg);
  * 0 or a negative errno-style code and a reason in why. */
 int h_echo_roundtrip(const struct h_addr *addr, size_t n, uint64_t seed, int timeout_ms,
 		     char *why, size_t whylen);
+
+/* ---- the admin socket, spoken directly ------------------------------------ */
+
+/* Connects to the admin socket at path (asserts); 1 s socket timeouts. */
+int h_admin_connect(const char *path);
+/* Sends one command line on fd and reads its whole answer (up to the empty
+ * line that ends it) into ans, NUL-terminated, within 5 s; asserts that it
+ * came and is not an error ("error: ..."). Returns ans. */
+const char *h_admin_cmd(int fd, const char *line, char *ans, size_t cap);
 
 #endif

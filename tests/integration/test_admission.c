@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,17 +22,7 @@
 
 static int connect_from(int port, const char *src)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sin = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
-
-	inet_pton(AF_INET, src, &sin.sin_addr);
-	inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
-	dst.sin_port = htons((uint16_t)port);
-	H_CHECK(bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0, "bind %s: %s", src, strerror(errno));
-	h_set_timeouts(fd, 3000);
-	H_CHECK(connect(fd, (struct sockaddr *)&dst, sizeof dst) == 0, "connect from %s: %s", src,
-		strerror(errno));
-	return fd;
+	return h_connect_from(port, src, 3000);
 }
 
 /* The backend's tag, or 0 when the proxy closed the client; *reset says
@@ -213,6 +204,114 @@ Test(integ, admission_source_table_full, .init = h_init, .fini = h_fini, .timeou
 	H_CHECK(got == 't', "an idle entry was not evicted for a new source");
 	for (int i = 0; i < SIZE - 1; i++)
 		close(fds[i]);
+	h_proxy_down(&p);
+	h_tag_stop(&t);
+}
+
+/* source_table_size changed by a reload is applied to the running table,
+ * keeping every source's count: grown, the new room takes new sources (the
+ * same ones a full table refused before); shrunk below the sources with
+ * live sessions, those keep their counts and new sources are refused until
+ * enough of them end. */
+static void table_conf(char *text, size_t n, int size, int port, int backend)
+{
+	snprintf(text, n,
+		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\nsource_table_size = %d\n"
+		 "[route tbl]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\nsource_max_conns = 2\n",
+		 size, port, backend);
+}
+
+static void reload_wait(const struct h_proxy *p, int count)
+{
+	H_CHECK(kill(p->pid, SIGHUP) == 0, "kill SIGHUP: %s", strerror(errno));
+	for (int64_t until = h_now_ms() + 5000; h_now_ms() < until; h_sleep_ms(10))
+		if (h_log_lines(p, "SIGHUP: reloaded", NULL) >= count)
+			return;
+	H_CHECK(0, "reload %d did not apply within 5 s", count);
+}
+
+/* A new client from src: 't' when served (the session stays open in *keep),
+ * 0 when reset (then closed). */
+static char source_try(int port, const char *src, int *keep)
+{
+	int fd = connect_from(port, src), reset = 0;
+	char c = tag_from(fd, &reset);
+
+	H_CHECK(c == 't' || reset, "source %s: neither served nor reset", src);
+	if (c && keep)
+		*keep = fd;
+	else
+		close(fd);
+	return c;
+}
+
+Test(integ, admission_source_table_size_follows_reload, .init = h_init, .fini = h_fini,
+     .timeout = 90)
+{
+	struct h_tag_server t;
+	struct h_proxy p;
+	struct h_addr stats;
+	char text[1024], src[32];
+	int port = h_free_port(), held[40], nheld = 0, extra;
+	const char *path;
+
+	h_tag_start(&t, 't', 1, 0);
+	table_conf(text, sizeof text, 16, port, t.port);
+	path = h_conf_write("table.conf", text);
+	proxy_up(&p, &stats, "table.conf", text);
+	for (int i = 1; i <= 16; i++) { /* 127.0.2.1-16: the table is full */
+		snprintf(src, sizeof src, "127.0.2.%d", i);
+		H_CHECK(source_try(port, src, &held[nheld++]) == 't', "source %s not served", src);
+	}
+	H_CHECK(source_try(port, "127.0.2.1", &held[nheld++]) == 't', "a second session of .1");
+	H_CHECK(source_try(port, "127.0.2.100", NULL) == 0, "a 17th source in a table of 16 served");
+
+	/* grow to 32: 16 more sources get in, the 33rd does not; .1's two
+	 * sessions are still counted */
+	table_conf(text, sizeof text, 32, port, t.port);
+	H_CHECK(!strcmp(h_conf_write("table.conf", text), path), "config path");
+	reload_wait(&p, 1);
+	for (int i = 100; i < 116; i++) {
+		snprintf(src, sizeof src, "127.0.2.%d", i);
+		H_CHECK(source_try(port, src, &held[nheld++]) == 't',
+			"source %s refused after a reload raised source_table_size from 16 to 32", src);
+	}
+	H_CHECK(source_try(port, "127.0.2.200", NULL) == 0, "a 33rd source in a table of 32 served");
+	H_CHECK(source_try(port, "127.0.2.1", NULL) == 0, "the source at its 2 sessions lost its count");
+	H_CHECK(refused(&stats, "tbl", "source_max_conns") == 1 &&
+			refused(&stats, "tbl", "source_table_full") == 2,
+		"refusals: source_max_conns %lld (expected 1), source_table_full %lld (expected 2)",
+		refused(&stats, "tbl", "source_max_conns"), refused(&stats, "tbl", "source_table_full"));
+	H_CHECK(h_log_lines(&p, "route tbl: source_table_size 16 -> 32", NULL) == 1,
+		"the resize is not logged");
+
+	/* shrink to 16 with 32 sources live: all keep their counts, new ones
+	 * are refused until fewer than 16 have sessions */
+	table_conf(text, sizeof text, 16, port, t.port);
+	h_conf_write("table.conf", text);
+	reload_wait(&p, 2);
+	H_CHECK(h_log_lines(&p, "route tbl: source_table_size 32 -> 16, below the 32 sources", NULL) == 1,
+		"the shrink below the live sources is not logged");
+	H_CHECK(source_try(port, "127.0.3.1", NULL) == 0, "a new source served over the shrunk size");
+	H_CHECK(source_try(port, "127.0.2.5", &held[nheld++]) == 't', "a live source refused its 2nd");
+	H_CHECK(source_try(port, "127.0.2.5", NULL) == 0, "a live source's count was lost in the shrink");
+	/* the 16 sources .100-.115 end: 16 left, all live, still full */
+	for (int i = 17; i < 33; i++)
+		close(held[i]);
+	h_sleep_ms(300);
+	H_CHECK(source_try(port, "127.0.3.1", NULL) == 0, "a new source served with 16 of 16 live");
+	close(held[15]); /* .16 ends: its entry is idle and makes room */
+	char got = 0;
+	for (int64_t until = h_now_ms() + 3000; !got && h_now_ms() < until;) {
+		h_sleep_ms(50);
+		got = source_try(port, "127.0.3.1", &extra);
+	}
+	H_CHECK(got == 't', "a new source still refused with 15 of 16 sources live");
+	H_CHECK(source_try(port, "127.0.3.2", NULL) == 0, "a 17th source in a table shrunk to 16");
+	close(extra);
+	for (int i = 0; i < nheld; i++)
+		if (i != 15 && (i < 17 || i > 32)) /* (those ended above) */
+			close(held[i]);
 	h_proxy_down(&p);
 	h_tag_stop(&t);
 }

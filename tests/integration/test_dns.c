@@ -13,7 +13,9 @@
  *     sessions are still served, failures are counted and logged once;
  *   - SRV names give targets and ports, of the lowest priority only;
  *   - a name without an address at start: `check` notes it, the proxy
- *     starts without it (clients closed) and takes it when it appears.
+ *     starts without it (clients closed) and takes it when it appears;
+ *   - a client waiting for a slot (maxconn) is served by an address DNS
+ *     adds as soon as the new generation is in force. 
  * The times from a DNS change to the first new session on the new set are
  * printed. */
 #define _GNU_SOURCE
@@ -566,6 +568,57 @@ Test(integ, dns_one_two_one, .init = h_init, .fini = h_fini, .timeout = 90)
 Test(integ, dns_one_two_one_asan, .init = h_init, .fini = h_fini, .timeout = 120)
 {
 	case_one_two_one(h_binary(1));
+}
+
+/* A client waiting for a slot (the name's one address at maxconn=1) is
+ * served by the address DNS adds, within 500 ms of the new generation's
+ * line (and so about an interval of the change), not at queue_timeout. */
+static void case_queue_takes_new_address(const char *bin)
+{
+	struct fx f;
+	char line[160], got = 0;
+	int64_t t_change, t_gen = 0;
+
+	tdns_start(&f.d);
+	tagecho_pair(&f.two, &f.three);
+	snprintf(f.name, sizeof f.name, "app.dns.test:%d", f.two.port);
+	tdns_add_a(&f.d, "app.dns.test", "127.0.0.2");
+	snprintf(line, sizeof line, "%s resolve=1s maxconn=1\nqueue_timeout = 20s", f.name);
+	proxy_up(&f.p, bin, &f.d, line, &f.stats);
+	int held = -1;
+	H_CHECK(h_tag_of(&f.p.addr, &held) == '2', "the first client not served by 127.0.0.2");
+	int waiting = h_connect(&f.p.addr, 2000);
+	H_CHECK(waiting >= 0, "connect");
+	h_set_timeouts(waiting, 20);
+	int64_t until = h_now_ms() + 3000;
+	while (h_metric(&f.stats, "splicer_route_queue_length{route=\"web\"}") != 1 && h_now_ms() < until)
+		h_sleep_ms(10);
+	H_CHECK(h_metric(&f.stats, "splicer_route_queue_length{route=\"web\"}") == 1,
+		"the second client is not waiting");
+
+	t_change = h_now_ms();
+	tdns_add_a(&f.d, "app.dns.test", "127.0.0.3");
+	for (until = h_now_ms() + 5000; !t_gen && h_now_ms() < until; h_sleep_ms(5))
+		if (h_log_lines(&f.p, "DNS: new backends in force", NULL))
+			t_gen = h_now_ms();
+	H_CHECK(t_gen, "no new generation within 5 s of the DNS change");
+	int r = h_recv_exact(waiting, &got, 1, t_gen + 3000);
+	int64_t t = h_now_ms() - t_gen;
+	H_CHECK(r == 0 && got == '3', "the waiting client: %s after %lld ms, not served by 127.0.0.3",
+		r ? strerror(-r) : "served elsewhere", (long long)t);
+	H_CHECK(t < 500, "the waiting client was served %lld ms after the new generation (bound 500)",
+		(long long)t);
+	fprintf(stderr, "dns: a waiting client served by the added address %lld ms after the new "
+		"generation (%lld ms after the DNS change)\n", (long long)t,
+		(long long)(h_now_ms() - t_change));
+	close(waiting);
+	close(held);
+	fx_down(&f);
+}
+
+Test(integ, dns_queue_takes_new_address, .init = h_init, .fini = h_fini, .timeout = 90)
+{
+	case_queue_takes_new_address(h_binary(0));
 }
 
 /* SERVFAIL and then NXDOMAIN keep the last answer: sessions go on to it,

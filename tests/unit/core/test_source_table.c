@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for src/core/source_table.c: per-source session counts and
  * rates, IPv6 keyed by /64, least-recently-used eviction that never takes
- * an entry with live sessions, and threads admitting and releasing at once.
+ * an entry with live sessions, resizing that keeps every count (as a reload
+ * does), and threads admitting and releasing at once while the size changes.
  * The cost of an admit+release pair is printed, not asserted. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -179,6 +181,112 @@ Test(unit_source_table, live_entries_are_never_evicted)
 	source_table_free(t);
 }
 
+/* ---- resizing (a reload's source_table_size) ---- */
+
+Test(unit_source_table, grow_keeps_every_count_and_rate)
+{
+	struct source_table *t = source_table_new(16);
+	struct source_table_stats st;
+	char ip[32];
+
+	for (int i = 1; i <= 16; i++) {
+		snprintf(ip, sizeof ip, "10.0.0.%d", i);
+		cr_assert_eq(admit(t, ip, 0, 2, 3), SOURCE_OK);
+	}
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 2, 3), SOURCE_OK, "its second session");
+	release(t, "10.0.0.16"); /* idle, with its rate */
+	cr_assert_eq(admit(t, "10.0.1.1", 0, 2, 3), SOURCE_OK, "evicts .16");
+	cr_assert_eq(admit(t, "10.0.1.2", 0, 2, 3), SOURCE_TABLE_FULL);
+	cr_assert_eq(source_table_resize(t, 64), 0);
+	cr_assert_eq(admit(t, "10.0.1.2", 0, 2, 3), SOURCE_OK, "room after growing");
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 2, 3), SOURCE_TOO_MANY_CONNS, "its 2 sessions kept");
+	cr_assert_eq(conns(t, "10.0.0.1"), 2);
+	cr_assert_eq(admit(t, "10.0.0.2", 0, 2, 3), SOURCE_OK);
+	cr_assert_eq(admit(t, "10.0.0.2", 0, 2, 3), SOURCE_TOO_MANY_CONNS);
+	release(t, "10.0.0.2");
+	release(t, "10.0.0.2");
+	cr_assert_eq(admit(t, "10.0.0.2", 0, 5, 2), SOURCE_TOO_FAST, "its rate kept (2 in this second)");
+	for (int i = 1; i <= 64 - 17; i++) { /* 17 sources so far */
+		snprintf(ip, sizeof ip, "10.0.2.%d", i);
+		cr_assert_eq(admit(t, ip, 0, 2, 3), SOURCE_OK, "%s", ip);
+	}
+	source_table_get_stats(t, &st);
+	cr_assert_eq(st.size, 64);
+	cr_assert_eq(st.used, 64);
+	cr_assert_eq(admit(t, "10.0.3.1", 0, 2, 3), SOURCE_OK, "evicts the idle .2");
+	cr_assert_eq(admit(t, "10.0.3.2", 0, 2, 3), SOURCE_TABLE_FULL, "64 and no more");
+	cr_assert_eq(source_table_resize(t, 0), -EINVAL);
+	cr_assert_eq(source_table_resize(t, SOURCE_TABLE_MAX + (size_t)1), -EINVAL);
+	source_table_free(t);
+}
+
+Test(unit_source_table, shrink_keeps_the_newest_idle_entries)
+{
+	struct source_table *t = source_table_new(8);
+	struct source_table_stats st;
+	char ip[32];
+
+	for (int i = 1; i <= 6; i++) { /* .1-.6 idle, oldest first, each at its rate of 1 */
+		snprintf(ip, sizeof ip, "10.0.0.%d", i);
+		cr_assert_eq(admit(t, ip, 0, 0, 1), SOURCE_OK);
+		release(t, ip);
+	}
+	cr_assert_eq(admit(t, "10.0.1.1", 0, 0, 1), SOURCE_OK); /* live */
+	cr_assert_eq(source_table_resize(t, 4), 0);
+	source_table_get_stats(t, &st);
+	cr_assert_eq(st.size, 4);
+	cr_assert_eq(st.used, 4, "the live one and the 3 newest idle ones");
+	cr_assert_eq(st.live, 1);
+	for (int i = 4; i <= 6; i++) {
+		snprintf(ip, sizeof ip, "10.0.0.%d", i);
+		cr_assert_eq(admit(t, ip, 0, 0, 1), SOURCE_TOO_FAST, "%s kept, with its rate", ip);
+	}
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 0, 1), SOURCE_OK, ".1 forgotten: evicts .4");
+	source_table_free(t);
+}
+
+Test(unit_source_table, shrink_below_the_live_entries_waits_for_them)
+{
+	struct source_table *t = source_table_new(16);
+	struct source_table_stats st;
+	char ip[32];
+
+	for (int i = 1; i <= 10; i++) {
+		snprintf(ip, sizeof ip, "10.0.0.%d", i);
+		cr_assert_eq(admit(t, ip, 0, 3, 0), SOURCE_OK);
+		cr_assert_eq(admit(t, ip, 0, 3, 0), SOURCE_OK);
+	}
+	cr_assert_eq(source_table_resize(t, 4), 0);
+	source_table_get_stats(t, &st);
+	cr_assert_eq(st.size, 4);
+	cr_assert_eq(st.used, 10, "every live entry stays");
+	cr_assert_eq(st.conns, 20);
+	cr_assert_eq(admit(t, "10.0.1.1", 0, 3, 0), SOURCE_TABLE_FULL, "a new source: over the size");
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 3, 0), SOURCE_OK, "a known source still gets in");
+	cr_assert_eq(admit(t, "10.0.0.1", 0, 3, 0), SOURCE_TOO_MANY_CONNS, "and its count holds");
+	/* sources .1-.7 end: each entry goes as its last session ends while
+	 * the table is over its size; within it (.7) the entry stays, idle */
+	for (int i = 1; i <= 7; i++) {
+		snprintf(ip, sizeof ip, "10.0.0.%d", i);
+		for (unsigned n = conns(t, ip); n; n--)
+			release(t, ip);
+		source_table_get_stats(t, &st);
+		cr_assert_eq(st.used, (size_t)(10 - i > 4 ? 10 - i : 4), "after %s ended", ip);
+		cr_assert_eq(admit(t, "10.0.1.1", 0, 3, 0), i < 7 ? SOURCE_TABLE_FULL : SOURCE_OK,
+			     "a new source with %zu entries live of 4", st.live);
+	}
+	release(t, "10.0.1.1"); /* 4 used, within the size: idle entries stay again */
+	source_table_get_stats(t, &st);
+	cr_assert_eq(st.used, 4);
+	cr_assert_eq(st.live, 3);
+	cr_assert_eq(admit(t, "10.0.1.2", 0, 3, 0), SOURCE_OK, "evicts the idle .1.1");
+	cr_assert_eq(admit(t, "10.0.1.3", 0, 3, 0), SOURCE_TABLE_FULL);
+	cr_assert_eq(source_table_resize(t, 32), 0, "and back up");
+	cr_assert_eq(admit(t, "10.0.1.3", 0, 3, 0), SOURCE_OK);
+	cr_assert_eq(conns(t, "10.0.0.8"), 2);
+	source_table_free(t);
+}
+
 /* ---- threads ---- */
 
 #define NADDR 300
@@ -249,6 +357,9 @@ Test(unit_source_table, threads_hammering_end_with_every_count_zero, .timeout = 
 		w[i] = (struct worker){ .seed = 100u + (unsigned)i };
 		cr_assert_eq(pthread_create(&th[i], NULL, hammer, &w[i]), 0);
 	}
+	/* sizes changing under them (a reload's), below and above the held */
+	for (int k = 0; k < 200; k++)
+		cr_assert_eq(source_table_resize(shared, k % 2 ? 8 : 24), 0);
 	for (int i = 0; i < 4; i++)
 		pthread_join(th[i], NULL);
 	source_table_get_stats(shared, &st);
