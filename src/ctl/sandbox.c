@@ -21,7 +21,7 @@
 #define PR_MDWE_REFUSE_EXEC_GAIN 1
 #endif
 
-static char said[768]; /* what is in force, for sandbox_log */
+static char said[1536]; /* what is in force, for sandbox_log */
 
 int sandbox_enter(const struct config *cfg, char *err, size_t errlen)
 {
