@@ -36,12 +36,16 @@ DEB      := $(B)/splicer_$(VERSION)_$(DEB_ARCH).deb
 # paths of the folders it may use, and no other, so a wrong include fails
 # the build; tools/check-layers.sh says which rule and also keeps the core
 # free of engine names.
-DIRS          := src/lib src/proto src/engine src/core src/ctl src/app tools/bench tools/xfer
+# src/ctl is split by concern (DESIGN.md): the config, the admin socket with
+# reload and upgrade, health checks and DNS, the stats endpoint, privileges
+# and the sandbox; one layer, so each may use the others.
+CTL_DIRS      := src/ctl/config src/ctl/admin src/ctl/health src/ctl/stats src/ctl/sandbox
+DIRS          := src/lib src/proto src/engine src/core $(CTL_DIRS) src/app tools/bench tools/xfer
 USES_src/lib    := src/lib
 USES_src/proto  := src/lib src/proto
 USES_src/engine := src/lib src/proto src/engine src/core
 USES_src/core   := src/lib src/proto src/core src/engine
-USES_src/ctl    := src/lib src/proto src/core src/engine src/ctl
+$(foreach d,$(CTL_DIRS),$(eval USES_$(d) := src/lib src/proto src/core src/engine $(CTL_DIRS)))
 USES_src/app    := $(DIRS)
 USES_tools/bench:= src/lib tools/bench src/engine
 USES_tools/xfer := src/lib tools/xfer
@@ -299,11 +303,11 @@ FUZZ_SRCS_proxy_proto := src/proto/proxy_proto.c
 FUZZ_SRCS_addr        := src/lib/addr.c
 FUZZ_SRCS_http_req    := src/proto/http_req.c
 FUZZ_SRCS_tls_hello   := src/proto/tls_hello.c src/proto/sni_match.c
-FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config.c src/ctl/config_file.c \
-			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c src/ctl/privs.c \
-			 src/ctl/route_keys.c src/ctl/config_listen.c src/core/route_admit.c \
+FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config/config.c src/ctl/config/config_file.c \
+			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c src/ctl/sandbox/privs.c \
+			 src/ctl/config/route_keys.c src/ctl/config/config_listen.c src/core/route_admit.c \
 			 src/core/source_table.c src/lib/cidr.c src/proto/sni_match.c src/proto/tls_hello.c \
-			 src/core/route_hist.c src/ctl/config_doc.c src/core/qsbr.c
+			 src/core/route_hist.c src/ctl/config/config_doc.c src/core/qsbr.c
 
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HDRS) $(SRCS)
 	@mkdir -p $(@D)

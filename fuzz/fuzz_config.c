@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer harness: the config file reader and checks (src/ctl/config_file.c,
- * src/ctl/config.c) on any file content, through a memfd. Problems go to
+/* libFuzzer harness: the config file reader and checks (src/ctl/config/config_file.c,
+ * src/ctl/config/config.c) on any file content, through a memfd. Problems go to
  * stderr, which `make fuzz` closes for the target (-close_fd_mask=2;
  * libFuzzer keeps its own copy for its reports). */
 #define _GNU_SOURCE

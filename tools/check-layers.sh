@@ -9,14 +9,15 @@
 set -u
 cd "$(dirname "$0")/.."
 
-DIRS="src/lib src/proto src/engine src/core src/ctl src/app tools/bench tools/xfer"
+CTL_DIRS="src/ctl/config src/ctl/admin src/ctl/health src/ctl/stats src/ctl/sandbox"
+DIRS="src/lib src/proto src/engine src/core $CTL_DIRS src/app tools/bench tools/xfer"
 uses() {
 	case $1 in
 	src/lib) echo "src/lib" ;;
 	src/proto) echo "src/lib src/proto" ;;
 	src/engine) echo "src/lib src/proto src/engine src/core" ;;
 	src/core) echo "src/lib src/proto src/core src/engine" ;;
-	src/ctl) echo "src/lib src/proto src/core src/engine src/ctl" ;;
+	src/ctl/*) echo "src/lib src/proto src/core src/engine $CTL_DIRS" ;;
 	src/app) echo "$DIRS" ;;
 	tools/bench) echo "src/lib tools/bench src/engine" ;;
 	tools/xfer) echo "src/lib tools/xfer" ;;
@@ -26,7 +27,7 @@ uses() {
 engine_api() {
 	case $1 in
 	src/core) echo "engine.h pipe_pool.h" ;;
-	src/ctl) echo "engine.h" ;;
+	src/ctl/*) echo "engine.h" ;;
 	tools/bench) echo "bpf_sockmap.h" ;; # `splicer bench` asks whether sockmap rows can run
 	*) echo "*" ;;
 	esac

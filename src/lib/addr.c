@@ -5,7 +5,7 @@
  * The config is parsed at start, at every reload (SIGHUP) and by `check`, so
  * those are the moments names are resolved; in between, the addresses hold.
  * Backend names given with resolve= are the exception: addr_split() takes
- * them apart, and the resolver thread (src/ctl/dns.c) looks them up. */
+ * them apart, and the resolver thread (src/ctl/health/dns.c) looks them up. */
 #include "addr.h"
 
 #include <arpa/inet.h>

@@ -42,7 +42,7 @@ int addr_parse(const char *s, enum addr_use use, struct addr *a, char *err, unsi
 
 /* The host and port of "host:port" or "[v6]:port" (no name resolved; host
  * may be "" for ":port"). Returns 0 or -EINVAL with err, as addr_parse_all.
- * For names looked up elsewhere (resolve=, src/ctl/dns.c). */
+ * For names looked up elsewhere (resolve=, src/ctl/health/dns.c). */
 int addr_split(const char *s, enum addr_use use, char *host, unsigned hostlen, unsigned *port,
 	       char *err, unsigned errlen);
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Integration cases for backend names with resolve= (src/ctl/dns.c), against
+/* Integration cases for backend names with resolve= (src/ctl/health/dns.c), against
  * a DNS server of the test's own (UDP on 127.0.0.1, answering A, AAAA and
  * SRV from a table the test changes while the proxy runs; the proxy is
  * pointed at it with `resolvers =`), and backends that say who they are:

@@ -374,7 +374,7 @@ Test(integ, docs_every_metric_family_is_in_operations_md, .init = h_init, .fini 
 	size_t len = 0, nmiss = 0;
 	int scraped = 0, nsrc;
 
-	if (access("src/ctl/stats_http.c", R_OK))
+	if (access("src/ctl/stats/stats_http.c", R_OK))
 		cr_skip_test("not in the source tree");
 	snprintf(text, sizeof text, "[global]\nworkers = 2\nstats = 127.0.0.1:0\n"
 		 "[route hashed]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:9 127.0.0.1:19\n"
@@ -390,7 +390,7 @@ Test(integ, docs_every_metric_family_is_in_operations_md, .init = h_init, .fini 
 		scraped++;
 	}
 	h_proxy_down(&p);
-	char *src = file_text("src/ctl/stats_http.c");
+	char *src = file_text("src/ctl/stats/stats_http.c");
 	nsrc = source_families(src, list, sizeof list, &len);
 	free(src);
 	H_CHECK(scraped >= 40 && nsrc >= 30, "%d families scraped, %d names found in stats_http.c:\n%s",

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for src/ctl/config.c: the settings table through the command-line
+/* Unit tests for src/ctl/config/config.c: the settings table through the command-line
  * parser (values, units, ranges, "auto", errors) and config_finalize(). */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
