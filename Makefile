@@ -64,7 +64,7 @@ PEER_SRCS:= $(wildcard tests/peer/*.c)
 # the limits (doc/security.md), each bounded in seconds
 HOST_SRCS:= $(wildcard tests/hostile/*.c)
 TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS) $(PEER_SRCS) $(HOST_SRCS)
-HDRS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(wildcard tests/integration/*.h tests/peer/*.h bpf/*.h)
+HDRS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(wildcard tests/integration/*.h tests/peer/*.h tests/hostile/*.h bpf/*.h)
 
 # Debian packages the build, the tests and `make run` need.
 DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 mandoc \
@@ -126,7 +126,7 @@ asan: $(B)/asan/splicer
 # One Criterion binary holds every test so the run ends with one Synthesis line.
 $(B)/tests: $(TEST_SRCS) $(LIB_OBJS) $(HDRS)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(ALL_INC) -Itests/integration -Itests/peer -o $@ $(TEST_SRCS) $(LIB_OBJS) -lcriterion $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(ALL_INC) -Itests/integration -Itests/peer -Itests/hostile -o $@ $(TEST_SRCS) $(LIB_OBJS) -lcriterion $(LDLIBS)
 
 # Install what is missing, and only that (apt-get needs root and the
 # registry); tools/deps.sh keeps packaged services (HAProxy, nginx) from
