@@ -219,6 +219,7 @@ struct uring_ctx {
 	unsigned nfree;      /* buffers in the ring (or about to be) */
 	unsigned hold_armed; /* armed recvs with recv_hold */
 	struct uring_dir *starved, *starved_tail; /* first in, first re-armed */
+	unsigned nstarved;   /* directions on it */
 	struct uring_dir *sending, *sending_tail; /* sends holding ring buffers, oldest first */
 	struct uring_dir *cancels;                /* cancels waiting for an SQE */
 	struct uring_sess *closing;               /* slots waiting for SQEs to close */
@@ -344,6 +345,7 @@ static void starve(struct uring_dir *ud)
 	if (ud->starved)
 		return;
 	ud->starved = 1;
+	u->nstarved++;
 	ud->next = NULL;
 	if (u->starved_tail)
 		u->starved_tail->next = ud;
@@ -900,16 +902,17 @@ static void uring_reap(struct worker *w)
  * than the reserve is left), every send in flight for UR_STALL_MS or more
  * is cancelled; its completion (on_send) moves what it still holds into
  * the direction's own memory and gives the buffers back, and the
- * direction receives no more until that is sent. A send that is merely
- * slow pays one copy. Sends younger than that shorten the loop's sleep,
- * so the check comes when the oldest turns stalled. */
+ * direction receives no more until that is sent. Oldest first, and only
+ * as many as the buffers wanted (one per waiting direction, and the
+ * reserve back): a send that is merely slow, under heavy load, pays one
+ * copy, and few of them do. Sends younger than that shorten the loop's
+ * sleep, so the check comes when the oldest turns stalled. */
 static void reclaim_stalled(struct uring_ctx *u, int *timeout_ms)
 {
 	uint64_t now = u->w->now_ms;
+	long want = (long)u->nstarved + (u->nfree <= UR_RESERVE ? (long)(UR_RESERVE + 1 - u->nfree) : 0);
 
-	if (!u->starved && u->nfree > UR_RESERVE)
-		return;
-	for (struct uring_dir *ud = u->sending; ud; ud = ud->snext) {
+	for (struct uring_dir *ud = u->sending; ud && want > 0; ud = ud->snext) {
 		uint64_t age = now > ud->send_ms ? now - ud->send_ms : 0;
 
 		if (age < UR_STALL_MS) {
@@ -917,6 +920,7 @@ static void reclaim_stalled(struct uring_ctx *u, int *timeout_ms)
 				*timeout_ms = (int)(UR_STALL_MS - age);
 			break;
 		}
+		want -= (long)ud->nq; /* what it gives back, or will once its cancel is in */
 		if (ud->reclaim || !ud->s || ud->d->dead)
 			continue; /* its cancel is on the way, or nothing is to be sent */
 		ud->reclaim = ud->reclaim_wait = 1;
@@ -957,6 +961,7 @@ static void uring_flush(struct worker *w, int *timeout_ms)
 			continue;
 		}
 		ud->starved = 0;
+		u->nstarved--;
 		if (!ud->s) {
 			detached_check(ud);
 			continue;
