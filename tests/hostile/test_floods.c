@@ -188,6 +188,10 @@ Test(hostile, many_sources_against_the_source_table, .init = h_init, .fini = h_f
 		int fd = h_connect_from(port, src, 2000);
 		close(fd);
 	}
+	/* their sessions end as the backend sees each EOF: a moment */
+	for (int64_t end = h_now_ms() + 3000;
+	     h_metric(&sa, "splicer_route_sessions_active{route=\"r\"}") > 0 && h_now_ms() < end;)
+		h_sleep_ms(20);
 	snprintf(src, sizeof src, "127.2.0.1");
 	int fd = h_connect_from(port, src, 2000);
 	H_CHECK(send(fd, "E", 1, 0) == 1 && recv(fd, err, 1, 0) == 1,
@@ -298,7 +302,9 @@ static void case_garbage(const char *bin, int rounds)
 	long rss1 = h_rss_kib(p.pid);
 	fprintf(stderr, "[hostile] garbage: %d rounds of 8 connections; RSS %ld -> %ld KiB\n", rounds,
 		rss0, rss1);
-	H_CHECK(rss1 - rss0 < 16 * 1024, "RSS grew %ld KiB under garbage", rss1 - rss0);
+	/* ASan's quarantine keeps what was freed: only the plain build's RSS
+	 * says anything */
+	H_CHECK(h_slow > 1 || rss1 - rss0 < 16 * 1024, "RSS grew %ld KiB under garbage", rss1 - rss0);
 	h_proxy_down(&p);
 	hb_stop(&be);
 }
@@ -366,8 +372,13 @@ Test(hostile, ten_thousand_admin_commands_keep_rss_flat, .init = h_init, .fini =
 		const char *k = kinds[i % (sizeof kinds / sizeof kinds[0])];
 		snprintf(line, sizeof line, k, i % 2 ? be.addr.text : be2.addr.text, 1 + i % 200);
 		H_CHECK(fl_admin(fds[i % 4], line) == 0, "command %d (%s): no answer", i, line);
-		if (i % 500 == 0)
+		if (i % 500 == 0) { /* both usable again, then a session */
+			snprintf(line, sizeof line, "backend default %s enable", be.addr.text);
+			H_CHECK(fl_admin(fds[0], line) == 0, "enable");
+			snprintf(line, sizeof line, "backend default %s enable", be2.addr.text);
+			H_CHECK(fl_admin(fds[0], line) == 0, "enable");
 			H_CHECK(hb_echo(&p.addr, 512, 3000, why, sizeof why) >= 0, "echo at %d: %s", i, why);
+		}
 		if (i == 999)
 			rss_warm = h_rss_kib(p.pid);
 	}
