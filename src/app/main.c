@@ -145,7 +145,10 @@ static unsigned granted_pipe_size(const struct config *cfg)
 /* verbose 0, 1, 2 (-v, -vv): info, per-session lines, debug. */
 static void set_log_level(const struct config *cfg)
 {
-	log_level = LOG_INFO + (int)cfg->verbose > LOG_DEBUG ? LOG_DEBUG : LOG_INFO + (int)cfg->verbose;
+	/* a reload sets it while workers read it: atomic, relaxed */
+	__atomic_store_n(&log_level, LOG_INFO + (int)cfg->verbose > LOG_DEBUG ? LOG_DEBUG
+									     : LOG_INFO + (int)cfg->verbose,
+			 __ATOMIC_RELAXED);
 }
 
 /* A start that fails after binding leaves no socket file behind: the
