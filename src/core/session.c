@@ -88,15 +88,20 @@ static void bytes_undirty(struct session *s)
 	s->in_dirty = 0;
 }
 
-/* What moved since the last report goes to the counters. */
+/* What moved since the last report goes to the counters. They are
+ * Prometheus counters, which never go down: a direction's bytes below what
+ * was reported (an engine taking a count back) would wrap into an
+ * enormous addition, so such a direction adds nothing until it passes its
+ * reported mark again (struct dir: bytes never decrease). */
 static void bytes_report(struct session *s)
 {
-	uint64_t up = s->up.bytes - s->reported[0], down = s->down.bytes - s->reported[1];
+	uint64_t up = s->up.bytes > s->reported[0] ? s->up.bytes - s->reported[0] : 0;
+	uint64_t down = s->down.bytes > s->reported[1] ? s->down.bytes - s->reported[1] : 0;
 
 	if (!up && !down)
 		return;
-	s->reported[0] = s->up.bytes;
-	s->reported[1] = s->down.bytes;
+	s->reported[0] += up;
+	s->reported[1] += down;
 	STAT_ADD(s->route->st->bytes_up, up);
 	STAT_ADD(s->route->st->bytes_down, down);
 	if (s->opened) {
