@@ -1388,12 +1388,17 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 		bytes_check(s);
 		session_run(s);        /* and a direction may have been passed bytes */
 	} else if (s->state == S_OPEN && s->ending) {
-		/* waiting for a send queue to empty before an RST */
-		if (now_ms - s->active_ms >= half_closed_limit(s))
+		/* waiting for a send queue to empty before an RST: the peer took
+		 * nothing for half_close_timeout, so what is left is cut */
+		int timed_out = now_ms - s->active_ms >= half_closed_limit(s);
+		if (timed_out) {
+			CTR_ADD(s->w, half_close_timeouts, 1);
 			ended(s, END_TIMEOUT);
-		session_end(s, now_ms - s->active_ms >= half_closed_limit(s));
+		}
+		session_end(s, timed_out);
 	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= half_closed_limit(s)) {
-		CTR_ADD(s->w, idle_timeouts, 1);
+		/* its own counter: idle_timeouts is for open sessions only */
+		CTR_ADD(s->w, half_close_timeouts, 1);
 		ended(s, END_TIMEOUT);
 		session_close(s, "half-close-timeout");
 	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= o->idle_timeout_ms) {
