@@ -109,13 +109,15 @@ static void log_totals(struct worker *ws, unsigned n)
 		}
 	if (k && k < sizeof(eng) && eng[k - 1] == ',')
 		eng[k - 1] = '\0';
-	log_info("stopped: sessions %llu (no-backend %llu, all-backends-down %llu, idle-timeout %llu); bytes up %llu down %llu "
+	log_info("stopped: sessions %llu (no-backend %llu, all-backends-down %llu, idle-timeout %llu, "
+		 "half-close-timeout %llu); bytes up %llu down %llu "
 		 "(%s); auto switches %llu; "
 		 "connect errors %llu, retries %llu; resets sent %llu; accept pauses fd %llu max-conns %llu; "
 		 "bad proxy headers %llu",
 		 (unsigned long long)t.accepted, (unsigned long long)t.no_backend,
 		 (unsigned long long)t.all_down,
-		 (unsigned long long)t.idle_timeouts, (unsigned long long)t.bytes_up,
+		 (unsigned long long)t.idle_timeouts, (unsigned long long)t.half_close_timeouts,
+		 (unsigned long long)t.bytes_up,
 		 (unsigned long long)t.bytes_down, eng,
 		 (unsigned long long)t.auto_switches, (unsigned long long)t.connect_errors,
 		 (unsigned long long)t.connect_retries, (unsigned long long)t.resets_sent,

@@ -88,15 +88,20 @@ static void bytes_undirty(struct session *s)
 	s->in_dirty = 0;
 }
 
-/* What moved since the last report goes to the counters. */
+/* What moved since the last report goes to the counters. They are
+ * Prometheus counters, which never go down: a direction's bytes below what
+ * was reported (an engine taking a count back) would wrap into an
+ * enormous addition, so such a direction adds nothing until it passes its
+ * reported mark again (struct dir: bytes never decrease). */
 static void bytes_report(struct session *s)
 {
-	uint64_t up = s->up.bytes - s->reported[0], down = s->down.bytes - s->reported[1];
+	uint64_t up = s->up.bytes > s->reported[0] ? s->up.bytes - s->reported[0] : 0;
+	uint64_t down = s->down.bytes > s->reported[1] ? s->down.bytes - s->reported[1] : 0;
 
 	if (!up && !down)
 		return;
-	s->reported[0] = s->up.bytes;
-	s->reported[1] = s->down.bytes;
+	s->reported[0] += up;
+	s->reported[1] += down;
 	STAT_ADD(s->route->st->bytes_up, up);
 	STAT_ADD(s->route->st->bytes_down, down);
 	if (s->opened) {
@@ -1436,12 +1441,17 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 		bytes_check(s);
 		session_run(s);        /* and a direction may have been passed bytes */
 	} else if (s->state == S_OPEN && s->ending) {
-		/* waiting for a send queue to empty before an RST */
-		if (now_ms - s->active_ms >= half_closed_limit(s))
+		/* waiting for a send queue to empty before an RST: the peer took
+		 * nothing for half_close_timeout, so what is left is cut */
+		int timed_out = now_ms - s->active_ms >= half_closed_limit(s);
+		if (timed_out) {
+			CTR_ADD(s->w, half_close_timeouts, 1);
 			ended(s, END_TIMEOUT);
-		session_end(s, now_ms - s->active_ms >= half_closed_limit(s));
+		}
+		session_end(s, timed_out);
 	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= half_closed_limit(s)) {
-		CTR_ADD(s->w, idle_timeouts, 1);
+		/* its own counter: idle_timeouts is for open sessions only */
+		CTR_ADD(s->w, half_close_timeouts, 1);
 		ended(s, END_TIMEOUT);
 		session_close(s, "half-close-timeout");
 	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= o->idle_timeout_ms) {

@@ -51,7 +51,7 @@ struct dir {
 	uint8_t urg_state;    /* urgent.c: 0 none, 1 urgent byte held, 2 sent, mark to skip */
 	char urg_byte;
 	uint8_t lowat_set;    /* SO_RCVLOWAT applied to src: a short tail raises no event */
-	uint64_t bytes;       /* written to dst */
+	uint64_t bytes;       /* written to dst (its send queue took them); never decreases */
 	int err;              /* errno that ended the direction, 0 if none */
 	uint8_t err_at_dst;   /* err came from writing (1) or reading (0) */
 	/* the engine's own state (engine.h: ENGINE_STATE), opaque here */

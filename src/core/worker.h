@@ -40,7 +40,9 @@ struct counters {
 	uint64_t connect_retries;   /* attempts on a further backend after a failure */
 	uint64_t no_backend;        /* clients closed because every backend failed */
 	uint64_t all_down;          /* clients closed at once: every backend marked down */
-	uint64_t idle_timeouts;     /* sessions closed by --idle-timeout */
+	uint64_t idle_timeouts;     /* sessions closed by --idle-timeout (both directions open) */
+	uint64_t half_close_timeouts; /* sessions closed by --half-close-timeout (one direction
+				       * over, or waiting to deliver before an RST) */
 	uint64_t resets_sent;       /* sides closed with RST (undelivered data or aborted peer) */
 	uint64_t accept_fd_pauses;  /* accepts paused on EMFILE/ENFILE/ENOBUFS/ENOMEM */
 	uint64_t max_conns_pauses;  /* accepts paused at --max-conns */

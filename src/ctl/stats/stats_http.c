@@ -367,7 +367,12 @@ size_t stats_http_metrics(char *buf, size_t len)
 	dns_metrics(&o);
 	engine_metrics(&o, &t);
 	WORKER_COUNTER("auto_switches_total", "Directions auto moved from copy to splice.", auto_switches);
-	WORKER_COUNTER("idle_timeouts_total", "Sessions closed by idle_timeout.", idle_timeouts);
+	WORKER_COUNTER("idle_timeouts_total", "Sessions closed by idle_timeout (both directions open).",
+		       idle_timeouts);
+	WORKER_COUNTER("half_close_timeouts_total",
+		       "Sessions closed by half_close_timeout (one direction over, or bytes waiting "
+		       "to be delivered before a reset); never in idle_timeouts_total.",
+		       half_close_timeouts);
 	WORKER_COUNTER("resets_sent_total", "Sides closed with an RST.", resets_sent);
 	WORKER_COUNTER("connect_local_errors_total",
 		       "Backend connects failed by this host (ports, descriptors, memory, routes); not counted against backends.",
