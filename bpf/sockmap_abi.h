@@ -7,9 +7,9 @@
 
 /* pairs[cookie of a socket]: where its bytes go and which counters count them. */
 struct sm_pair {
-	__u64 peer; /* the peer socket's cookie, its key in socks */
-	__u32 slot; /* index into ctrs */
-	__u32 pad;
+	__u64 peer;   /* the peer socket's cookie, its key in socks */
+	__u32 slot;   /* index into ctrs */
+	__u32 worker; /* index into alarms: the worker that owns the session */
 };
 
 /* ctrs[slot]: one direction (source socket -> its peer). */
@@ -17,7 +17,10 @@ struct sm_ctr {
 	__u64 passed;     /* BPF: bytes left to user space (+ what it held at insertion) */
 	__u64 redirected; /* BPF: bytes put on the peer's redirect queue */
 	__u64 user_sent;  /* user space: bytes it has written to the peer itself */
-	__u64 pad;
+	__u64 alarm;      /* user space sets it; BPF wakes the worker (alarms) once redirected
+			     reaches it, and sets it to SM_ALARM_OFF */
 };
+
+#define SM_ALARM_OFF (~0ULL)
 
 #endif

@@ -27,6 +27,34 @@
  *   would fail on the peer with EPIPE. Any EPIPE that still shows up on a
  *   side we have shut for writing is ignored (sm_spurious_epipe).
  *
+ * - Back-pressure. The kernel charges a redirect queue to no socket and puts
+ *   no bound on it: a client that stops reading let the backend push
+ *   hundreds of MB per session into kernel memory (then "TCP: out of
+ *   memory" and every connection of the host stalls). So each direction
+ *   keeps what the program redirected and its destination has not yet
+ *   taken (in flight: redirected - dst written since insertion) near
+ *   SM_CREDIT. The program wakes the worker through its alarm ring when
+ *   `redirected` reaches `alarm`, armed at SM_CREDIT past what dst had
+ *   taken (so in flight cannot pass SM_CREDIT unseen); the worker measures:
+ *   under SM_PAUSE_AT it arms the next alarm, else it pauses the direction:
+ *   its source leaves `verd` (the verdict stops; the psock lives on in
+ *   `socks`, so its own redirect queue, the other direction's, is still
+ *   sent and nothing is purged), and the source's bytes wait in its receive
+ *   queue, whose window closes: the sender stops. A paused direction is
+ *   looked at with the drain-wait backoff; once in flight is down to
+ *   SM_RESUME_AT its source goes back into `verd` and the verdict runs over
+ *   what queued meanwhile (bpf_sockmap.c: SO_RCVLOWAT). The kernel takes
+ *   only ESTABLISHED sockets: after the source's FIN user space copies the
+ *   rest itself (SM_USER), once in flight is 0. Pausing races with a
+ *   verdict run on another CPU, which would drop an skb (bpf_sockmap.h:
+ *   sm_pause); after each pause the source's consumed bytes
+ *   (tcp_received.h) must equal what the program counted, or the
+ *   direction ends with a reset and an error line: never a silent hole.
+ *   What a session holds in the kernel is then at most SM_CREDIT + what
+ *   arrives before the worker acts, plus the socket buffers; a resumed
+ *   source's queued bytes (at most its receive buffer) are redirected at
+ *   once.
+ *
  * - Time and counts. Idle timeout, log and metrics take the program's
  *   counters (shared memory) each time the session's timer looks (100 ms).
  *   A redirected byte is counted once it is on the destination's send
@@ -47,6 +75,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <bpf/libbpf.h>
+
 #include "bpf_sockmap.h"
 #include "config.h"
 #include "engine.h"
@@ -55,13 +85,32 @@
 extern struct engine engine_splice;
 struct engine engine_sockmap;
 
-enum { SM_CTR_SESSIONS = 1, SM_CTR_FALLBACKS = 2 };
+enum { SM_CTR_SESSIONS = 1, SM_CTR_FALLBACKS = 2, SM_CTR_PAUSES = 3 };
+
+/* Back-pressure (above). In flight may pass SM_CREDIT only by what arrives
+ * while the worker reacts to an alarm; 2 MiB is a few 512k pipes' worth,
+ * what the splice engine holds per direction besides the socket buffers. */
+#define SM_CREDIT    (2u << 20)
+#define SM_PAUSE_AT  (1u << 20)   /* an alarm pauses from this much in flight */
+#define SM_RESUME_AT (256u << 10) /* and the verdict resumes at this much */
+
+/* How a direction in the map moves its bytes. */
+enum sm_mode {
+	SM_KERNEL, /* its source is in `verd`: the program redirects */
+	SM_PAUSED, /* out of `verd` until dst has taken what was redirected */
+	SM_USER,   /* out for good (the kernel refused it): user space copies */
+	SM_LOST,   /* the kernel dropped bytes while pausing: it ends with a reset */
+};
+
+/* No consumed base: the loss check is skipped for that direction. */
+#define SM_NO_BASE UINT64_MAX
 
 /* A direction: the copy engine's state first (what the program passes to
  * user space is copied through it), then the kernel's counts. */
 struct sm_dir {
 	struct copy_dir copy;
 	unsigned slot;     /* counter slot (bpf/sockmap_abi.h) */
+	uint8_t mode;      /* enum sm_mode */
 	uint64_t user;     /* bytes user space wrote to dst since insertion */
 	uint64_t seen;     /* the slot's `redirected` at the last look (activity) */
 	uint64_t counted;  /* of those, added to bytes: on dst's send queue */
@@ -73,23 +122,31 @@ ENGINE_STATE_FITS(struct sm_dir, struct dir);
 
 enum sm_state { SM_NO, SM_WANTED, SM_ON };
 
-/* A session. */
+/* A session. Index 0 is up (the client's socket, its source), 1 down. */
 struct sm_sess {
 	uint8_t state;          /* enum sm_state */
 	uint8_t in_wait;        /* on the worker's drain-wait list */
-	uint8_t degraded;       /* only one socket could be inserted: user space copies */
 	uint16_t backoff;       /* drain-wait: ms until the next check (doubles) */
+	uint32_t peak_kib[2];   /* the most in flight measured (at pauses and alarms) */
 	uint64_t due_ms;        /* drain-wait: next check */
 	uint64_t cookie[2];     /* client, backend socket cookies */
+	uint64_t cbase[2];      /* source's consumed bytes at insertion less what user space
+				   held (tcp_received.h), or SM_NO_BASE */
 	struct session *next;   /* the worker's drain-wait list */
 };
 ENGINE_STATE_FITS(struct sm_sess, struct session);
 
 /* A worker. */
 struct sm_worker {
+	struct engine_fd efd;   /* EV_ENGINE: the alarm ring's epoll fd (first member) */
+	struct worker *w;
+	struct ring_buffer *ring; /* the program's alarms for this worker's slots */
 	struct session *wait;   /* sessions waiting for a redirect queue to drain */
+	uint64_t next_due_ms;   /* the earliest due_ms on wait */
 	unsigned *free;         /* counter slots (pairs) this worker may use */
 	unsigned nfree;
+	unsigned first, per;    /* its pairs: slots (first + i) * 2, i < per */
+	struct session **by_slot; /* pair i's session, for the alarms */
 	int init;
 };
 
@@ -108,6 +165,7 @@ static struct sm_worker *SW(struct worker *w)
 	return w->engine_priv[engine_sockmap.id];
 }
 #include "log.h"
+#include "tcp_received.h"
 #include "tcp_written.h"
 
 #define SM_BACKOFF_MAX_MS 64
@@ -124,7 +182,7 @@ static int sm_setup(const struct config *cfg, char *why, unsigned len)
 		return 0;
 	if (slots > SM_MAX_SLOTS)
 		slots = SM_MAX_SLOTS;
-	if (sm_open((unsigned)slots, why, len))
+	if (sm_open((unsigned)slots, (unsigned)cfg->workers, why, len))
 		return -1;
 	log_info("sockmap engine (experimental): BPF program loaded, %llu sessions at most "
 		 "in the kernel", (unsigned long long)slots / 2);
@@ -145,12 +203,155 @@ static int64_t in_flight(struct dir *d, uint64_t *acked);
 static void smwait_add(struct session *s);
 static int sm_spurious_epipe(const struct session *s, const struct side *sd, int err);
 
+/* Index of d in the session's per-direction arrays (sm_sess). */
+static int dix(const struct session *s, const struct dir *d)
+{
+	return d == &s->down;
+}
+
 /* Whether user space has bytes of d to write: passed to it by the program
- * (during the hand-off, or when the peer left the map) or in its buffer. */
+ * (during the hand-off, or when the peer left the map), in its buffer, or
+ * every byte (SM_USER). */
 static int owes(const struct session *s, const struct dir *d)
 {
-	return SS(s)->degraded || SD(d)->copy.head != SD(d)->copy.tail ||
+	(void)s;
+	return SD(d)->mode == SM_USER || SD(d)->copy.head != SD(d)->copy.tail ||
 	       __atomic_load_n(&sm_ctr(SD(d)->slot)->passed, __ATOMIC_SEQ_CST) != SD(d)->user;
+}
+
+static void peak_note(struct session *s, struct dir *d, int64_t left)
+{
+	uint32_t kib = left > 0 ? (uint32_t)(((uint64_t)left + 1023) >> 10) : 0;
+
+	if (kib > SS(s)->peak_kib[dix(s, d)])
+		SS(s)->peak_kib[dix(s, d)] = kib;
+}
+
+/* The next alarm: SM_CREDIT past what dst has taken of what was redirected
+ * (`left` of it was in flight just now), so that in flight reaches at most
+ * SM_CREDIT before the worker looks again. */
+static void alarm_arm(struct dir *d, int64_t left)
+{
+	volatile struct sm_ctr *c = sm_ctr(SD(d)->slot);
+	uint64_t red = __atomic_load_n(&c->redirected, __ATOMIC_SEQ_CST);
+	uint64_t done = left > 0 && (uint64_t)left < red ? red - (uint64_t)left : left > 0 ? 0 : red;
+
+	__atomic_store_n(&c->alarm, done + SM_CREDIT, __ATOMIC_SEQ_CST);
+}
+
+/* Bytes of d the program may have lost while the verdict stopped: the
+ * source's consumed bytes less what the program counted since insertion;
+ * 0 when the check cannot be made. */
+static uint64_t dir_lost(struct session *s, struct dir *d)
+{
+	volatile struct sm_ctr *c = sm_ctr(SD(d)->slot);
+	uint64_t base = SS(s)->cbase[dix(s, d)], now, counted;
+	int r;
+
+	if (base == SM_NO_BASE)
+		return 0;
+	if ((r = tcpr_consumed(d->src->fd, &now))) {
+		log_debug("session %llx: sockmap: no loss check after the pause (%s)",
+			  (unsigned long long)s->id, strerror(-r));
+		return 0;
+	}
+	/* read after the source's lock was taken (tcpr_consumed): no verdict
+	 * run is under way any more, the counts are final */
+	counted = __atomic_load_n(&c->redirected, __ATOMIC_SEQ_CST) +
+		  __atomic_load_n(&c->passed, __ATOMIC_SEQ_CST);
+	return now - base > counted ? now - base - counted : 0;
+}
+
+/* d's bytes wait in its source's receive queue from now (see the top). */
+static void dir_pause(struct session *s, struct dir *d)
+{
+	int64_t left;
+	uint64_t lost;
+	int r;
+
+	if ((r = sm_pause(d->src->fd, SS(s)->cookie[dix(s, d)]))) {
+		log_debug("session %llx: sockmap %s: pause refused (%s)", (unsigned long long)s->id,
+			  dix(s, d) ? "down" : "up", strerror(-r));
+		alarm_arm(d, 0);
+		return;
+	}
+	SD(d)->mode = SM_PAUSED;
+	engine_count(s->w, &engine_sockmap, SM_CTR_PAUSES, 1);
+	if ((lost = dir_lost(s, d))) {
+		/* the bytes after the hole never leave the source: what came
+		 * before it is delivered, then dst gets an RST (sm_pump) */
+		SD(d)->mode = SM_LOST;
+		log_err("session %llx: sockmap %s: the kernel dropped %llu bytes while the verdict "
+			"stopped; the direction ends with a reset", (unsigned long long)s->id,
+			dix(s, d) ? "down" : "up", (unsigned long long)lost);
+		SS(s)->backoff = 0;
+		smwait_add(s); /* the session runs again soon: sm_pump ends d */
+		return;
+	}
+	left = in_flight(d, &SD(d)->acked);
+	peak_note(s, d, left);
+	log_debug("session %llx: sockmap %s paused: %lld bytes in flight", (unsigned long long)s->id,
+		  dix(s, d) ? "down" : "up", (long long)left);
+	SS(s)->backoff = 0;
+	smwait_add(s);
+}
+
+/* Whether d may pause: redirecting, and user space owes its destination
+ * nothing (a pass still unread would stand in the loss check's way). */
+static int can_pause(const struct session *s, const struct dir *d)
+{
+	return SS(s)->state == SM_ON && SD(d)->mode == SM_KERNEL && !d->eof && !d->dead &&
+	       !owes(s, d);
+}
+
+/* d's alarm fired (or the timer looks): pause, or arm the next. */
+static void dir_look(struct session *s, struct dir *d, int64_t left)
+{
+	if (!can_pause(s, d)) {
+		if (SS(s)->state == SM_ON && SD(d)->mode == SM_KERNEL)
+			alarm_arm(d, 0); /* owed bytes: redirects wait for them anyway */
+		return;
+	}
+	peak_note(s, d, left);
+	if (left < 0 || left >= SM_PAUSE_AT)
+		dir_pause(s, d);
+	else
+		alarm_arm(d, left);
+}
+
+/* A paused direction: once dst has taken all but SM_RESUME_AT, the verdict
+ * starts again over what the source queued; when the kernel refuses (a FIN
+ * came: the socket is no longer ESTABLISHED) user space moves the rest.
+ * Returns 1 when d goes on in user space now (sm_pump copies, once nothing
+ * is in flight), 0 when there is nothing more to do in this run. */
+static int paused_step(struct session *s, struct dir *d)
+{
+	uint64_t acked = SD(d)->acked;
+	int64_t left = in_flight(d, &acked);
+	int r;
+
+	if (acked != SD(d)->acked) {
+		SD(d)->acked = acked;
+		s->active_ms = s->w->now_ms; /* dst is taking it: look again soon */
+		SS(s)->backoff = 0;
+	}
+	if (left < 0 || left > SM_RESUME_AT) {
+		smwait_add(s);
+		return 0;
+	}
+	if (!(r = sm_resume(d->src->fd, SS(s)->cookie[dix(s, d)]))) {
+		SD(d)->mode = SM_KERNEL;
+		alarm_arm(d, left);
+		log_debug("session %llx: sockmap %s resumed: %lld bytes in flight",
+			  (unsigned long long)s->id, dix(s, d) ? "down" : "up", (long long)left);
+		return 0;
+	}
+	SD(d)->mode = SM_USER;
+	d->src->can_read = 1;
+	log_verbose("session %llx: sockmap %s: the verdict cannot start again (%s): user space "
+		    "copies the rest", (unsigned long long)s->id, dix(s, d) ? "down" : "up",
+		    strerror(-r));
+	return 1;
 }
 
 static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
@@ -159,11 +360,15 @@ static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
 	uint64_t before = d->bytes;
 	int r;
 
-	/* Bytes passed to user space come after everything redirected before
-	 * them: written while the peer's redirect queue still holds bytes, they
-	 * would overtake those. So wait for it to drain (defensive: the program
-	 * passes nothing once it has redirected, unless the peer left). */
-	if (!SS(s)->degraded && owes(s, d) && !d->eof && in_flight(d, NULL)) {
+	if (SD(d)->mode == SM_LOST)
+		return d->eof ? 0 : dir_fail(d, EIO, 0);
+	if (SD(d)->mode == SM_PAUSED && !paused_step(s, d))
+		return 0;
+	/* Bytes passed to user space, and a source's bytes after a pause that
+	 * could not resume, come after everything redirected before them:
+	 * written while the peer's redirect queue still holds bytes, they
+	 * would overtake those. So wait for it to drain. */
+	if (owes(s, d) && !d->eof && in_flight(d, NULL)) {
 		smwait_add(s);
 		return 0;
 	}
@@ -190,7 +395,12 @@ static int slot_get(struct worker *w, unsigned *slot)
 		unsigned n = (unsigned)w->cfg->workers, per = sm_slots() / (n ? n : 1) / 2;
 		SW(w)->init = 1;
 		SW(w)->free = calloc(per ? per : 1, sizeof(unsigned));
-		for (unsigned i = 0; SW(w)->free && i < per; i++)
+		SW(w)->by_slot = calloc(per ? per : 1, sizeof(struct session *));
+		if (!SW(w)->free || !SW(w)->by_slot)
+			per = 0;
+		SW(w)->first = w->id * per;
+		SW(w)->per = per;
+		for (unsigned i = 0; i < per; i++)
 			SW(w)->free[SW(w)->nfree++] = (w->id * per + (per - 1 - i)) * 2;
 	}
 	if (!SW(w)->nfree)
@@ -201,6 +411,7 @@ static int slot_get(struct worker *w, unsigned *slot)
 
 static void slot_put(struct worker *w, unsigned slot)
 {
+	SW(w)->by_slot[slot / 2 - SW(w)->first] = NULL;
 	SW(w)->free[SW(w)->nfree++] = slot;
 }
 
@@ -283,38 +494,51 @@ static void sm_try_start(struct session *s)
 			  (unsigned long long)s->id);
 		return;
 	}
+	/* The loss check's bases (dir_lost): what each source has given up so
+	 * far; user space holds dir_pending() of it, which the program counts
+	 * as passed (sm_insert). Nothing reads the sources until insertion. */
+	for (int i = 0; i < 2; i++) {
+		struct dir *d = i ? &s->down : &s->up;
+		uint64_t c;
+
+		SS(s)->cbase[i] = tcpr_consumed(d->src->fd, &c) ? SM_NO_BASE : c - dir_pending(d);
+	}
 	/* Readable edges are needed while the program may pass bytes to user
 	 * space: from now until both sockets are in and user space caught up. */
 	side_events(&s->cli, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
 	side_events(&s->srv, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
 	r = sm_insert(s->cli.fd, s->srv.fd, slot, slot + 1, dir_pending(&s->up), dir_pending(&s->down),
-		      &SS(s)->cookie[0], &SS(s)->cookie[1]);
+		      w->id, SM_CREDIT, &SS(s)->cookie[0], &SS(s)->cookie[1]);
 	if (r < 0) {
 		slot_put(w, slot);
 		/* EOPNOTSUPP: a FIN arrived meanwhile (not ESTABLISHED any more) */
 		fall_back(s, strerror(-r));
 		return;
 	}
-	SS(s)->degraded = r == 1;
 	SD(&s->up)->slot = slot;
 	SD(&s->down)->slot = slot + 1;
+	SD(&s->up)->mode = r & SM_A_OUT ? SM_USER : SM_KERNEL;
+	SD(&s->down)->mode = r & SM_B_OUT ? SM_USER : SM_KERNEL;
 	SD(&s->up)->base = base_up;
 	SD(&s->down)->base = base_down;
 	SD(&s->up)->acked = rd_up.acked;
 	SD(&s->down)->acked = rd_down.acked;
 	SD(&s->up)->user = SD(&s->down)->user = SD(&s->up)->seen = SD(&s->down)->seen = 0;
 	SD(&s->up)->counted = SD(&s->down)->counted = 0;
+	SS(s)->peak_kib[0] = SS(s)->peak_kib[1] = 0;
+	SW(w)->by_slot[slot / 2 - SW(w)->first] = s;
 	s->up.eng = s->down.eng = &engine_sockmap;
 	s->up.stream = s->down.stream = NULL;
 	SS(s)->state = SM_ON;
 	/* the insert may have passed bytes to user space: look */
 	s->cli.can_read = s->srv.can_read = 1;
-	if (SS(s)->degraded) {
-		/* the peer was refused (a FIN came meanwhile): the source stays
-		 * in, so every byte is passed to user space and copied */
+	if (r) {
+		/* a socket was refused (a FIN came during the hand-off): its
+		 * bytes stay in its receive queue and user space copies them */
 		engine_count(w, &engine_sockmap, SM_CTR_FALLBACKS, 1);
-		log_verbose("session %llx: sockmap: the backend socket was refused (a FIN came during "
-			    "the hand-off): user space copies", (unsigned long long)s->id);
+		log_verbose("session %llx: sockmap: the %s socket was refused (a FIN came during the "
+			    "hand-off): user space copies its bytes", (unsigned long long)s->id,
+			    r & SM_A_OUT ? "client" : "backend");
 		return;
 	}
 	engine_count(w, &engine_sockmap, SM_CTR_SESSIONS, 1);
@@ -404,11 +628,22 @@ static int sync_dir(struct session *s, struct dir *d, int64_t *left)
 	return 1;
 }
 
+/* The timer's look (100 ms): counts, and a second net under the alarms (a
+ * direction whose reading shows SM_PAUSE_AT in flight is looked at). */
 static int sm_sync(struct session *s)
 {
+	int moved = 0;
+
 	if (SS(s)->state != SM_ON)
 		return 0;
-	return sync_dir(s, &s->up, NULL) | sync_dir(s, &s->down, NULL);
+	for (int i = 0; i < 2; i++) {
+		struct dir *d = i ? &s->down : &s->up;
+
+		moved |= sync_dir(s, d, NULL);
+		if (SD(d)->mode == SM_KERNEL && SD(d)->seen - SD(d)->counted >= SM_PAUSE_AT)
+			dir_look(s, d, (int64_t)(SD(d)->seen - SD(d)->counted));
+	}
+	return moved;
 }
 
 /* Bytes meant for d->dst since the insertion: what the program redirected
@@ -438,15 +673,21 @@ static void smwait_add(struct session *s)
 {
 	struct worker *w = s->w;
 
-	/* backoff grows while the wait lasts; sm_progress() resets it */
-	if (SS(s)->in_wait)
-		return;
-	SS(s)->in_wait = 1;
-	SS(s)->next = SW(w)->wait;
-	SW(w)->wait = s;
-	SS(s)->backoff = !SS(s)->backoff ? 1 : SS(s)->backoff < SM_BACKOFF_MAX_MS ? SS(s)->backoff * 2
-									   : SM_BACKOFF_MAX_MS;
-	SS(s)->due_ms = w->now_ms + SS(s)->backoff;
+	/* backoff grows while the wait lasts; progress resets it to 0 */
+	if (SS(s)->in_wait) {
+		if (!SS(s)->backoff && SS(s)->due_ms > w->now_ms + 1)
+			SS(s)->due_ms = w->now_ms + 1; /* progress: sooner than planned */
+	} else {
+		SS(s)->in_wait = 1;
+		SS(s)->next = SW(w)->wait;
+		SW(w)->wait = s;
+		SS(s)->backoff = !SS(s)->backoff                   ? 1
+				 : SS(s)->backoff < SM_BACKOFF_MAX_MS ? SS(s)->backoff * 2
+								      : SM_BACKOFF_MAX_MS;
+		SS(s)->due_ms = w->now_ms + SS(s)->backoff;
+	}
+	if (SS(s)->due_ms < SW(w)->next_due_ms)
+		SW(w)->next_due_ms = SS(s)->due_ms;
 }
 
 /* While d waits for its redirect queue (its source ended), nothing is
@@ -472,7 +713,11 @@ static int sm_drained(struct session *s, struct dir *d)
 static void sm_poll(struct worker *w)
 {
 	struct session **pp = &SW(w)->wait;
+	uint64_t next = UINT64_MAX;
 
+	if (w->now_ms < SW(w)->next_due_ms)
+		return; /* nothing due yet */
+	SW(w)->next_due_ms = UINT64_MAX; /* what resume puts back lowers it */
 	while (*pp) {
 		struct session *s = *pp;
 
@@ -482,6 +727,8 @@ static void sm_poll(struct worker *w)
 			continue;
 		}
 		if (w->now_ms < SS(s)->due_ms) {
+			if (SS(s)->due_ms < next)
+				next = SS(s)->due_ms;
 			pp = &SS(s)->next;
 			continue;
 		}
@@ -490,6 +737,8 @@ static void sm_poll(struct worker *w)
 		/* may put it back, at the head, due later: skipped above */
 		session_resume(s);
 	}
+	if (next < SW(w)->next_due_ms)
+		SW(w)->next_due_ms = next;
 }
 
 static int sm_spurious_epipe(const struct session *s, const struct side *sd, int err)
@@ -541,12 +790,14 @@ static void sm_end(struct session *s)
 			uint64_t wr = SD(ds[i])->base;
 			int exact = ds[i]->dst->fd >= 0 && !tcpw_read(ds[i]->dst->fd, &rd) &&
 				    tcpw_exact(&rd, &wr);
+			static const char *const modes[] = { "kernel", "paused", "user", "lost" };
 			log_debug("session %llx: sockmap %s: passed %llu redirected %llu user %llu; dst written "
-				  "%lld since insertion%s; in flight %llu", (unsigned long long)s->id,
-				  i ? "down" : "up", (unsigned long long)c->passed,
+				  "%lld since insertion%s; in flight %llu; peak in flight %u KiB; %s",
+				  (unsigned long long)s->id, i ? "down" : "up", (unsigned long long)c->passed,
 				  (unsigned long long)c->redirected, (unsigned long long)SD(ds[i])->user,
 				  (long long)(wr - SD(ds[i])->base), exact ? "" : " (not known)",
-				  (unsigned long long)SD(ds[i])->inflight);
+				  (unsigned long long)SD(ds[i])->inflight, SS(s)->peak_kib[i],
+				  modes[SD(ds[i])->mode & 3]);
 		}
 	}
 	sm_remove(SS(s)->cookie[0], SS(s)->cookie[1]);
@@ -589,14 +840,71 @@ static void sm_each_turn(struct worker *w)
 
 static void sm_before_wait(struct worker *w, int *timeout_ms)
 {
-	if (SW(w)->wait && *timeout_ms > 1)
-		*timeout_ms = 1; /* drain-waiting sessions are looked at with backoff */
+	uint64_t due = SW(w)->next_due_ms;
+	int t;
+
+	if (!SW(w)->wait)
+		return;
+	/* drain-waiting sessions are looked at with backoff: sleep until the
+	 * first is due */
+	t = due <= w->now_ms ? 0 : due - w->now_ms > 1000 ? 1000 : (int)(due - w->now_ms);
+	if (*timeout_ms < 0 || *timeout_ms > t)
+		*timeout_ms = t;
 }
 
+/* One alarm (bpf/sockmap.bpf.c): slot's direction redirected SM_CREDIT past
+ * what its destination had taken. Stale ones (the session has gone, or its
+ * slot went to another) only make a needless look. */
+static int alarm_cb(void *ctx, void *data, size_t len)
+{
+	struct sm_worker *sw = ctx;
+	struct session *s;
+	struct dir *d;
+	uint32_t slot;
+	unsigned i;
+
+	if (len < sizeof(slot))
+		return 0;
+	memcpy(&slot, data, sizeof(slot));
+	i = slot / 2 - sw->first;
+	if (slot / 2 < sw->first || i >= sw->per || !(s = sw->by_slot[i]))
+		return 0;
+	if (s->state == S_CLOSED || SS(s)->state != SM_ON)
+		return 0;
+	d = slot & 1 ? &s->down : &s->up;
+	if (SD(d)->slot != slot || SD(d)->mode != SM_KERNEL)
+		return 0;
+	dir_look(s, d, in_flight(d, NULL));
+	return 0;
+}
+
+static void sm_worker_event(struct worker *w)
+{
+	ring_buffer__consume(SW(w)->ring);
+}
+
+/* The worker's alarm ring goes into its loop (its epoll fd is readable
+ * while the ring holds events). */
 static int sm_worker_init(struct worker *w)
 {
-	if (!(w->engine_priv[engine_sockmap.id] = calloc(1, sizeof(struct sm_worker))))
+	struct sm_worker *sw = calloc(1, sizeof(*sw));
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fd = sm_alarm_fd(w->id);
+
+	if (!sw)
 		return -ENOMEM;
+	w->engine_priv[engine_sockmap.id] = sw;
+	sw->efd.kind = EV_ENGINE;
+	sw->efd.e = &engine_sockmap;
+	sw->w = w;
+	sw->next_due_ms = UINT64_MAX;
+	if (fd < 0)
+		return 0; /* not loaded: every session falls back (sm_setup said why) */
+	if (!(sw->ring = ring_buffer__new(fd, alarm_cb, sw, NULL)))
+		return -errno;
+	ev.data.ptr = &sw->efd;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(sw->ring), &ev))
+		return -errno;
 	return 0;
 }
 
@@ -604,7 +912,9 @@ static void sm_worker_fini(struct worker *w)
 {
 	if (!SW(w))
 		return;
+	ring_buffer__free(SW(w)->ring);
 	free(SW(w)->free);
+	free(SW(w)->by_slot);
 	free(SW(w));
 	w->engine_priv[engine_sockmap.id] = NULL;
 }
@@ -622,6 +932,8 @@ static void sm_release(struct worker *w, struct dir *d)
 static const struct engine_counter sm_counters[] = {
 	{ "sockmap_sessions_total", "Sessions moved into the sockmap (experimental engine)." },
 	{ "sockmap_fallbacks_total", "Sockmap-route sessions left on copy/splice." },
+	{ "sockmap_pauses_total", "Sockmap directions paused: their destination had not taken what "
+				  "was redirected (back-pressure)." },
 };
 
 struct engine engine_sockmap = {
@@ -630,6 +942,7 @@ struct engine engine_sockmap = {
 	.setup = sm_setup,
 	.worker_init = sm_worker_init,
 	.worker_fini = sm_worker_fini,
+	.worker_event = sm_worker_event,
 	.before_wait = sm_before_wait,
 	.each_turn = sm_each_turn,
 	.opened = sm_opened,
@@ -642,5 +955,5 @@ struct engine engine_sockmap = {
 	.release = sm_release,
 	.pending = sm_pending,
 	.counters = sm_counters,
-	.ncounters = 2,
+	.ncounters = 3,
 };
