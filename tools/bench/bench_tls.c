@@ -31,11 +31,12 @@
 #define MSG        64    /* the handshake rows' request and reply */
 
 static const struct bench_case splicer_sni = {
-	"splicer-sni", PX_SPLICER, { "conf:splicer-sni.conf", NULL },
-	"splicer (default engine), an sni route and a plain route in one process"
+	.name = "splicer-sni", .kind = PX_SPLICER, .opts = { "conf:splicer-sni.conf", NULL },
+	.what = "splicer (default engine), an sni route and a plain route in one process"
 };
 static const struct bench_case haproxy_sni = {
-	"haproxy-sni", PX_HAPROXY, { "conf:haproxy-sni.cfg", NULL }, "HAProxy routing on req.ssl_sni"
+	.name = "haproxy-sni", .kind = PX_HAPROXY, .opts = { "conf:haproxy-sni.cfg", NULL },
+	.what = "HAProxy routing on req.ssl_sni"
 };
 
 /* ---- contexts ------------------------------------------------------------ */
