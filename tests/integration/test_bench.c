@@ -285,7 +285,7 @@ Test(integ, bench_baseline_columns, .init = h_init, .fini = h_fini, .timeout = 2
 	snprintf(json, sizeof json, "%s/bench-base.json", h_tmpdir());
 	snprintf(doc, sizeof doc, "%s/perf-base.md", h_tmpdir());
 	const char *args[] = { "bench", "--cases", "direct,auto,auto-nosandbox", "--links", "loopback",
-			       "--workloads", "bulk1,rr,conn", "--seconds", "0.2", "--reps", "2",
+			       "--workloads", "bulk1,rr,conn,tls", "--seconds", "0.5", "--reps", "2",
 			       "--conns", "4", "--ref", "direct", "--baseline", base, "--baseline", old,
 			       "--baseline-cases", "auto,auto-nosandbox", "--json", json, "--doc", doc,
 			       NULL };
@@ -331,6 +331,16 @@ Test(integ, bench_baseline_columns, .init = h_init, .fini = h_fini, .timeout = 2
 			double x = median_of(buf, runs[c], figs[i]);
 			H_CHECK(x > 0, "%s: %s is %g (absent: -1, null: nan)\n%s", runs[c], figs[i], x, out);
 		}
+	/* the TLS rows' twins too, with their columns */
+	const char *tjs = strstr(buf, "\"tls\"");
+	const char *trows[] = { "bulk-sni@base", "bulk-plain@old", "conn-sni@base", "conn-plain@old", NULL };
+	for (int i = 0; trows[i]; i++)
+		H_CHECK(tjs && median_of(tjs, trows[i], i < 2 ? "gbit_s" : "conn_per_s") > 0,
+			"tls row %s: no positive rate\n%s", trows[i], out);
+	const char *tt = strstr(out, "== TLS passthrough");
+	H_CHECK(tt && strstr(tt, "x base") && strstr(tt, "x old") &&
+			strstr(tt, "tls bulk, 1 stream: the sni route ") && strstr(tt, "bulk-sni@base's"),
+		"the TLS tables lack their baseline columns or conclusions:\n%s", out);
 	H_CHECK(strstr(buf, "\"baseline\": \"old\"") && strstr(buf, "\"baseline_of\": \"auto\"") &&
 			strstr(buf, "\"baselines\": ["),
 		"the JSON does not name the baselines");

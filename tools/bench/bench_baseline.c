@@ -80,6 +80,11 @@ static int knows(const char *help, const char *opt)
 	return 0;
 }
 
+int bench_baseline_knows(const struct bench_baseline *b, const char *word)
+{
+	return knows(b->help, word);
+}
+
 int bench_baseline_open(struct bench_baseline *b, const char *arg, char *err, size_t len)
 {
 	const char *eq = strchr(arg, '='), *path = eq ? eq + 1 : arg;

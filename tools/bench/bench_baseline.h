@@ -39,6 +39,9 @@ struct bench_twin {
  * sentence in err (not executable, not a splicer, a bad name). */
 int bench_baseline_open(struct bench_baseline *b, const char *arg, char *err, size_t len);
 
+/* Whether b's --help names word ("--sandbox", "sni") as a whole word. */
+int bench_baseline_knows(const struct bench_baseline *b, const char *word);
+
 /* Fills t as case c run by baseline b. Returns NULL, or why the twin
  * cannot run ("has no --sandbox option"), in why. */
 const char *bench_baseline_twin(struct bench_twin *t, const struct bench_case *c,

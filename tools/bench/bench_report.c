@@ -489,7 +489,7 @@ void bench_conclusions(FILE *f, int md, const struct case_run *runs, int n,
 						"min-max ranges overlap)\n", o->base[b].name, o->base[b].name);
 			conclude_link(f, md, s, t, bench_find_run(runs, n, s->link, "direct", 0), s->link, o);
 		}
-		if (!head)
+		if (!head && n) /* (only the tls rows ran: theirs say it) */
 			fprintf(f, md ? "\n### Conclusions: this build against the baseline %s\n\n- no case "
 				      "ran with it (skipped: see the tables)\n"
 				      : "\nConclusions: this build against the baseline %s: no case ran with "

@@ -21,9 +21,10 @@
  * and ratios are taken against `direct` and against a reference case of
  * the same run. A --workers list runs every case at each count, for a
  * scaling table. With --files, the file rows (bench_file.c) follow.
- * With --baseline, another build runs each of --baseline-cases as a twin
- * (CASE@NAME) right after the case in every repetition, and every table
- * and conclusion says how this build compares with it (bench_baseline.c). */
+ * With --baseline, another build runs each of --baseline-cases (and the
+ * TLS rows) as a twin (CASE@NAME) right after the case in every
+ * repetition, and every table and conclusion says how this build compares
+ * with it (bench_baseline.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -666,10 +667,11 @@ static void usage(void)
 	       "  --doc FILE         a markdown results document: goals, conclusions, tables, chart\n"
 	       "  --baseline [NAME=]PATH\n"
 	       "                     another build of splicer (make perf-baseline REV=...) runs\n"
-	       "                     each of --baseline-cases as CASE@NAME, interleaved with the\n"
-	       "                     case in every repetition; every table and conclusion gains\n"
-	       "                     an \"x NAME\" column (NAME: baseline). Up to %d times. A case\n"
-	       "                     whose options that build lacks is skipped for it, said why\n"
+	       "                     each of --baseline-cases (and the TLS rows) as CASE@NAME,\n"
+	       "                     interleaved with the case in every repetition; every table\n"
+	       "                     and conclusion gains an \"x NAME\" column (NAME: baseline).\n"
+	       "                     Up to %d times. A case whose options that build lacks is\n"
+	       "                     skipped for it, said why\n"
 	       "  --baseline-cases LIST\n"
 	       "                     the splicer cases the baselines run (default: auto, or the\n"
 	       "                     first splicer case of the run)\n", MAX_BASELINES);
@@ -1052,7 +1054,7 @@ int cmd_bench(int argc, char **argv)
 	if ((o.wl & CASE_WORKLOADS) || o.real)
 		n = plan_runs(runs, &o, links, nlinks, sinks, link_skip, &all_work, &active);
 	if (WL(&o, W_TLS) && !bench_tls_setup(&tb, o.seconds, o.workers[0], o.conns, o.pin,
-					      in_list(o.peers, "haproxy")))
+					      in_list(o.peers, "haproxy"), o.base, o.nbase))
 		all_work += bench_tls_work(&tb);
 	for (int l = 0; l < nlinks; l++)
 		if (link_skip[l])
