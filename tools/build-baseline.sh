@@ -31,7 +31,6 @@ log="$src.log"
 cleanup() {
 	git worktree remove --force "$src" >/dev/null 2>&1 || true
 	rm -rf "$src"
-	git worktree prune >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
