@@ -6,6 +6,8 @@
 #                   the fault matrix, load, random operations, 20 s fuzz runs and
 #                   the differential suite against HAProxy and nginx (tests/peer)
 #   make soak       10 minutes of mixed traffic, CSV + chart (SOAK_SECONDS=N)
+#   make perf-doc   doc/perf-results.md from one bench run, beside the last tag's build
+#   make perf-baseline REV=<revision>   that revision's build in build/baseline/splicer
 #   make fleet      a fleet of three behind an ECMP router in network namespaces
 #   make fuzz       each libFuzzer harness for FUZZ_SECONDS (default 60)
 #   make install    PREFIX=/usr/local DESTDIR= (make uninstall: the same files)
@@ -81,7 +83,8 @@ BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis
 PKG_PKGS   := debhelper dpkg-dev lintian systemd
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps peer-deps bench-deps pkg-deps bench perf-doc install uninstall deb clean asan fuzz soak
+.PHONY: all run test deps peer-deps bench-deps pkg-deps bench perf-doc perf-baseline install uninstall deb \
+	clean asan fuzz soak
 
 all: $(B)/layers.ok $(B)/splicer
 
@@ -156,14 +159,29 @@ doc: all
 	$(Q)sh tools/doc-region.sh doc/configuration.md $(B)/splicer config-reference
 	$(Q)sh tools/doc-region.sh doc/splicer.conf.5 $(B)/splicer config-reference --man
 
+# make perf-baseline REV=<git revision>: splicer as it was at REV, built by
+# tools/build-baseline.sh in a temporary git worktree with that revision's
+# own Makefile, installed as $(BASELINE_DIR)/splicer (with a REVISION file):
+# the build `splicer bench --baseline NAME=PATH` runs beside this one.
+# BASELINE_DIR=build/baseline-X keeps several (a bisect).
+BASELINE_DIR ?= $(B)/baseline
+perf-baseline:
+	$(Q)sh tools/build-baseline.sh "$(REV)" "$(BASELINE_DIR)"
+
 # doc/perf-results.md and its chart, regenerated whole from one run that
 # covers every goal (doc/performance.md, "Goals"): loopback and veth MTU 1500, one
-# and two workers, the engines, HAProxy's two best modes, the real clients
-# (about 25 minutes; make perf-doc PERF_CASES=... ARGS='--reps 5' to change it).
+# and two workers, the engines, HAProxy's two best modes, the real clients,
+# and the last tagged release's build as the baseline of auto (its "x TAG"
+# columns; about 30 minutes; make perf-doc PERF_CASES=... ARGS='--reps 5'
+# BASELINE_REV=<revision> to change it).
 PERF_CASES ?= direct,copy,splice,auto,uring,sockmap,haproxy,haproxy-splice
+BASELINE_REV ?= $(shell git describe --tags --abbrev=0 2>/dev/null)
 perf-doc: deps bench-deps
+	$(if $(BASELINE_REV),,$(error make perf-doc: no tag to take as the baseline (git fetch --tags, or BASELINE_REV=<revision>)))
 	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory perf-baseline REV=$(BASELINE_REV) BASELINE_DIR=$(B)/baseline
 	$(B)/splicer bench --real --workers 1,2 --links loopback,veth1500 --cases $(PERF_CASES) \
+		--baseline $(BASELINE_REV)=$(B)/baseline/splicer \
 		--json $(B)/perf.json --chart doc/perf-results.svg --doc doc/perf-results.md $(ARGS)
 
 # The fault matrix's delay helper (tests/tools/nfq_delay.c, NFQUEUE).
