@@ -425,5 +425,7 @@ int h_admin_connect(const char *path);
  * line that ends it) into ans, NUL-terminated, within 5 s; asserts that it
  * came and is not an error ("error: ..."). Returns ans. */
 const char *h_admin_cmd(int fd, const char *line, char *ans, size_t cap);
+/* The same, error answers included (they start with "error: "). */
+const char *h_admin_try(int fd, const char *line, char *ans, size_t cap);
 
 #endif
