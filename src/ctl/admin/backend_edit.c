@@ -203,7 +203,7 @@ static void edit_run(struct reload_ctx *r, struct backend_edit *e)
 			 "the file says)", e->route, e->addr);
 		snprintf(e->msg, sizeof(e->msg), "ok: backend %s of route %s removed: no new sessions; "
 			 "%lld running %s", e->addr, e->route, running,
-			 close_them ? "are closed (on_backend_down = close)" : "finish");
+			 close_them ? "closed (on_backend_down = close)" : "finish");
 	} else {
 		log_info("ctl: route %s: backend %s added%s (in memory; the next reload keeps what "
 			 "the file says)", e->route, e->addr, e->backup ? " as a backup" : "");
