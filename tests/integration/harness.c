@@ -1656,6 +1656,20 @@ const char *h_conf_write(const char *name, const char *text)
 	return p;
 }
 
+int h_port_listening(int port)
+{
+	char want[48], line[256];
+	FILE *f = fopen("/proc/net/tcp", "re");
+	int found = 0;
+
+	snprintf(want, sizeof want, ": 0100007F:%04X 00000000:0000 0A ", port);
+	while (f && !found && fgets(line, sizeof line, f))
+		found = strstr(line, want) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
 int h_admin_connect(const char *path)
 {
 	struct sockaddr_un un = { .sun_family = AF_UNIX };
