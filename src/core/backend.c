@@ -312,6 +312,10 @@ int backend_tables_build(struct route *r)
 	backend_tables_free(r);
 	if (adopt_state(r))
 		return -1;
+	r->has_backup = 0;
+	for (unsigned i = 0; i < r->nbackend; i++)
+		r->has_backup |= r->backend[i].backup;
+	r->has_backup &= (uint8_t)has_primary(r); /* backups alone are the pool */
 	pthread_mutex_lock(&tables_lock);
 	if ((r->tab = build_table(r))) {
 		r->built_next = built_routes;
@@ -589,7 +593,7 @@ unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t pe
 	(void)peerlen;
 	if (!n)
 		return 0; /* session_connect tries none: the client is closed */
-	if (has_primary(r) && !any_primary_usable(r) && (backup = first_backup(r)) >= 0)
+	if (r->has_backup && !any_primary_usable(r) && (backup = first_backup(r)) >= 0)
 		return (unsigned)backup; /* the backups, in order, while no primary is usable */
 	if (r->o.balance == BALANCE_MAGLEV)
 		return maglev_pick(r, t, peer, turn, now);

@@ -194,6 +194,7 @@ struct route {
 	struct source_table *sources;      /* source_max_conns / source_conn_rate; shared across
 					    * reloads like st (route_admit.c) */
 	uint8_t has_queue;                 /* a backend has maxconn */
+	uint8_t has_backup;                /* a backend is a backup, beside a primary (backend.c) */
 };
 
 struct sni_table;

@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "harness.h"
 
 static void *fb_stream_main(void *arg)
 {
@@ -164,4 +163,80 @@ char fb_greeting(int fd)
 	if (n >= 6 && !strncmp(line, "DOWN ", 5))
 		return line[5];
 	return 0;
+}
+
+/* ---- what the backend tests share ---------------------------------------- */
+
+void fb_proxy(struct h_proxy *p, const char *bin, const char *name, const char *text)
+{
+	const char *path = h_conf_write(name, text);
+	const char *args[] = { "-c", path, NULL };
+	char err[512];
+
+	H_CHECK(h_proxy_start(p, bin, args, err, sizeof err) == 0, "proxy -c %s: %s", path, err);
+}
+
+char fb_tag_of(const struct h_addr *a, int *keep)
+{
+	int fd = h_connect(a, 2000);
+	char t = fd >= 0 ? fb_greeting(fd) : 0;
+
+	if (keep)
+		*keep = fd;
+	else if (fd >= 0)
+		close(fd);
+	return t;
+}
+
+int fb_session_on(const struct h_addr *a, char want)
+{
+	for (int i = 0; i < 8; i++) {
+		int fd;
+		if (fb_tag_of(a, &fd) == want)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+	}
+	H_CHECK(0, "no session reached backend %c", want);
+	return -1;
+}
+
+int fb_echo_ok(int fd, uint64_t seed)
+{
+	char out[1000], in[1000];
+
+	h_gen(seed, 0, out, sizeof out);
+	return !h_send_all(fd, out, sizeof out, h_now_ms() + 2000) &&
+	       !h_recv_exact(fd, in, sizeof in, h_now_ms() + 2000) && !memcmp(in, out, sizeof in);
+}
+
+int64_t fb_wait_log(const struct h_proxy *p, const char *a, const char *b, int n)
+{
+	int64_t end = h_now_ms() + 5000;
+
+	while (h_log_lines(p, a, b, NULL) < n && h_now_ms() < end)
+		h_sleep_ms(10);
+	H_CHECK(h_log_lines(p, a, b, NULL) >= n, "no log line %d with '%s'%s%s", n, a, b ? " and " : "",
+		b ? b : "");
+	return h_now_ms();
+}
+
+long long fb_checks(const struct h_proxy *p, const char *route, int port, const char *result)
+{
+	struct h_addr stats;
+	char name[200];
+
+	H_CHECK(h_stats_addr(p, &stats) == 0, "no stats address in the proxy's log");
+	snprintf(name, sizeof name,
+		 "splicer_backend_checks_total{route=\"%s\",backend=\"127.0.0.1:%d\",result=\"%s\"}", route,
+		 port, result);
+	return h_metric(&stats, name);
+}
+
+void fb_down_because(const struct h_proxy *p, int port, const char *why)
+{
+	char addr[48];
+
+	snprintf(addr, sizeof addr, "backend 127.0.0.1:%d is down", port);
+	fb_wait_log(p, addr, why, 1);
 }

@@ -13,6 +13,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "harness.h"
+
 #define FB_MAX_CONNS 256
 
 struct flag_backend {
@@ -44,5 +46,27 @@ void fb_stream_next(struct flag_backend *b, uint64_t len, uint64_t seed);
 
 /* Reads a greeting line ("UP A\n") from fd; returns the tag, or 0. */
 char fb_greeting(int fd);
+
+/* ---- what the backend tests share ---------------------------------------- */
+
+/* Writes text to the temp dir's file name and starts the proxy on it
+ * (-c; asserts). */
+void fb_proxy(struct h_proxy *p, const char *bin, const char *name, const char *text);
+/* A new session through a: the tag of the backend that greeted it (0: none);
+ * with keep, left open in *keep. */
+char fb_tag_of(const struct h_addr *a, int *keep);
+/* A session that reached backend want (8 tries; asserts), open. */
+int fb_session_on(const struct h_addr *a, char want);
+/* 1000 bytes of stream seed through a held session and back. */
+int fb_echo_ok(int fd, uint64_t seed);
+/* Waits (5 s at most; asserts) until n lines of the proxy's log hold a
+ * and b (b may be NULL); returns when. The log is written by a thread of
+ * its own: a line may come a moment after what it reports. */
+int64_t fb_wait_log(const struct h_proxy *p, const char *a, const char *b, int n);
+/* splicer_backend_checks_total of backend 127.0.0.1:port, result ok or
+ * failed (-1: not there). */
+long long fb_checks(const struct h_proxy *p, const char *route, int port, const char *result);
+/* Waits for the mark-down line of backend 127.0.0.1:port with why in it. */
+void fb_down_because(const struct h_proxy *p, int port, const char *why);
 
 #endif

@@ -45,15 +45,7 @@ static const char *conf(int port, const char *backends, const char *engine, cons
 		 "check = expect:\"UP\"\ncheck_interval = %dms\ncheck_timeout = 400ms\nrise = 1\nfall = 1\n"
 		 "on_backend_down = %s\n",
 		 sock_path(), port, backends, engine, INTERVAL_MS, action);
-	return h_conf_write("gone.conf", text);
-}
-
-static void proxy_start(struct h_proxy *p, const char *bin, const char *path)
-{
-	const char *args[] = { "-c", path, NULL };
-	char err[512];
-
-	H_CHECK(h_proxy_start(p, bin, args, err, sizeof err) == 0, "proxy -c %s: %s", path, err);
+	return text;
 }
 
 /* A session through the proxy: connected, greeted by backend want. */
@@ -66,15 +58,6 @@ static int session(const struct h_addr *a, char want)
 	t = fb_greeting(fd);
 	H_CHECK(t == want, "greeted by '%c', not by backend %c", t ? t : '-', want);
 	return fd;
-}
-
-static int echo_ok(int fd, uint64_t seed)
-{
-	char out[1000], in[1000];
-
-	h_gen(seed, 0, out, sizeof out);
-	return !h_send_all(fd, out, sizeof out, h_now_ms() + 2000) &&
-	       !h_recv_exact(fd, in, sizeof in, h_now_ms() + 2000) && !memcmp(in, out, sizeof in);
 }
 
 /* The largest bytes_down of the proxy's sessions (show sessions --json). */
@@ -140,16 +123,6 @@ static uint64_t read_to_end(int fd, uint64_t seed, uint64_t off, int *end, int64
 	}
 }
 
-/* Waits (5 s at most) for a line of the proxy's log holding needle. */
-static void wait_log(const struct h_proxy *p, const char *needle)
-{
-	int64_t end = h_now_ms() + 5000;
-
-	while (h_log_lines(p, needle, NULL) < 1 && h_now_ms() < end)
-		h_sleep_ms(20);
-	H_CHECK(h_log_lines(p, needle, NULL) >= 1, "no log line with '%s'", needle);
-}
-
 static long long metric_gone(const struct h_proxy *p, const char *route, const char *cause)
 {
 	struct h_addr stats;
@@ -172,10 +145,10 @@ static void case_backend_down_close(const char *bin, const char *engine)
 	uint64_t got;
 
 	fb_start(&a, 'A', 0);
-	proxy_start(&p, bin, conf(port, a.text, engine, "close"));
+	fb_proxy(&p, bin, "gone.conf", conf(port, a.text, engine, "close"));
 	adm = h_admin_connect(sock_path());
 	idle = session(&p.addr, 'A');
-	H_CHECK(echo_ok(idle, 1), "echo through the idle session");
+	H_CHECK(fb_echo_ok(idle, 1), "echo through the idle session");
 	fb_stream_next(&a, STREAM_LEN, 42);
 	bulk = session(&p.addr, 'A');
 	H_CHECK(h_send_all(bulk, "S", 1, h_now_ms() + 2000) == 0, "ask for the stream");
@@ -197,7 +170,7 @@ static void case_backend_down_close(const char *bin, const char *engine)
 	 * at once (a loop turn) */
 	H_CHECK(t_idle < INTERVAL_MS + 1000, "the idle session lasted %lld ms after the mark",
 		(long long)t_idle);
-	wait_log(&p, "its sessions are closed"); /* the log is written apart: it may come later */
+	fb_wait_log(&p, "its sessions are closed", NULL, 1); /* the log is written apart: it may come later */
 
 	/* the bulk session: what splicer held is delivered, then the RST */
 	got = read_to_end(bulk, 42, 0, &end, h_now_ms() + 10000);
@@ -232,13 +205,13 @@ static void case_backend_down_keep(const char *bin)
 	int port = h_free_port(), idle;
 
 	fb_start(&a, 'A', 0);
-	proxy_start(&p, bin, conf(port, a.text, "auto", "keep"));
+	fb_proxy(&p, bin, "gone.conf", conf(port, a.text, "auto", "keep"));
 	idle = session(&p.addr, 'A');
 	fb_set_down(&a, 1);
-	wait_log(&p, "is down");
+	fb_wait_log(&p, "is down", NULL, 1);
 	H_CHECK(h_log_lines(&p, "its sessions are closed", NULL) == 0, "keep closed its sessions");
 	h_sleep_ms(2 * INTERVAL_MS);
-	H_CHECK(echo_ok(idle, 2), "on_backend_down = keep: the session ended");
+	H_CHECK(fb_echo_ok(idle, 2), "on_backend_down = keep: the session ended");
 	H_CHECK(metric_gone(&p, "web", "down") == 0, "a session counted as closed");
 	close(idle);
 	h_proxy_down(&p);
@@ -261,21 +234,7 @@ static const char *two_routes(int pc, int pk, const char *backends)
 		 "[route c]\nlisten = 127.0.0.1:%d\nbackend = %s\non_backend_down = close\n\n"
 		 "[route k]\nlisten = 127.0.0.1:%d\nbackend = %s\non_backend_down = keep\n",
 		 pc, backends, pk, backends);
-	return h_conf_write("two.conf", text);
-}
-
-static int session_on(const struct h_addr *a, char want)
-{
-	for (int i = 0; i < 8; i++) {
-		int fd = h_connect(a, 2000);
-		char t = fd >= 0 ? fb_greeting(fd) : 0;
-		if (t == want)
-			return fd;
-		if (fd >= 0)
-			close(fd);
-	}
-	H_CHECK(0, "no session reached backend %c", want);
-	return -1;
+	return text;
 }
 
 static void case_removed_by_reload(const char *bin)
@@ -289,24 +248,23 @@ static void case_removed_by_reload(const char *bin)
 	fb_start(&a, 'A', 0);
 	fb_start(&b, 'B', 0);
 	snprintf(both, sizeof both, "%s %s", a.text, b.text);
-	const char *path = two_routes(pc, pk, both);
-	proxy_start(&p, bin, path);
+	fb_proxy(&p, bin, "two.conf", two_routes(pc, pk, both));
 	char where[64];
 	snprintf(where, sizeof where, "127.0.0.1:%d", pk);
 	H_CHECK(h_addr_parse(where, &ak) == 0, "address %s", where);
-	on_c = session_on(&p.addr, 'A');
-	on_k = session_on(&ak, 'A');
-	two_routes(pc, pk, b.text);
+	on_c = fb_session_on(&p.addr, 'A');
+	on_k = fb_session_on(&ak, 'A');
+	h_conf_write("two.conf", two_routes(pc, pk, b.text));
 	int64_t t0 = h_now_ms();
 	H_CHECK(kill(p.pid, SIGHUP) == 0, "SIGHUP");
 	int r = h_expect_eof(on_c, t0 + 5000);
 	H_CHECK(r == -ECONNRESET, "route c's session on the removed backend: %d (%s)", r, strerror(-r));
 	fprintf(stderr, "[backend_removed_by_reload] reset %lld ms after SIGHUP\n",
 		(long long)(h_now_ms() - t0));
-	H_CHECK(echo_ok(on_k, 3), "route k (keep): its session on the removed backend ended");
+	H_CHECK(fb_echo_ok(on_k, 3), "route k (keep): its session on the removed backend ended");
 	H_CHECK(metric_gone(&p, "c", "removed") == 1 && metric_gone(&p, "k", "removed") == 0,
 		"counted: c %lld, k %lld", metric_gone(&p, "c", "removed"), metric_gone(&p, "k", "removed"));
-	close(session_on(&p.addr, 'B')); /* new sessions go to B */
+	close(fb_session_on(&p.addr, 'B')); /* new sessions go to B */
 	close(on_c);
 	close(on_k);
 	h_proxy_down(&p);

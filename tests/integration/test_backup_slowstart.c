@@ -33,45 +33,14 @@ static const char *conf(int port, const char *backends, const char *extra)
 		 "[route web]\nlisten = 127.0.0.1:%d\nbackend = %s\n"
 		 "check = expect:\"UP\"\ncheck_interval = %dms\ncheck_timeout = 150ms\nrise = 1\nfall = 1\n%s",
 		 port, backends, INTERVAL_MS, extra);
-	return h_conf_write("ss.conf", text);
-}
-
-static void proxy_start(struct h_proxy *p, const char *bin, const char *path)
-{
-	const char *args[] = { "-c", path, NULL };
-	char err[512];
-
-	H_CHECK(h_proxy_start(p, bin, args, err, sizeof err) == 0, "proxy -c %s: %s", path, err);
-}
-
-static char tag_of(const struct h_addr *a, int *keep)
-{
-	int fd = h_connect(a, 2000);
-	char t = fd >= 0 ? fb_greeting(fd) : 0;
-
-	if (keep)
-		*keep = fd;
-	else if (fd >= 0)
-		close(fd);
-	return t;
-}
-
-/* Waits for the n-th log line holding both needles. Returns when seen. */
-static int64_t wait_log(const struct h_proxy *p, const char *a, const char *b, int n)
-{
-	int64_t end = h_now_ms() + 5000;
-
-	while (h_log_lines(p, a, b, NULL) < n && h_now_ms() < end)
-		h_sleep_ms(10);
-	H_CHECK(h_log_lines(p, a, b, NULL) >= n, "no log line %d with '%s' and '%s'", n, a, b);
-	return h_now_ms();
+	return text;
 }
 
 /* Every one of 10 new sessions lands on `want`. */
 static void all_on(const struct h_addr *a, char want, const char *when)
 {
 	for (int i = 0; i < 10; i++) {
-		char t = tag_of(a, NULL);
+		char t = fb_tag_of(a, NULL);
 		H_CHECK(t == want, "%s: a session went to %c, not %c", when, t ? t : '-', want);
 	}
 }
@@ -87,16 +56,16 @@ static void case_backups(const char *bin)
 	fb_start(&b1, '1', 0);
 	fb_start(&b2, '2', 0);
 	snprintf(list, sizeof list, "%s %s backup %s backup", pr.text, b1.text, b2.text);
-	proxy_start(&p, bin, conf(port, list, ""));
+	fb_proxy(&p, bin, "ss.conf", conf(port, list, ""));
 	all_on(&p.addr, 'P', "all up");
 	fb_set_down(&pr, 1);
-	wait_log(&p, pr.text, "is down", 1);
+	fb_wait_log(&p, pr.text, "is down", 1);
 	all_on(&p.addr, '1', "the primary down");
 	fb_set_down(&b1, 1);
-	wait_log(&p, b1.text, "is down", 1);
+	fb_wait_log(&p, b1.text, "is down", 1);
 	all_on(&p.addr, '2', "the primary and the first backup down");
 	fb_set_down(&pr, 0);
-	wait_log(&p, pr.text, "is up", 1);
+	fb_wait_log(&p, pr.text, "is up", 1);
 	all_on(&p.addr, 'P', "the primary up again");
 	h_proxy_down(&p);
 	fb_stop(&pr);
@@ -116,7 +85,7 @@ Test(integ, backup_backends_in_order, .init = h_init, .fini = h_fini, .timeout =
 static int64_t b_comes_up(struct h_proxy *p, struct flag_backend *b)
 {
 	fb_set_down(b, 0);
-	return wait_log(p, b->text, "is up", 1);
+	return fb_wait_log(p, b->text, "is up", 1);
 }
 
 static void case_ramp_roundrobin(const char *bin)
@@ -134,8 +103,8 @@ static void case_ramp_roundrobin(const char *bin)
 	fb_set_down(&b, 1);
 	snprintf(list, sizeof list, "%s %s", a.text, b.text);
 	snprintf(extra, sizeof extra, "slowstart = %dms\n", RAMP_MS);
-	proxy_start(&p, bin, conf(port, list, extra));
-	wait_log(&p, b.text, "is down", 1);
+	fb_proxy(&p, bin, "ss.conf", conf(port, list, extra));
+	fb_wait_log(&p, b.text, "is down", 1);
 	int64_t t_up = b_comes_up(&p, &b);
 	for (;;) {
 		int64_t t = h_now_ms() - t_up;
@@ -145,7 +114,7 @@ static void case_ramp_roundrobin(const char *bin)
 				w = k;
 		if (t >= from[5] + 400)
 			break;
-		char tag = tag_of(&p.addr, NULL);
+		char tag = fb_tag_of(&p.addr, NULL);
 		H_CHECK(tag == 'A' || tag == 'B', "no greeting");
 		if (w >= 0) {
 			n[w]++;
@@ -201,13 +170,13 @@ static void case_ramp_maglev(const char *bin)
 	fb_start(&b, 'B', 0);
 	snprintf(list, sizeof list, "%s %s", a.text, b.text);
 	snprintf(extra, sizeof extra, "balance = maglev\nslowstart = %dms\n", RAMP_MS);
-	proxy_start(&p, bin, conf(port, list, extra));
+	fb_proxy(&p, bin, "ss.conf", conf(port, list, extra));
 	sweep(port, full); /* both up since the start: no ramp */
 	for (int i = 0; i < CLIENTS; i++)
 		mine += full[i] == 'B';
 	H_CHECK(mine > CLIENTS / 4 && mine < 3 * CLIENTS / 4, "B owns %d of %d clients", mine, CLIENTS);
 	fb_set_down(&b, 1);
-	wait_log(&p, b.text, "is down", 1);
+	fb_wait_log(&p, b.text, "is down", 1);
 	sweep(port, prev);
 	for (int i = 0; i < CLIENTS; i++)
 		H_CHECK(prev[i] == 'A', "client %d on %c while B is down", i, prev[i] ? prev[i] : '-');
@@ -261,14 +230,14 @@ static void case_ramp_leastconn(const char *bin, int slowstart)
 	fb_set_down(&b, 1);
 	snprintf(list, sizeof list, "%s %s", a.text, b.text);
 	snprintf(extra, sizeof extra, "balance = leastconn\nslowstart = %dms\n", slowstart ? RAMP_MS : 0);
-	proxy_start(&p, bin, conf(port, list, extra));
-	wait_log(&p, b.text, "is down", 1);
+	fb_proxy(&p, bin, "ss.conf", conf(port, list, extra));
+	fb_wait_log(&p, b.text, "is down", 1);
 	for (int i = 0; i < 40; i++)
-		H_CHECK(tag_of(&p.addr, &held[nheld++]) == 'A', "B is down");
+		H_CHECK(fb_tag_of(&p.addr, &held[nheld++]) == 'A', "B is down");
 	int64_t t_up = b_comes_up(&p, &b);
 	/* new long sessions, one every 10 ms, for 400 ms */
 	while (h_now_ms() - t_up < 400 && nheld < 120) {
-		char t = tag_of(&p.addr, &held[nheld++]);
+		char t = fb_tag_of(&p.addr, &held[nheld++]);
 		first_b += t == 'B';
 		first_n++;
 		h_sleep_ms(10);

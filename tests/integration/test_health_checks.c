@@ -18,7 +18,9 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "flag_backend.h"
@@ -57,48 +59,16 @@ static int canned_start(struct h_server *s, const struct canned *c)
 	return h_addr_port(&s->addr);
 }
 
-static void proxy_start(struct h_proxy *p, const char *bin, const char *text)
-{
-	const char *path = h_conf_write("hc.conf", text);
-	const char *args[] = { "-c", path, NULL };
-	char err[512];
-
-	H_CHECK(h_proxy_start(p, bin, args, err, sizeof err) == 0, "proxy -c %s: %s", path, err);
-}
-
-static long long checks(const struct h_proxy *p, const char *route, int port, const char *result)
-{
-	struct h_addr stats;
-	char name[200];
-
-	H_CHECK(h_stats_addr(p, &stats) == 0, "stats");
-	snprintf(name, sizeof name,
-		 "splicer_backend_checks_total{route=\"%s\",backend=\"127.0.0.1:%d\",result=\"%s\"}", route,
-		 port, result);
-	return h_metric(&stats, name);
-}
-
 /* Waits until backend port of route passed n checks, none failed. */
 static void passes(const struct h_proxy *p, const char *route, int port, int n)
 {
 	int64_t end = h_now_ms() + 10000;
 
-	while (checks(p, route, port, "ok") < n && h_now_ms() < end)
+	while (fb_checks(p, route, port, "ok") < n && h_now_ms() < end)
 		h_sleep_ms(50);
-	H_CHECK(checks(p, route, port, "ok") >= n && checks(p, route, port, "failed") == 0,
+	H_CHECK(fb_checks(p, route, port, "ok") >= n && fb_checks(p, route, port, "failed") == 0,
 		"route %s, backend port %d: %lld passed, %lld failed", route, port,
-		checks(p, route, port, "ok"), checks(p, route, port, "failed"));
-}
-
-static void down_because(const struct h_proxy *p, int port, const char *why)
-{
-	char addr[40];
-	int64_t end = h_now_ms() + 5000;
-
-	snprintf(addr, sizeof addr, "backend 127.0.0.1:%d is down", port);
-	while (h_log_lines(p, addr, why, NULL) < 1 && h_now_ms() < end)
-		h_sleep_ms(20);
-	H_CHECK(h_log_lines(p, addr, why, NULL) >= 1, "no line '%s ... %s' in the log", addr, why);
+		fb_checks(p, route, port, "ok"), fb_checks(p, route, port, "failed"));
 }
 
 /* MySQL 8's first packet (protocol 10, its version string, the rest of the
@@ -127,11 +97,11 @@ static void case_greetings(const char *bin)
 		 "[route db]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d 127.0.0.1:%d\n"
 		 "check = mysql\ncheck_interval = 200ms\nrise = 1\nfall = 1\n",
 		 ps1, ps2, pm1, pm2);
-	proxy_start(&p, bin, text);
+	fb_proxy(&p, bin, "hc.conf", text);
 	passes(&p, "mail", ps1, 3);
-	down_because(&p, ps2, "greeting: 554 5.3.2 mx.test busy");
+	fb_down_because(&p, ps2, "greeting: 554 5.3.2 mx.test busy");
 	passes(&p, "db", pm1, 3);
-	down_because(&p, pm2, "ERR 1040: Too many connections");
+	fb_down_because(&p, pm2, "ERR 1040: Too many connections");
 	h_proxy_down(&p);
 	h_server_stop(&s1);
 	h_server_stop(&s2);
@@ -164,14 +134,14 @@ static void case_send_expect(const char *bin)
 		 "check = send:\"\\x00\\x01PING\\r\\n\" expect:\"\\x00\\x03\"\ncheck_interval = 300ms\n"
 		 "check_timeout = 5s\nrise = 1\nfall = 1\n",
 		 ps, ps, ps);
-	proxy_start(&p, bin, text);
+	fb_proxy(&p, bin, "hc.conf", text);
 	passes(&p, "bytes", ps, 3);
 	passes(&p, "re", ps, 3);
 	/* the server closes after its answer: the verdict comes then, not at
 	 * check_timeout (5 s) */
 	int64_t t0 = h_now_ms();
 	/* (the log writes a backslash as \x5c) */
-	down_because(&p, ps, "x03' in 11 bytes: ");
+	fb_down_because(&p, ps, "x03' in 11 bytes: ");
 	H_CHECK(h_log_lines(&p, "in 11 bytes: ", "x02PONG ok", NULL) == 1, "the answer is not in the line");
 	H_CHECK(h_now_ms() - t0 < 4000, "the mismatch waited for the timeout");
 	h_proxy_down(&p);
@@ -204,15 +174,15 @@ static void case_silent(const char *bin)
 		 "[route r]\nlisten = 127.0.0.1:0\nbackend = 127.0.0.1:%d 127.0.0.1:%d\n"
 		 "check = expect:\"UP\"\ncheck_interval = 100ms\ncheck_timeout = 3s\nrise = 1\nfall = 1\n",
 		 ntohs(sin.sin_port), g.port);
-	proxy_start(&p, bin, text);
+	fb_proxy(&p, bin, "hc.conf", text);
 	h_sleep_ms(300); /* the silent backend's first check is in flight for 3 s */
-	long long before = checks(&p, "r", g.port, "ok");
+	long long before = fb_checks(&p, "r", g.port, "ok");
 	h_sleep_ms(1500);
-	long long during = checks(&p, "r", g.port, "ok") - before;
+	long long during = fb_checks(&p, "r", g.port, "ok") - before;
 	fprintf(stderr, "[health_silent] %lld checks of the answering backend in 1.5 s while the "
 		"silent one's check waited (interval 100 ms)\n", during);
 	H_CHECK(during >= 8, "only %lld checks in 1.5 s at a 100 ms interval", during);
-	H_CHECK(checks(&p, "r", ntohs(sin.sin_port), "failed") + checks(&p, "r", ntohs(sin.sin_port), "ok") == 0,
+	H_CHECK(fb_checks(&p, "r", ntohs(sin.sin_port), "failed") + fb_checks(&p, "r", ntohs(sin.sin_port), "ok") == 0,
 		"the silent backend's check ended before its timeout");
 	h_proxy_down(&p);
 	fb_stop(&g);
@@ -222,4 +192,54 @@ static void case_silent(const char *bin)
 Test(integ, health_silent_backend_holds_only_its_probe, .init = h_init, .fini = h_fini, .timeout = 60)
 {
 	case_silent(h_binary(0));
+}
+
+/* `splicer check` refuses each bad value of the new keys with its line. */
+Test(integ, health_check_keys_refused_at_their_line, .init = h_init, .fini = h_fini, .timeout = 30)
+{
+	static const struct {
+		const char *line, *want;
+	} bad[] = {
+		{ "check = redis-replica", "4: check: invalid value 'redis-replica' (expects none, tcp, redis" },
+		{ "check = send:\"PING\"", "4: check: send: needs an expect:\"...\"" },
+		{ "check = expect-regex:\"([a-z\"", "4: check: expect-regex: '([a-z':" },
+		{ "check = http:GET /health 6xx", "4: check: http: invalid status '6xx'" },
+		{ "check = expect:\"\\q\"", "4: check: expect:: unknown escape '\\q'" },
+		{ "on_backend_down = drop", "4: on_backend_down: invalid value 'drop' (expects keep|close)" },
+		{ "slowstart = 10", "4: slowstart: invalid value '10': a duration needs a unit" },
+		{ "slowstart = 50ms", "4: slowstart: invalid value '50ms' (expects a duration 100ms..24h" },
+		{ "backend = 127.0.0.1:18091 backup=yes",
+		  "4: backend: unknown backend option 'backup=yes' (expects weight=N, maxconn=N, backup" },
+	};
+	const char *bin = h_binary(0);
+	char text[512], name[32];
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char *out = NULL, *err = NULL, want[600];
+		snprintf(name, sizeof name, "bad%zu.conf", i);
+		snprintf(text, sizeof text, "[route web]\nlisten = 127.0.0.1:18080\nbackend = 127.0.0.1:18090\n%s\n",
+			 bad[i].line);
+		const char *path = h_conf_write(name, text);
+		const char *args[] = { "check", "-c", path, NULL };
+		int st = h_run_capture(bin, args, 5000, &out, &err);
+		snprintf(want, sizeof want, "%s:%s", path, bad[i].want);
+		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && err && !strncmp(err, want, strlen(want)),
+			"'%s': status %d, stderr: %s(expected a line starting '%s')", bad[i].line, st,
+			err ? err : "", want);
+		free(out);
+		free(err);
+	}
+	/* every backend a backup: refused at the first backup's line */
+	const char *path = h_conf_write("backups.conf", "[route web]\nlisten = 127.0.0.1:18080\n"
+					"backend = 127.0.0.1:18090 backup\nbackend = 127.0.0.1:18091 backup\n");
+	const char *args[] = { "check", "-c", path, NULL };
+	char *out = NULL, *err = NULL, want[400];
+	int st = h_run_capture(bin, args, 5000, &out, &err);
+	snprintf(want, sizeof want, "%s:3: route 'web': every backend is a backup; a backup takes "
+		 "sessions only while no primary backend is usable, so at least one must be a primary\n",
+		 path);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && err && !strcmp(err, want),
+		"every backend a backup: status %d, stderr: %s", st, err ? err : "");
+	free(out);
+	free(err);
 }

@@ -29,6 +29,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "flag_backend.h"
+
 #define REDIS    "/usr/bin/redis-server"
 #define OPENSSL  "/usr/bin/openssl"
 #define PYTHON   "/usr/bin/python3"
@@ -89,37 +91,16 @@ static void child_stop(struct child *c)
 
 /* ---- the proxy and what it says of a backend ------------------------------ */
 
-static void proxy_start(struct h_proxy *p, const char *bin, const char *text)
-{
-	const char *path = h_conf_write("hs.conf", text);
-	const char *args[] = { "-c", path, NULL };
-	char err[512];
-
-	H_CHECK(h_proxy_start(p, bin, args, err, sizeof err) == 0, "proxy -c %s: %s", path, err);
-}
-
-static long long checks(const struct h_proxy *p, const char *route, int port, const char *result)
-{
-	struct h_addr stats;
-	char name[200];
-
-	H_CHECK(h_stats_addr(p, &stats) == 0, "stats");
-	snprintf(name, sizeof name,
-		 "splicer_backend_checks_total{route=\"%s\",backend=\"127.0.0.1:%d\",result=\"%s\"}", route,
-		 port, result);
-	return h_metric(&stats, name);
-}
-
 /* Waits until backend port of route has passed (up) or failed (down) n
  * checks in a row counted from now: n results of that kind and none of
  * the other since the call. */
 static void wait_checks(const struct h_proxy *p, const char *route, int port, int up, int n)
 {
-	long long ok0 = checks(p, route, port, "ok"), bad0 = checks(p, route, port, "failed");
+	long long ok0 = fb_checks(p, route, port, "ok"), bad0 = fb_checks(p, route, port, "failed");
 	int64_t end = h_now_ms() + 10000;
 
 	for (;;) {
-		long long ok = checks(p, route, port, "ok") - ok0, bad = checks(p, route, port, "failed") - bad0;
+		long long ok = fb_checks(p, route, port, "ok") - ok0, bad = fb_checks(p, route, port, "failed") - bad0;
 		if ((up ? ok : bad) >= n && (up ? bad : ok) == 0)
 			return;
 		H_CHECK(h_now_ms() < end && (up ? bad : ok) == 0,
@@ -127,18 +108,6 @@ static void wait_checks(const struct h_proxy *p, const char *route, int port, in
 			port, ok, bad, up ? "passes only" : "failures only");
 		h_sleep_ms(50);
 	}
-}
-
-/* The log's mark-down line of backend port holds why. */
-static void down_because(const struct h_proxy *p, int port, const char *why)
-{
-	char addr[40];
-	int64_t end = h_now_ms() + 5000;
-
-	snprintf(addr, sizeof addr, "backend 127.0.0.1:%d is down", port);
-	while (h_log_lines(p, addr, why, NULL) < 1 && h_now_ms() < end)
-		h_sleep_ms(20);
-	H_CHECK(h_log_lines(p, addr, why, NULL) >= 1, "no line '%s ... %s' in the log", addr, why);
 }
 
 /* ---- redis ----------------------------------------------------------------- */
@@ -222,8 +191,8 @@ static void case_redis(const char *bin)
 		 "[route any]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d 127.0.0.1:%d\n"
 		 "check = redis\ncheck_interval = 200ms\n",
 		 port, p1, p2, any, p1, p2);
-	proxy_start(&p, bin, text);
-	down_because(&p, p2, "not a primary: role:slave");
+	fb_proxy(&p, bin, "hs.conf", text);
+	fb_down_because(&p, p2, "not a primary: role:slave");
 	wait_checks(&p, "db", p1, 1, 2);
 	wait_checks(&p, "any", p1, 1, 2);
 	wait_checks(&p, "any", p2, 1, 2); /* PING: a replica answers too */
@@ -245,7 +214,7 @@ static void case_redis(const char *bin)
 	H_CHECK(r == -ECONNRESET, "the session on the old primary: %d (%s), not reset", r, strerror(-r));
 	fprintf(stderr, "[servers_redis] failover: the old primary's session reset %lld ms after the "
 		"promotion (check interval 200 ms)\n", (long long)cut);
-	down_because(&p, p1, "not a primary: role:slave");
+	fb_down_because(&p, p1, "not a primary: role:slave");
 	close(fd);
 	/* the next session writes to the new primary */
 	int64_t end = h_now_ms() + 5000;
@@ -266,7 +235,7 @@ static void case_redis(const char *bin)
 
 	/* a dead server fails `redis` at once (refused) */
 	child_stop(&r2);
-	down_because(&p, p2, "refused");
+	fb_down_because(&p, p2, "refused");
 	h_proxy_down(&p);
 	child_stop(&r1);
 }
@@ -357,9 +326,9 @@ static void case_pgsql(const char *bin)
 		 "[route pg]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d 127.0.0.1:%d\n"
 		 "check = pgsql\ncheck_interval = 300ms\ncheck_timeout = 300ms\nrise = 1\nfall = 1\n",
 		 port, pgport, other);
-	proxy_start(&p, bin, text);
+	fb_proxy(&p, bin, "hs.conf", text);
 	wait_checks(&p, "pg", pgport, 1, 3);
-	down_because(&p, other, "not a PostgreSQL answer to the SSLRequest");
+	fb_down_because(&p, other, "not a PostgreSQL answer to the SSLRequest");
 	h_proxy_down(&p);
 	h_server_stop(&not_pg);
 	/* stopped by PID: SIGQUIT is PostgreSQL's immediate shutdown */
@@ -416,11 +385,11 @@ static void case_tls_http(const char *bin)
 		 "[route m]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n"
 		 "check = http:GET /missing 2xx\ncheck_interval = 300ms\nrise = 1\nfall = 1\n",
 		 pt, tport, hport, ph, hport, pm, hport);
-	proxy_start(&p, bin, text);
+	fb_proxy(&p, bin, "hs.conf", text);
 	wait_checks(&p, "t", tport, 1, 3);
-	down_because(&p, hport, "not a TLS answer"); /* http.server answers a 400 to a hello */
+	fb_down_because(&p, hport, "not a TLS answer"); /* http.server answers a 400 to a hello */
 	wait_checks(&p, "h", hport, 1, 3);
-	down_because(&p, hport, "status 404");
+	fb_down_because(&p, hport, "status 404");
 	h_proxy_down(&p);
 	child_stop(&tls);
 	child_stop(&web);

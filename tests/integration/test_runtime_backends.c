@@ -35,50 +35,7 @@ static const char *conf(int port, const char *backends, const char *extra)
 		 "[global]\nworkers = 2\nadmin = %s\nstats = 127.0.0.1:0\n\n"
 		 "[route web]\nlisten = 127.0.0.1:%d\nbackend = %s\n%s", sock_path(), port, backends,
 		 extra);
-	return h_conf_write("rt.conf", text);
-}
-
-static void proxy_start(struct h_proxy *p, const char *bin, const char *path)
-{
-	const char *args[] = { "-c", path, NULL };
-	char err[512];
-
-	H_CHECK(h_proxy_start(p, bin, args, err, sizeof err) == 0, "proxy -c %s: %s", path, err);
-}
-
-static int echo_ok(int fd, uint64_t seed)
-{
-	char out[1000], in[1000];
-
-	h_gen(seed, 0, out, sizeof out);
-	return !h_send_all(fd, out, sizeof out, h_now_ms() + 2000) &&
-	       !h_recv_exact(fd, in, sizeof in, h_now_ms() + 2000) && !memcmp(in, out, sizeof in);
-}
-
-/* A new session's backend (its greeting's tag); with keep, left open. */
-static char tag_of(const struct h_addr *a, int *keep)
-{
-	int fd = h_connect(a, 2000);
-	char t = fd >= 0 ? fb_greeting(fd) : 0;
-
-	if (keep)
-		*keep = fd;
-	else if (fd >= 0)
-		close(fd);
-	return t;
-}
-
-static int session_on(const struct h_addr *a, char want)
-{
-	for (int i = 0; i < 8; i++) {
-		int fd;
-		if (tag_of(a, &fd) == want)
-			return fd;
-		if (fd >= 0)
-			close(fd);
-	}
-	H_CHECK(0, "no session reached backend %c", want);
-	return -1;
+	return text;
 }
 
 /* show backends' text line of addr, or NULL. */
@@ -107,9 +64,9 @@ static void case_add_wakes_queue(const char *bin)
 	fb_start(&b, 'B', 0);
 	char backends[80];
 	snprintf(backends, sizeof backends, "%s maxconn=1", a.text);
-	proxy_start(&p, bin, conf(port, backends, "queue_timeout = 10s\n"));
+	fb_proxy(&p, bin, "rt.conf", conf(port, backends, "queue_timeout = 10s\n"));
 	adm = h_admin_connect(sock_path());
-	held = session_on(&p.addr, 'A');
+	held = fb_session_on(&p.addr, 'A');
 	waiting = h_connect(&p.addr, 2000);
 	H_CHECK(waiting >= 0, "connect");
 	/* queued: no greeting while A's one slot is taken */
@@ -128,7 +85,7 @@ static void case_add_wakes_queue(const char *bin)
 	fprintf(stderr, "[runtime add] the queued client served by the new backend %lld ms after the "
 		"command\n", (long long)took);
 	H_CHECK(took < 2000, "the queued client waited %lld ms after the add", (long long)took);
-	H_CHECK(echo_ok(waiting, 1) && echo_ok(held, 2), "both sessions work");
+	H_CHECK(fb_echo_ok(waiting, 1) && fb_echo_ok(held, 2), "both sessions work");
 
 	h_admin_cmd(adm, "show backends", ans, sizeof ans);
 	H_CHECK(row_of(ans, b.text, line, sizeof line) && strstr(line, " ctl") &&
@@ -168,17 +125,17 @@ static void case_del_drains_and_reload_restores(const char *bin)
 	fb_start(&b, 'B', 0);
 	fb_start(&c, 'C', 0);
 	snprintf(both, sizeof both, "%s %s", a.text, b.text);
-	proxy_start(&p, bin, conf(port, both, ""));
+	fb_proxy(&p, bin, "rt.conf", conf(port, both, ""));
 	adm = h_admin_connect(sock_path());
-	on_a = session_on(&p.addr, 'A');
+	on_a = fb_session_on(&p.addr, 'A');
 
 	snprintf(cmd, sizeof cmd, "backend web del %s", a.text);
 	h_admin_cmd(adm, cmd, ans, sizeof ans);
 	H_CHECK(strstr(ans, "removed: no new sessions; 1 running finish"), "del: %s", ans);
 	for (int i = 0; i < 10; i++)
-		n_a += tag_of(&p.addr, NULL) == 'A';
+		n_a += fb_tag_of(&p.addr, NULL) == 'A';
 	H_CHECK(n_a == 0, "%d of 10 new sessions went to the deleted backend", n_a);
-	H_CHECK(echo_ok(on_a, 3), "the running session on the deleted backend ended (keep)");
+	H_CHECK(fb_echo_ok(on_a, 3), "the running session on the deleted backend ended (keep)");
 	h_admin_cmd(adm, "show backends", ans, sizeof ans);
 	H_CHECK(!strstr(ans, a.text), "show backends still lists the deleted backend:\n%s", ans);
 	snprintf(cmd, sizeof cmd, "backend web add %s backup", c.text);
@@ -192,8 +149,8 @@ static void case_del_drains_and_reload_restores(const char *bin)
 	h_admin_cmd(adm, "show backends", ans, sizeof ans);
 	H_CHECK(strstr(ans, a.text) && strstr(ans, b.text) && !strstr(ans, c.text),
 		"after a reload the file's backends, and only them:\n%s", ans);
-	H_CHECK(echo_ok(on_a, 4), "the session from before went on");
-	close(session_on(&p.addr, 'A'));
+	H_CHECK(fb_echo_ok(on_a, 4), "the session from before went on");
+	close(fb_session_on(&p.addr, 'A'));
 	close(on_a);
 	close(adm);
 	h_proxy_down(&p);
@@ -219,10 +176,10 @@ static void case_del_closes(const char *bin)
 	fb_start(&a, 'A', 0);
 	fb_start(&b, 'B', 0);
 	snprintf(both, sizeof both, "%s %s", a.text, b.text);
-	proxy_start(&p, bin, conf(port, both, "on_backend_down = close\n"));
+	fb_proxy(&p, bin, "rt.conf", conf(port, both, "on_backend_down = close\n"));
 	adm = h_admin_connect(sock_path());
-	on_a = session_on(&p.addr, 'A');
-	on_b = session_on(&p.addr, 'B');
+	on_a = fb_session_on(&p.addr, 'A');
+	on_b = fb_session_on(&p.addr, 'B');
 	snprintf(cmd, sizeof cmd, "backend web del %s", a.text);
 	int64_t t0 = h_now_ms();
 	h_admin_cmd(adm, cmd, ans, sizeof ans);
@@ -231,7 +188,7 @@ static void case_del_closes(const char *bin)
 	H_CHECK(r == -ECONNRESET, "the session on the deleted backend: %d (%s)", r, strerror(-r));
 	fprintf(stderr, "[runtime del, close] reset %lld ms after the command\n",
 		(long long)(h_now_ms() - t0));
-	H_CHECK(echo_ok(on_b, 5), "the other backend's session ended too");
+	H_CHECK(fb_echo_ok(on_b, 5), "the other backend's session ended too");
 	H_CHECK(h_stats_addr(&p, &stats) == 0, "stats");
 	H_CHECK(h_metric(&stats, "splicer_route_backend_gone_closed_total{route=\"web\",cause=\"removed\"}") == 1,
 		"not counted as removed");
@@ -261,7 +218,7 @@ static void case_bad_requests(const char *bin)
 	fb_start(&b, 'B', 0);
 	char list[120];
 	snprintf(list, sizeof list, "%s %s backup", a.text, b.text);
-	proxy_start(&p, bin, conf(port, list, ""));
+	fb_proxy(&p, bin, "rt.conf", conf(port, list, ""));
 	adm = h_admin_connect(sock_path());
 	h_admin_cmd(adm, "show backends", before, sizeof before);
 	const struct {

@@ -204,6 +204,7 @@ static struct config *config_clone(const struct config *old)
 		memset(&r->acl, 0, sizeof(r->acl));
 		r->sources = NULL;
 		r->has_queue = 0;
+		r->has_backup = 0;
 		for (unsigned b = 0; b < r->nbackend; b++)
 			if (!r->backend[b].dns)
 				r->backend[n++] = r->backend[b];
