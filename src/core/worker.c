@@ -592,6 +592,10 @@ void *worker_main(void *arg)
 		}
 		run_queue(w);
 		waitq_run(w);
+		if (w->cut_seen != backend_cut_gen()) { /* on_backend_down = close */
+			w->cut_seen = backend_cut_gen(); /* first: a cut meanwhile sweeps again */
+			session_cut_sweep(w);
+		}
 		run_timers(w);
 		FOR_ENGINES(w, e)
 			if (e->each_turn)
