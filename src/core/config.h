@@ -28,7 +28,10 @@
 #define SETTING_AUTO UINT64_MAX
 #define SETTING_TEXT_MAX 256
 /* The settings table's rows at most: bit masks of them are 64 bits. */
-#define SETTINGS_MAX 64
+#define SETTINGS_MAX 128
+/* One bit per setting (the settings table's index), for which were given. */
+typedef unsigned __int128 settings_mask;
+#define SETTING_BIT(k) ((settings_mask)1 << (k))
 
 /* The engine choices' names (the engine registry), "auto" first: a route's
  * `engine` is an index into it. */
@@ -167,7 +170,7 @@ struct route {
 	uint8_t given;                     /* ROUTE_GAVE_*: keys present, even if every
 					      address on them was refused (reported once) */
 	struct route_opts o;
-	uint64_t set;                      /* route_opts given in the route's own section (bit per
+	settings_mask set;                 /* route_opts given in the route's own section (bit per
 					    * settings[] index; SETTINGS_MAX) */
 	/* Run time, shared by the workers: the balancing tables (backend.c),
 	 * immutable once published; a weight change publishes new ones */
@@ -227,7 +230,7 @@ struct config {
 	unsigned nlst;
 	char file[256];              /* -c FILE, "" when routes come from -l/-b */
 	struct route_opts o;         /* [global] and command-line values for every route */
-	uint64_t cli_set;            /* route_opts given on the command line: they win */
+	settings_mask cli_set;       /* route_opts given on the command line: they win */
 	uint64_t workers;            /* worker threads; SETTING_AUTO = one per CPU */
 	uint64_t buffer_size;        /* copy engine buffer per direction */
 	uint64_t pipe_size;          /* splice engine pipe size; 0 = kernel default */

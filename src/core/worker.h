@@ -171,8 +171,6 @@ void worker_destroy(struct worker *w);
 int worker_call(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg,
 		int timeout_ms);
 
-uint64_t now_monotonic_ms(void);
-
 char *buf_pool_get(struct buf_pool *bp);
 void buf_pool_put(struct buf_pool *bp, char *buf);
 /* Frees idle buffers above the recent need (see struct buf_pool); returns

@@ -159,7 +159,7 @@ const struct setting settings[] = {
 };
 const unsigned nsettings = sizeof(settings) / sizeof(settings[0]);
 _Static_assert(sizeof(settings) / sizeof(settings[0]) <= SETTINGS_MAX,
-	       "settings[] outgrew the 64-bit masks and line arrays (SETTINGS_MAX)");
+	       "settings[] outgrew the masks and line arrays (SETTINGS_MAX)");
 
 const struct setting *setting_find(const char *name)
 {
@@ -598,7 +598,7 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 			return -1;
 		}
 		if (s->scope == SCOPE_ROUTE)
-			c->cli_set |= 1ULL << (s - settings);
+			c->cli_set |= SETTING_BIT(s - settings);
 		else
 			c->set_line[s - settings] = 0; /* the command line's, not the file's */
 	}
@@ -651,7 +651,7 @@ static void resolve_route_opts(struct config *c, struct route *r)
 {
 	for (unsigned k = 0; k < nsettings; k++) {
 		const struct setting *s = &settings[k];
-		uint64_t bit = 1ULL << k;
+		settings_mask bit = SETTING_BIT(k);
 		if (s->scope != SCOPE_ROUTE)
 			continue;
 		if (!(c->cli_set & bit) && (r->set & bit))

@@ -520,7 +520,7 @@ static int handler_value(struct file_ctx *x, const char *name, const char *value
 		return 1;
 	}
 	if (x->sec == SEC_ROUTE)
-		x->route->set |= 1ULL << k;
+		x->route->set |= SETTING_BIT(k);
 	else
 		x->c->set_line[k] = x->line;
 	return 1;
