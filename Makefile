@@ -12,6 +12,7 @@
 #   make fuzz       each libFuzzer harness for FUZZ_SECONDS (default 60)
 #   make install    PREFIX=/usr/local DESTDIR= (make uninstall: the same files)
 #   make deb        build/splicer_VERSION_ARCH.deb, checked by lintian
+#   make image      the container image splicer:VERSION (contrib/Containerfile, podman)
 # Quiet unless V=1.
 
 CC      ?= cc
@@ -81,10 +82,16 @@ BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis
 # `make deb` and its test (tests/package/deb.sh) build and check the package;
 # systemd for systemd-analyze (tests/package/unit_systemd.sh).
 PKG_PKGS   := debhelper dpkg-dev lintian systemd
+# `make image` and the image's tests (tests/integration/test_image.c): podman
+# with the runc runtime, debootstrap for the Debian base images.
+IMAGE_PKGS := podman runc debootstrap
+IMAGE      := splicer:$(VERSION)
+# what the image's build said for its tests (tools/image-build.sh --state)
+IMAGE_STATE:= $(B)/image/suite-state
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps peer-deps bench-deps pkg-deps bench perf-doc perf-baseline install uninstall deb \
-	clean asan fuzz soak
+.PHONY: all run test deps peer-deps bench-deps pkg-deps image-deps bench perf-doc perf-baseline install \
+	uninstall deb image clean asan fuzz soak
 
 all: $(B)/layers.ok $(B)/splicer
 
@@ -198,11 +205,17 @@ $(B)/no_uring: tests/tools/no_uring.c
 
 TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 	    SPLICER_NFQ_DELAY=$(B)/nfq_delay SPLICER_NO_URING=$(B)/no_uring \
-	    SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus SPLICER_DEB=$(DEB)
+	    SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus SPLICER_DEB=$(DEB) \
+	    SPLICER_IMAGE_STATE=$(IMAGE_STATE)
 
+# The image is built before the suite, not inside a timed test; where no
+# container runtime can be installed or run, its tests are skipped with the
+# reason (tools/image-build.sh --state).
 test: deps peer-deps pkg-deps
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
 		$(DEB)
+	$(Q)sh tools/deps.sh $(IMAGE_PKGS) || echo "  IMAGE   $(IMAGE_PKGS) could not be installed"
+	$(Q)sh tools/image-build.sh --state $(IMAGE_STATE) $(IMAGE)
 	@rm -f $(B)/peer-table.txt
 	$(TEST_ENV) SPLICER_PEER_TABLE=$(B)/peer-table.txt SPLICER_SUITE_OUT=$(B)/suite \
 		sh tools/run-suite.sh $(B)/tests $(CRITERION_ARGS)
@@ -309,6 +322,18 @@ $(DEB): $(DEB_DEPS)
 		{ tail -40 ../build.log; exit 1; }
 	cp $(B)/deb/$(notdir $@) $@
 	lintian --fail-on error $@ || { rm -f $@; exit 1; }
+
+# make image: contrib/Containerfile built by podman (tools/podman.sh: the
+# runc runtime, cgroupfs, ulimits within the host's) into splicer:VERSION and
+# splicer:latest. Its FROM images, debian:bookworm and bookworm-slim, are
+# made here from the host's Debian mirror when podman's storage lacks them
+# (tools/image-base.sh: debootstrap, cached in build/image/); no registry is
+# needed. Unchanged sources rebuild in seconds (podman's layer cache).
+image-deps:
+	@sh tools/deps.sh $(IMAGE_PKGS)
+
+image: image-deps
+	$(Q)sh tools/image-build.sh $(IMAGE)
 
 # libFuzzer harnesses (clang): `make fuzz FUZZ_SECONDS=N` runs each for N s
 # on a copy of its seed corpus in fuzz/corpus/, and fails on any finding.
