@@ -130,6 +130,7 @@ struct worker {
 	struct session *wq_head, *wq_tail; /* waiting for a backend slot (waitq.h) */
 	unsigned wq_len;                   /* atomic: other workers read it */
 	int wq_kicked;                     /* atomic: a slot may have freed */
+	uint32_t cut_seen;                 /* backend_cut_gen() at its last sweep (backend.h) */
 	struct counters ctr;
 	uint8_t engine_on[ENGINE_MAX]; /* engines a route of this worker uses (worker_init done) */
 	void *engine_priv[ENGINE_MAX];  /* each engine's own per-worker state, by id */
@@ -169,8 +170,6 @@ void worker_destroy(struct worker *w);
  * never runs. */
 int worker_call(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg,
 		int timeout_ms);
-
-uint64_t now_monotonic_ms(void);
 
 char *buf_pool_get(struct buf_pool *bp);
 void buf_pool_put(struct buf_pool *bp, char *buf);
