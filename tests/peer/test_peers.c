@@ -950,7 +950,7 @@ static void whois_backend(struct pr_col *c, int fd, struct pr_side *out)
 	struct sockaddr_storage a;
 	socklen_t l = sizeof a;
 	struct h_addr h;
-	char line[160];
+	char line[200];
 
 	(void)c;
 	if (getpeername(fd, (struct sockaddr *)&a, &l))
