@@ -13,16 +13,24 @@
  *   - one sendmsg in flight at a time, gathering up to UR_IOV queued buffers,
  *     so bytes leave in the order they came. A short send resends the rest;
  *     a fully sent buffer goes straight back to the ring;
- *   - back-pressure, enforced before a buffer is taken: a direction holding
- *     UR_HIGH_BUFS buffers arms no recv (data stays in the socket) until a
- *     send gives one back, and a direction holding any buffer arms one only
- *     while more than UR_RESERVE buffers are free beyond what the other
- *     holders' armed recvs may take. So directions whose destination stopped
- *     reading can never hold the whole ring between them: a direction holding
- *     nothing can still take one from the reserve. (Not a multishot recv: it takes as many
- *     buffers as the socket has data for, up to the whole ring in one burst,
- *     before a cancel can stop it: five stalled clients froze the worker.)
- *     ENOBUFS (the ring empty) or a holder kept from the reserve waits on the
+ *   - fairness of the shared ring, three rules. A quota: a direction
+ *     holding UR_HIGH_BUFS buffers arms no recv (data stays in the socket)
+ *     until a send gives one back. A reserve: a direction holding any
+ *     buffer arms one only while more than UR_RESERVE are free beyond what
+ *     the other holders' armed recvs may take, so one holding none can
+ *     take one. Reclaim: a send to a destination that stopped reading
+ *     never completes and keeps the buffers it carries, and each such
+ *     direction also takes one from the reserve, so forty of them emptied
+ *     the ring and froze the worker's other sessions. When the ring runs
+ *     short, sends in flight for UR_STALL_MS are cancelled and what they
+ *     carried moves into the direction's own memory (its spill, at most the
+ *     quota and one buffer), and the direction receives nothing until that
+ *     is sent: a stalled destination costs its own session's memory, as a
+ *     full pipe does with the splice engine, never the others' buffers
+ *     (reclaim_stalled). (Not a multishot recv: it takes as many buffers as
+ *     the socket has data for, up to the whole ring in one burst, before a
+ *     cancel can stop it: five stalled clients froze the worker.) ENOBUFS
+ *     (the ring empty) or a holder kept from the reserve waits on the
  *     worker's starved list, first in first out, re-armed as buffers come
  *     back;
  *   - EOF (res 0): shutdown(dst, SHUT_WR) once the queue is empty and no
@@ -35,7 +43,10 @@
  * included: no SQE naming a descriptor (queued this turn, submitted at the
  * next) or an engine address can then meet a new connection or direction
  * that reused the number. The session itself is freed as usual (nothing
- * here points at it).
+ * here points at it). A cancel or a close never waits on an SQE the ring
+ * cannot give (its submit failed with the SQ full): it goes at a later
+ * turn, and a close with no RST due is done at once through the file
+ * table, so both peers always see the end.
  *
  * Why not IORING_OP_SPLICE: the kernel always punts it to io-wq workers
  * (socket splice has no nonblocking path inside io_uring), one kernel thread
@@ -102,6 +113,22 @@ static struct ur_dir_state *UR(const struct dir *d)
 #define UR_HIGH_BUFS  8       /* a direction holding this many (512k) stops receiving */
 #define UR_RESERVE    8       /* free buffers a direction holding some may not take */
 #define UR_IOV        16      /* buffers gathered into one sendmsg */
+/* Under buffer pressure, a send in flight this long holds its buffers for a
+ * destination that stopped reading: they are taken back (reclaim_stalled). */
+#define UR_STALL_MS   20
+/* An operation the ring could not take (its submit failed with the SQ
+ * full) is retried at least this often ... */
+#define UR_RETRY_MS   10
+/* ... and a close due with an RST waits this long for a slot before the
+ * socket is closed without it (the peer still sees the end). */
+#define UR_CLOSE_WAIT_MS 1000
+
+/* Its counters (slot 0 is the bytes every engine counts). */
+#define UR_CTR_RECLAIMS 1
+static const struct engine_counter ur_counters[] = {
+	{ "uring_stall_reclaims_total", "Directions of uring sessions whose destination stalled "
+					"under buffer pressure: their bytes moved out of the shared buffer ring." },
+};
 
 /* user_data: an engine address (8-aligned) | op, or a slot << 3 | OP_CLOSE;
  * 0 is a CQE nobody waits for (the SO_LINGER before a slot's close). */
@@ -119,6 +146,13 @@ enum { OP_RECV = 1, OP_SEND = 2, OP_SPLICE_IN = 3, OP_SPLICE_OUT = 4, OP_CLOSE =
 struct uring_ctx;
 struct uring_sess;
 
+/* Spilled bytes: the direction's own memory, one allocation per spill. */
+struct ur_chunk {
+	struct ur_chunk *next;
+	uint32_t off, len;   /* sent, and all the bytes of data[] */
+	char data[];
+};
+
 struct uring_dir {
 	struct uring_ctx *u;
 	struct uring_sess *us; /* the session's part, both directions */
@@ -131,9 +165,22 @@ struct uring_dir {
 	uint8_t send_busy;   /* a sendmsg is in the kernel */
 	uint8_t starved;     /* on u->starved: re-arm when buffers come back */
 	uint8_t finished;    /* detached and its last CQE came back */
+	uint8_t sending;     /* on u->sending: its send carries ring buffers */
+	uint8_t reclaim;     /* that send is being cancelled to take them back */
+	/* The reclaim's cancel has not come back: no new send until it has,
+	 * as it names the send by user_data and would cancel the next one. */
+	uint8_t reclaim_wait;
+	uint8_t cancel_due;  /* 1 << op: cancels waiting for an SQE (on u->cancels) */
 	unsigned inflight;   /* operations and cancels naming it whose CQE has not come */
 	int qhead, qtail;    /* received buffers, oldest first; -1: none */
 	unsigned nq;
+	/* Bytes taken out of the ring after a stall (reclaim_stalled), in
+	 * their order, before anything queued; while any is left no recv is
+	 * armed (back-pressure). */
+	struct ur_chunk *spill, *spill_tail;
+	uint64_t send_ms;    /* when the send on u->sending was queued */
+	struct uring_dir *sprev, *snext; /* u->sending, oldest send first */
+	struct uring_dir *cnext;         /* u->cancels */
 	struct iovec iov[UR_IOV];
 	struct msghdr msg;
 	/* SPLICER_URING_SPLICE=1 (measurement only, not a supported mode):
@@ -155,10 +202,13 @@ struct uring_sess {
 	int slot[2];             /* fixed: client, backend slots */
 	uint8_t fixed, rst[2];
 	uint8_t nfinished;
+	uint64_t close_since;      /* on u->closing since (its slots wait for SQEs) */
+	struct uring_sess *cnext;  /* u->closing */
 };
 
 struct uring_ctx {
 	struct engine_fd efd; /* EV_ENGINE: epoll data points here (first member) */
+	struct worker *w;
 	struct io_uring ring;
 	struct io_uring_buf_ring *br;
 	char *mem;
@@ -169,6 +219,11 @@ struct uring_ctx {
 	unsigned nfree;      /* buffers in the ring (or about to be) */
 	unsigned hold_armed; /* armed recvs with recv_hold */
 	struct uring_dir *starved, *starved_tail; /* first in, first re-armed */
+	unsigned nstarved;   /* directions on it */
+	struct uring_dir *sending, *sending_tail; /* sends holding ring buffers, oldest first */
+	struct uring_dir *cancels;                /* cancels waiting for an SQE */
+	struct uring_sess *closing;               /* slots waiting for SQEs to close */
+	int close_forced;    /* closes without their RST were logged (once) */
 	int splice;          /* SPLICER_URING_SPLICE=1: the IORING_OP_SPLICE variant */
 	int *slots;          /* free slots of the fixed file table (a stack) */
 	unsigned nslots, nfree_slots;
@@ -202,10 +257,15 @@ static void buf_put(struct uring_ctx *u, int bid)
 
 static void sess_free(struct uring_sess *us)
 {
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
 		for (int k = 0; k < 2; k++)
 			if (us->dir[i].pipe[k] >= 0)
 				close(us->dir[i].pipe[k]);
+		for (struct ur_chunk *c = us->dir[i].spill, *n; c; c = n) {
+			n = c->next;
+			free(c);
+		}
+	}
 	free(us);
 }
 
@@ -240,11 +300,14 @@ static struct io_uring_sqe *sqe_get(struct uring_ctx *u)
 	return sqe;
 }
 
-static void fixed_close(struct uring_ctx *u, int slot, int rst);
+static int fixed_close_both(struct uring_ctx *u, struct uring_sess *us, int force);
+static void closes_retry(struct uring_ctx *u);
 
 /* A detached direction whose last completion (cancels included) came back;
  * once both have, nothing names the session's sockets or its memory: the
- * sockets close and the part is freed. Callers touch ud no more. */
+ * sockets close and the part is freed. Slots the ring cannot close yet (no
+ * SQE this turn) wait on u->closing, retried by uring_flush. Callers touch
+ * ud no more. */
 static void detached_check(struct uring_dir *ud)
 {
 	struct uring_ctx *u = ud->u;
@@ -255,10 +318,14 @@ static void detached_check(struct uring_dir *ud)
 	ud->finished = 1;
 	if (++us->nfinished < 2)
 		return;
-	for (int i = 0; i < 2; i++) {
-		if (us->fixed) {
-			fixed_close(u, us->slot[i], us->rst[i]);
-		} else if (us->fd[i] >= 0) {
+	if (us->fixed && !fixed_close_both(u, us, 0)) {
+		us->close_since = u->w->now_ms;
+		us->cnext = u->closing;
+		u->closing = us;
+		return;
+	}
+	for (int i = 0; i < 2 && !us->fixed; i++) {
+		if (us->fd[i] >= 0) {
 			if (us->rst[i]) {
 				struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 				setsockopt(us->fd[i], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
@@ -278,6 +345,7 @@ static void starve(struct uring_dir *ud)
 	if (ud->starved)
 		return;
 	ud->starved = 1;
+	u->nstarved++;
 	ud->next = NULL;
 	if (u->starved_tail)
 		u->starved_tail->next = ud;
@@ -287,7 +355,7 @@ static void starve(struct uring_dir *ud)
 }
 
 /* Gives every queued buffer back to the ring. */
-static void queue_drop(struct uring_dir *ud)
+static void queue_release(struct uring_dir *ud)
 {
 	struct uring_ctx *u = ud->u;
 
@@ -298,6 +366,93 @@ static void queue_drop(struct uring_dir *ud)
 	}
 	ud->qtail = -1;
 	ud->nq = 0;
+}
+
+/* Drops everything the direction holds (nothing can be delivered): its
+ * buffers go back to the ring, its spill is freed. Not while a send that
+ * reads them is in flight. */
+static void queue_drop(struct uring_dir *ud)
+{
+	queue_release(ud);
+	while (ud->spill) {
+		struct ur_chunk *c = ud->spill;
+
+		ud->spill = c->next;
+		free(c);
+	}
+	ud->spill_tail = NULL;
+}
+
+/* Moves the queued bytes, behind those already spilled, into the
+ * direction's own memory and gives their buffers back to the ring: a
+ * destination that stopped reading then holds none of the buffers the
+ * worker's other sessions need. Not while a send of ring buffers is in
+ * flight (a spill's send reads only its chunks). At most UR_HIGH_BUFS + 1
+ * buffers' worth (the quota and the recv that was armed), about what the
+ * splice engine's pipe holds. Returns the bytes moved, or -ENOMEM with
+ * nothing moved (the buffers stay queued behind the spill: the order
+ * holds). */
+static int spill_queue(struct uring_dir *ud)
+{
+	struct uring_ctx *u = ud->u;
+	struct ur_chunk *c;
+	size_t add = 0;
+
+	for (int b = ud->qhead; b >= 0; b = u->bnext[b])
+		add += u->blen[b] - u->boff[b];
+	if (!add)
+		return 0;
+	if (!(c = malloc(sizeof(*c) + add)))
+		return -ENOMEM;
+	c->next = NULL;
+	c->off = 0;
+	c->len = 0;
+	for (int b = ud->qhead; b >= 0; b = u->bnext[b]) {
+		memcpy(c->data + c->len, u->mem + (size_t)b * u->bufsize + u->boff[b], u->blen[b] - u->boff[b]);
+		c->len += u->blen[b] - u->boff[b];
+	}
+	if (ud->spill_tail)
+		ud->spill_tail->next = c;
+	else
+		ud->spill = c;
+	ud->spill_tail = c;
+	queue_release(ud);
+	return (int)add;
+}
+
+/* u->sending: the directions whose send carries ring buffers, in the order
+ * the sends were queued (so the oldest, the likeliest stalled, come first). */
+static void sending_add(struct uring_dir *ud)
+{
+	struct uring_ctx *u = ud->u;
+
+	ud->sending = 1;
+	ud->send_ms = u->w->now_ms;
+	ud->snext = NULL;
+	ud->sprev = u->sending_tail;
+	if (u->sending_tail)
+		u->sending_tail->snext = ud;
+	else
+		u->sending = ud;
+	u->sending_tail = ud;
+}
+
+static void sending_del(struct uring_dir *ud)
+{
+	struct uring_ctx *u = ud->u;
+
+	if (!ud->sending)
+		return;
+	ud->sending = 0;
+	if (ud->sprev)
+		ud->sprev->snext = ud->snext;
+	else
+		u->sending = ud->snext;
+	if (ud->snext)
+		ud->snext->sprev = ud->sprev;
+	else
+		u->sending_tail = ud->sprev;
+	ud->sprev = ud->snext = NULL;
 }
 
 static int arm_recv(struct uring_dir *ud)
@@ -318,28 +473,76 @@ static int arm_recv(struct uring_dir *ud)
 	return 0;
 }
 
-/* The cancel names ud's address: it counts in inflight until its own CQE,
- * so ud is not freed (and the address reused) while it may still run. */
-static void cancel_op(struct uring_dir *ud, int op)
+static void cancel_prep(struct io_uring_sqe *sqe, struct uring_dir *ud, int op)
 {
-	struct io_uring_sqe *sqe = sqe_get(ud->u);
-
-	if (!sqe)
-		return; /* the ring is wedged; queue_exit at teardown cancels */
 	io_uring_prep_cancel64(sqe, ud_data(ud, op), 0);
 	io_uring_sqe_set_data64(sqe, ud_data(ud, OP_CANCEL));
-	ud->inflight++;
 }
 
+/* The cancel names ud's address: it counts in inflight until its own CQE,
+ * so ud is not freed (and the address reused) while it may still run.
+ * Without an SQE (the submit that would have freed one failed) it waits on
+ * u->cancels, counted already, and goes at a later turn (cancels_retry):
+ * a stalled operation left uncancelled would keep the session's sockets
+ * open for ever. One waiting cancel serves every request for its op. */
+static void cancel_op(struct uring_dir *ud, int op)
+{
+	struct uring_ctx *u = ud->u;
+	struct io_uring_sqe *sqe;
+
+	if (ud->cancel_due & (1u << op))
+		return;
+	ud->inflight++;
+	if ((sqe = sqe_get(u))) {
+		cancel_prep(sqe, ud, op);
+		return;
+	}
+	if (!ud->cancel_due) {
+		ud->cnext = u->cancels;
+		u->cancels = ud;
+	}
+	ud->cancel_due |= (uint8_t)(1u << op);
+}
+
+/* Queues the cancels that waited for an SQE; those the ring still cannot
+ * take wait for the next turn. */
+static void cancels_retry(struct uring_ctx *u)
+{
+	struct uring_dir **pp = &u->cancels;
+
+	while (*pp) {
+		struct uring_dir *ud = *pp;
+
+		for (int op = 1; op < 8 && ud->cancel_due; op++) {
+			struct io_uring_sqe *sqe;
+
+			if (!(ud->cancel_due & (1u << op)))
+				continue;
+			if (!(sqe = sqe_get(u)))
+				return;
+			cancel_prep(sqe, ud, op);
+			ud->cancel_due &= (uint8_t)~(1u << op);
+		}
+		*pp = ud->cnext;
+		ud->cnext = NULL;
+	}
+}
+
+/* One sendmsg: the spill if there is one (it came first), else up to UR_IOV
+ * queued buffers. A send of ring buffers goes on u->sending. */
 static int send_next(struct uring_dir *ud)
 {
 	struct uring_ctx *u = ud->u;
 	struct io_uring_sqe *sqe;
 	unsigned n = 0;
 
-	if (ud->send_busy || !ud->nq)
+	if (ud->send_busy || ud->reclaim_wait || (!ud->nq && !ud->spill))
 		return 0;
-	for (int b = ud->qhead; b >= 0 && n < UR_IOV; b = u->bnext[b], n++) {
+	for (struct ur_chunk *c = ud->spill; c && n < UR_IOV; c = c->next, n++) {
+		ud->iov[n].iov_base = c->data + c->off;
+		ud->iov[n].iov_len = c->len - c->off;
+	}
+	for (int b = ud->qhead; b >= 0 && !ud->spill && n < UR_IOV; b = u->bnext[b], n++) {
 		ud->iov[n].iov_base = u->mem + (size_t)b * u->bufsize + u->boff[b];
 		ud->iov[n].iov_len = u->blen[b] - u->boff[b];
 	}
@@ -354,6 +557,8 @@ static int send_next(struct uring_dir *ud)
 	io_uring_sqe_set_data64(sqe, ud_data(ud, OP_SEND));
 	ud->send_busy = 1;
 	ud->inflight++;
+	if (!ud->spill)
+		sending_add(ud);
 	return 0;
 }
 
@@ -401,7 +606,7 @@ static int maybe_rearm(struct uring_dir *ud)
 {
 	struct dir *d = ud->d;
 
-	if (ud->recv_armed || ud->starved || d->eof || d->err || ud->nq >= UR_HIGH_BUFS)
+	if (ud->recv_armed || ud->starved || d->eof || d->err || ud->nq >= UR_HIGH_BUFS || ud->spill)
 		return 0;
 	if (!may_take(ud, ud->u->nfree)) {
 		starve(ud);
@@ -415,7 +620,7 @@ static void check_fin(struct uring_dir *ud)
 {
 	struct dir *d = ud->d;
 
-	if (d->eof && !d->shut && !ud->nq && !ud->in_pipe && !ud->send_busy) {
+	if (d->eof && !d->shut && !ud->nq && !ud->spill && !ud->in_pipe && !ud->send_busy) {
 		d->shut = 1;
 		if (ud->fixed) {
 			/* In the ring, after every send (none is in flight);
@@ -473,6 +678,8 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 		UR(d)->in_uring += (uint64_t)res;
 		dir_used(d, &engine_uring);
 		bid = -1;
+		if (ud->spill && !ud->sending)
+			spill_queue(ud); /* behind the spill, out of the ring */
 		if (send_next(ud))
 			dir_fail(d, ENOMEM, 1);
 	} else if (res == 0) {
@@ -492,14 +699,53 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 	session_io_result(s);
 }
 
-static void on_send(struct uring_dir *ud, int res)
+/* Takes `left` sent bytes off the front of what the send carried: spill
+ * chunks (freed once sent) or queued buffers (back to the ring). */
+static void sent_take(struct uring_dir *ud, int ring, uint32_t left)
 {
 	struct uring_ctx *u = ud->u;
+
+	while (left && !ring && ud->spill) {
+		struct ur_chunk *c = ud->spill;
+		uint32_t take = c->len - c->off < left ? c->len - c->off : left;
+
+		c->off += take;
+		left -= take;
+		if (c->off == c->len) {
+			if (!(ud->spill = c->next))
+				ud->spill_tail = NULL;
+			free(c);
+		}
+	}
+	while (left && ring && ud->qhead >= 0) {
+		int b = ud->qhead;
+		uint32_t take = u->blen[b] - u->boff[b] < left ? u->blen[b] - u->boff[b] : left;
+
+		u->boff[b] += take;
+		left -= take;
+		if (u->boff[b] == u->blen[b]) {
+			ud->qhead = u->bnext[b];
+			if (ud->qhead < 0)
+				ud->qtail = -1;
+			ud->nq--;
+			buf_put(u, b);
+		}
+	}
+}
+
+/* A send came back. One that reclaim_stalled cancelled (-ECANCELED, -EINTR,
+ * or what it sent before the cancel reached it) leaves the rest of its
+ * queue in the direction's own memory. */
+static void on_send(struct uring_dir *ud, int res)
+{
 	struct session *s = ud->s;
 	struct dir *d = ud->d;
+	int ring = ud->sending, reclaim = ud->reclaim;
 
 	ud->send_busy = 0;
 	ud->inflight--;
+	ud->reclaim = 0;
+	sending_del(ud);
 	if (!s) {
 		queue_drop(ud);
 		detached_check(ud);
@@ -510,34 +756,29 @@ static void on_send(struct uring_dir *ud, int res)
 		UR(d)->in_uring = 0;
 		return;
 	}
-	if (res > 0) {
+	/* A cancelled send ends with -ECANCELED, or with -EINTR when it was
+	 * blocked in an io-wq thread (a send the poll retry gave up on):
+	 * nothing of it was sent either way (a partial send returns its count). */
+	if (res > 0 || (reclaim && (res == -ECANCELED || res == -EINTR))) {
 		struct worker *w = s->w;
-		uint32_t left = (uint32_t)res;
 
-		while (left && ud->qhead >= 0) {
-			int b = ud->qhead;
-			uint32_t take = u->blen[b] - u->boff[b];
-
-			if (take > left)
-				take = left;
-			u->boff[b] += take;
-			left -= take;
-			if (u->boff[b] == u->blen[b]) {
-				ud->qhead = u->bnext[b];
-				if (ud->qhead < 0)
-					ud->qtail = -1;
-				ud->nq--;
-				buf_put(u, b);
-			}
+		if (res > 0) {
+			sent_take(ud, ring, (uint32_t)res);
+			UR(d)->in_uring -= (uint64_t)res;
+			d->bytes += (uint64_t)res;
+			s->active_ms = w->now_ms;
+			engine_count(w, &engine_uring, ENGINE_CTR_BYTES, (uint64_t)res);
+			if (d == &s->up)
+				CTR_ADD(w, bytes_up, (uint64_t)res);
+			else
+				CTR_ADD(w, bytes_down, (uint64_t)res);
 		}
-		UR(d)->in_uring -= (uint64_t)res;
-		d->bytes += (uint64_t)res;
-		s->active_ms = w->now_ms;
-		engine_count(w, &engine_uring, ENGINE_CTR_BYTES, (uint64_t)res);
-		if (d == &s->up)
-			CTR_ADD(w, bytes_up, (uint64_t)res);
-		else
-			CTR_ADD(w, bytes_down, (uint64_t)res);
+		if (reclaim && spill_queue(ud) > 0) {
+			engine_count(w, &engine_uring, UR_CTR_RECLAIMS, 1);
+			log_verbose("session %llx: %s stalled for %llu ms: its %llu bytes wait outside the "
+				    "buffer ring", (unsigned long long)s->id, d == &s->up ? "up" : "down",
+				    (unsigned long long)(w->now_ms - ud->send_ms), (unsigned long long)UR(d)->in_uring);
+		}
 		if (send_next(ud) || maybe_rearm(ud))
 			dir_fail(d, ENOMEM, 1);
 	} else {
@@ -547,6 +788,28 @@ static void on_send(struct uring_dir *ud, int res)
 	if (!d->err)
 		check_fin(ud);
 	session_io_result(s);
+}
+
+/* The cancel of a reclaim came back (before or after the send it named):
+ * nothing can cancel a later send any more, so sending resumes once that
+ * send's own completion is in too. */
+static void on_reclaimed(struct uring_dir *ud)
+{
+	struct dir *d = ud->d;
+
+	ud->inflight--;
+	ud->reclaim_wait = 0;
+	if (!ud->s) {
+		detached_check(ud);
+		return;
+	}
+	if (ud->send_busy || d->dead || d->err)
+		return;
+	if (send_next(ud) || maybe_rearm(ud))
+		dir_fail(d, ENOMEM, 1);
+	if (!d->err)
+		check_fin(ud);
+	session_io_result(ud->s);
 }
 
 static void on_splice(struct uring_dir *ud, int op, int res)
@@ -610,7 +873,9 @@ static void uring_reap(struct worker *w)
 			}
 			if (!ud)
 				continue;
-			if ((data & 7) == OP_SHUTDOWN || (data & 7) == OP_CANCEL) {
+			if ((data & 7) == OP_CANCEL && ud->reclaim_wait) {
+				on_reclaimed(ud);
+			} else if ((data & 7) == OP_SHUTDOWN || (data & 7) == OP_CANCEL) {
 				/* FIN errors are ignored, as ENOTCONN is for
 				 * shutdown(2): the next send or recv reports a
 				 * dead peer. A cancel's result is the op's CQE. */
@@ -629,6 +894,40 @@ static void uring_reap(struct worker *w)
 		io_uring_get_events(&u->ring); /* moves overflowed CQEs in: the fd fires again */
 }
 
+/* Fairness of the buffer ring. A send to a destination that stopped
+ * reading never completes, and the buffers it carries stay out of the
+ * ring: enough such directions (forty clients that download and never
+ * read) emptied it, and every other session of the worker stopped. So
+ * when the ring runs short (a direction waits for a buffer, or no more
+ * than the reserve is left), every send in flight for UR_STALL_MS or more
+ * is cancelled; its completion (on_send) moves what it still holds into
+ * the direction's own memory and gives the buffers back, and the
+ * direction receives no more until that is sent. Oldest first, and only
+ * as many as the buffers wanted (one per waiting direction, and the
+ * reserve back): a send that is merely slow, under heavy load, pays one
+ * copy, and few of them do. Sends younger than that shorten the loop's
+ * sleep, so the check comes when the oldest turns stalled. */
+static void reclaim_stalled(struct uring_ctx *u, int *timeout_ms)
+{
+	uint64_t now = u->w->now_ms;
+	long want = (long)u->nstarved + (u->nfree <= UR_RESERVE ? (long)(UR_RESERVE + 1 - u->nfree) : 0);
+
+	for (struct uring_dir *ud = u->sending; ud && want > 0; ud = ud->snext) {
+		uint64_t age = now > ud->send_ms ? now - ud->send_ms : 0;
+
+		if (age < UR_STALL_MS) {
+			if (*timeout_ms < 0 || *timeout_ms > (int)(UR_STALL_MS - age))
+				*timeout_ms = (int)(UR_STALL_MS - age);
+			break;
+		}
+		want -= (long)ud->nq; /* what it gives back, or will once its cancel is in */
+		if (ud->reclaim || !ud->s || ud->d->dead)
+			continue; /* its cancel is on the way, or nothing is to be sent */
+		ud->reclaim = ud->reclaim_wait = 1;
+		cancel_op(ud, OP_SEND);
+	}
+}
+
 static void uring_flush(struct worker *w, int *timeout_ms)
 {
 	struct uring_ctx *u = CTX(w);
@@ -637,6 +936,13 @@ static void uring_flush(struct worker *w, int *timeout_ms)
 
 	if (!u)
 		return;
+	/* What an earlier turn could not queue first (a submit failed with
+	 * the SQ full), retried at least every UR_RETRY_MS, never spinning. */
+	cancels_retry(u);
+	closes_retry(u);
+	if ((u->cancels || u->closing) && (*timeout_ms < 0 || *timeout_ms > UR_RETRY_MS))
+		*timeout_ms = UR_RETRY_MS;
+	reclaim_stalled(u, timeout_ms);
 	/* Starved directions get the buffers that came back, one each, in the
 	 * order they starved; those that may not take one yet keep their
 	 * place. (maybe_rearm may append a direction again: to the new list.) */
@@ -655,6 +961,7 @@ static void uring_flush(struct worker *w, int *timeout_ms)
 			continue;
 		}
 		ud->starved = 0;
+		u->nstarved--;
 		if (!ud->s) {
 			detached_check(ud);
 			continue;
@@ -673,6 +980,8 @@ static void uring_flush(struct worker *w, int *timeout_ms)
 	}
 	if (io_uring_sq_ready(&u->ring) || u->to_add)
 		ring_submit(u);
+	if (u->submit_err && (*timeout_ms < 0 || *timeout_ms > UR_RETRY_MS))
+		*timeout_ms = UR_RETRY_MS; /* the SQEs left wait for no event */
 }
 
 static int uring_busy(const struct worker *w)
@@ -756,6 +1065,7 @@ static int ctx_create(struct worker *w)
 		return -ENOMEM;
 	u->efd.kind = EV_ENGINE;
 	u->efd.e = &engine_uring;
+	u->w = w;
 	u->splice = getenv("SPLICER_URING_SPLICE") && atoi(getenv("SPLICER_URING_SPLICE"));
 	fault_init(u);
 	/* COOP_TASKRUN: completions run when the worker enters the kernel
@@ -859,14 +1169,12 @@ static int fixed_register(struct uring_ctx *u, struct session *s, int slot[2])
 	return 1;
 }
 
-/* Queues SO_LINGER {1, 0} on a slot (the close behind it then sends an RST). */
-static void fixed_linger0(struct uring_ctx *u, int slot)
+/* Fills sqe with SO_LINGER {1, 0} on a slot, hard-linked before its close
+ * (which then sends an RST): the caller made room for both SQEs. */
+static void fixed_linger0(int slot, struct io_uring_sqe *sqe)
 {
 	static const struct linger lg = { .l_onoff = 1, .l_linger = 0 };
-	struct io_uring_sqe *sqe = sqe_get(u);
 
-	if (!sqe)
-		return;
 	memset(sqe, 0, sizeof(*sqe));
 	sqe->opcode = IORING_OP_URING_CMD;
 	sqe->flags = IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK; /* before the close, whatever it returns */
@@ -878,16 +1186,76 @@ static void fixed_linger0(struct uring_ctx *u, int slot)
 	io_uring_sqe_set_data64(sqe, 0);
 }
 
-static void fixed_close(struct uring_ctx *u, int slot, int rst)
+/* Closes a session's slots (those not closed yet: >= 0), with SO_LINGER 0
+ * first where us->rst says. Returns 1 when queued, 2 when closed at once,
+ * 0 when the ring has no room for the SQEs (its submit failed with the SQ
+ * full): the caller retries at a later turn (uring_flush). Without an RST
+ * due, or with `force`, the slots are closed at once instead by removing
+ * them from the table (io_uring_register_files_update, the removal that
+ * IORING_OP_CLOSE does): safe, as no operation names them any more (the
+ * session's directions finished); the peers see a FIN. */
+static int fixed_close_both(struct uring_ctx *u, struct uring_sess *us, int force)
 {
-	struct io_uring_sqe *sqe;
+	unsigned need = 0;
 
-	if (rst)
-		fixed_linger0(u, slot);
-	if (!(sqe = sqe_get(u)))
-		return;
-	io_uring_prep_close_direct(sqe, (unsigned)slot);
-	io_uring_sqe_set_data64(sqe, ((uint64_t)slot << 3) | OP_CLOSE);
+	for (int i = 0; i < 2; i++)
+		need += us->slot[i] >= 0 ? 1u + us->rst[i] : 0;
+	if (io_uring_sq_space_left(&u->ring) < need)
+		ring_submit(u);
+	if (io_uring_sq_space_left(&u->ring) >= need) {
+		for (int i = 0; i < 2; i++) {
+			struct io_uring_sqe *sqe;
+
+			if (us->slot[i] < 0)
+				continue;
+			if (!(sqe = io_uring_get_sqe(&u->ring)))
+				return 0; /* (not reached: room was made) */
+			if (us->rst[i]) {
+				fixed_linger0(us->slot[i], sqe);
+				sqe = io_uring_get_sqe(&u->ring);
+			}
+			io_uring_prep_close_direct(sqe, (unsigned)us->slot[i]);
+			io_uring_sqe_set_data64(sqe, ((uint64_t)us->slot[i] << 3) | OP_CLOSE);
+			us->slot[i] = -1; /* its CQE frees it */
+		}
+		return 1;
+	}
+	if ((us->rst[0] || us->rst[1]) && !force)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		if (us->slot[i] < 0)
+			continue;
+		if (io_uring_register_files_update(&u->ring, (unsigned)us->slot[i], &(int){ -1 }, 1) != 1)
+			return 0; /* (no memory for the update) the rest at a later turn */
+		u->slots[u->nfree_slots++] = us->slot[i];
+		us->slot[i] = -1;
+	}
+	return 2;
+}
+
+/* Closes the slots that waited for SQEs. A close due with an RST waits at
+ * most UR_CLOSE_WAIT_MS: then it goes without the RST (logged once), as
+ * a peer that sees a FIN late is better off than one that never sees the
+ * end. */
+static void closes_retry(struct uring_ctx *u)
+{
+	struct uring_sess **pp = &u->closing;
+
+	while (*pp) {
+		struct uring_sess *us = *pp;
+		int force = u->w->now_ms - us->close_since >= UR_CLOSE_WAIT_MS, r;
+
+		if (!(r = fixed_close_both(u, us, force))) {
+			pp = &us->cnext;
+			continue;
+		}
+		if (r == 2 && (us->rst[0] || us->rst[1]) && !u->close_forced++)
+			log_warn("io_uring: no submission slot for %u ms: sockets due an RST were closed "
+				 "with a FIN instead", UR_CLOSE_WAIT_MS);
+		*pp = us->cnext;
+		u->detached--;
+		sess_free(us);
+	}
 }
 
 /* The engine closes both sockets once the last operation of both directions
@@ -1053,7 +1421,13 @@ static void uring_destroy(struct worker *w)
 	if (!u)
 		return;
 	epoll_ctl(w->epfd, EPOLL_CTL_DEL, u->ring.ring_fd, NULL);
-	io_uring_queue_exit(&u->ring);
+	io_uring_queue_exit(&u->ring); /* closes what the table still holds */
+	while (u->closing) {
+		struct uring_sess *us = u->closing;
+
+		u->closing = us->cnext;
+		sess_free(us);
+	}
 	ctx_free(u);
 	w->engine_priv[engine_uring.id] = NULL;
 }
@@ -1154,4 +1528,6 @@ struct engine engine_uring = {
 	.pump = uring_pump,
 	.release = uring_dir_release,
 	.pending = uring_pending,
+	.counters = ur_counters,
+	.ncounters = 1,
 };

@@ -15,11 +15,16 @@ int pipe_pool_init(struct pipe_pool *p, unsigned max, unsigned size)
 	return p->free ? 0 : -ENOMEM;
 }
 
+/* total and nfree are the owner's, and /metrics reads them from another
+ * thread without asking (splicer_pipes): stored atomically, relaxed (a
+ * plain store on the machines we run on), so that read is no data race. */
+#define SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
+
 static void pipe_close(struct pipe_pool *p, const struct pipe_pair *pp)
 {
 	close(pp->rd);
 	close(pp->wr);
-	p->total--;
+	SET(p->total, p->total - 1);
 }
 
 /* A new pipe, within the bound. 0, -ENOSPC or -errno from pipe2(). */
@@ -43,7 +48,7 @@ static int pipe_new(struct pipe_pool *p, struct pipe_pair *out)
 		p->actual_size = (unsigned)r;
 	out->rd = fds[0];
 	out->wr = fds[1];
-	p->total++;
+	SET(p->total, p->total + 1);
 	p->created++;
 	return 0;
 }
@@ -52,9 +57,10 @@ int pipe_pool_get(struct pipe_pool *p, struct pipe_pair *out)
 {
 	int r;
 
-	if (p->nfree)
-		*out = p->free[--p->nfree];
-	else if ((r = pipe_new(p, out)))
+	if (p->nfree) {
+		SET(p->nfree, p->nfree - 1);
+		*out = p->free[p->nfree];
+	} else if ((r = pipe_new(p, out)))
 		return r;
 	if (pipe_pool_in_use(p) > p->peak)
 		p->peak = pipe_pool_in_use(p);
@@ -70,7 +76,8 @@ unsigned pipe_pool_trim(struct pipe_pool *p)
 	else
 		p->peak = used;
 	while (p->nfree && p->total > p->peak + PIPE_POOL_HEADROOM && closed < PIPE_POOL_TRIM_BATCH) {
-		pipe_close(p, &p->free[--p->nfree]);
+		SET(p->nfree, p->nfree - 1);
+		pipe_close(p, &p->free[p->nfree]);
 		closed++;
 	}
 	return closed;
@@ -82,15 +89,19 @@ void pipe_pool_put(struct pipe_pool *p, struct pipe_pair *pp, size_t bytes_left)
 		return;
 	if (bytes_left || p->nfree >= p->max)
 		pipe_close(p, pp);
-	else
-		p->free[p->nfree++] = *pp;
+	else {
+		p->free[p->nfree] = *pp;
+		SET(p->nfree, p->nfree + 1);
+	}
 	pp->rd = pp->wr = -1;
 }
 
 void pipe_pool_destroy(struct pipe_pool *p)
 {
-	while (p->nfree)
-		pipe_close(p, &p->free[--p->nfree]);
+	while (p->nfree) {
+		SET(p->nfree, p->nfree - 1);
+		pipe_close(p, &p->free[p->nfree]);
+	}
 	free(p->free);
 	p->free = NULL;
 }

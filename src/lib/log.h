@@ -28,7 +28,7 @@ void log_line(enum log_level lvl, const char *fmt, ...) __attribute__((format(pr
 
 #define log_at(lvl, ...)                                                                  \
 	do {                                                                              \
-		if ((lvl) <= log_level)                                                   \
+		if ((lvl) <= __atomic_load_n(&log_level, __ATOMIC_RELAXED))                \
 			log_line((lvl), __VA_ARGS__);                                     \
 	} while (0)
 #define log_err(...)     log_at(LOG_ERR, __VA_ARGS__)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Regression cases for the uring engine's defects of issue 13:
+/* Regression cases for the uring engine's defects (issue 13, then the hardening issue):
  *   1. descriptor reuse: with the sessions on plain descriptors (the fixed
  *      file table full under a small ulimit -n), a session closed while an
  *      SQE naming its socket was still queued sent its backend's bytes to
@@ -7,11 +7,14 @@
  *      here checks that each byte it receives is its own backend's;
  *   2. starvation: five clients that never read, each pushed by a backend
  *      writing as fast as it can, must not freeze an unrelated session on
- *      the same worker (it echoes 1 MiB);
+ *      the same worker (it echoes 1 MiB); nor must forty, arriving in waves
+ *      (they emptied the worker's buffer ring), and their own
+ *      bytes must all come once they read;
  *   3. leaks: a session whose start fails after its sockets moved into the
  *      fixed table still closes both peers (fault injection through
- *      SPLICER_URING_FAULT, see engine_uring.c), and a failing
- *      io_uring_submit does not end the process;
+ *      SPLICER_URING_FAULT, see engine_uring.c), a failing io_uring_submit
+ *      does not end the process, and a close that finds the SQ full still
+ *      happens (it was skipped, and a peer never saw the end);
  *   4. a reload that moves a route to uring where io_uring_setup is denied
  *      (a seccomp filter, tests/tools/no_uring.c) keeps it on copy and says
  *      why, rather than closing every session with uring-error. */
@@ -29,6 +32,12 @@
 #include <unistd.h>
 
 #include "load_driver.h"
+
+/* A case's two tests: with the plain proxy, and with the ASan+UBSan one
+ * (name_asan, allowed more time). */
+#define URING_DEFECT_TESTS(name, fn, tmo, tmo_asan)                                         \
+	Test(integ, name, .init = h_init, .fini = h_fini, .timeout = tmo) { fn(h_binary(0)); } \
+	Test(integ, name##_asan, .init = h_init, .fini = h_fini, .timeout = tmo_asan) { fn(h_binary(1)); }
 
 /* ---- a backend loop: the session's first 8 bytes say what it does -------- */
 
@@ -88,6 +97,7 @@ static int bconn_step(struct backend *b, struct bconn *c, uint32_t ev)
 		switch (c->id >> M_SHIFT) {
 		case M_HOLD:
 			return send(c->fd, "h", 1, MSG_NOSIGNAL) != 1;
+
 		case M_STREAM:
 			c->mask = EPOLLOUT;
 			return 0;
@@ -216,6 +226,23 @@ static void backend_stop(struct backend *b)
 	b->started = 0;
 }
 
+/* Waits until the backends pushed nothing for quiet_ms (every buffer on
+ * the way is full), at most max_ms; returns the bytes pushed so far. */
+static uint64_t backend_wait_quiet(struct backend *b, int quiet_ms, int max_ms)
+{
+	int64_t t0 = h_now_ms(), quiet_since = t0;
+	uint64_t last = atomic_load(&b->pushed);
+
+	while (h_now_ms() - quiet_since < quiet_ms && h_now_ms() - t0 < max_ms) {
+		h_sleep_ms(50);
+		uint64_t now = atomic_load(&b->pushed);
+		if (now != last)
+			quiet_since = h_now_ms();
+		last = now;
+	}
+	return last;
+}
+
 /* A client of the proxy whose backend session does `mode`; blocking, 1 s
  * timeouts. */
 static int client_open(const struct h_addr *proxy, uint64_t mode, uint64_t id)
@@ -228,14 +255,26 @@ static int client_open(const struct h_addr *proxy, uint64_t mode, uint64_t id)
 	return fd;
 }
 
+/* n held sessions, opened `batch` at a time (each batch connects, then
+ * waits for every answer). */
+static void hold_open_batched(const struct h_addr *proxy, int *fds, int n, int batch)
+{
+	for (int i = 0; i < n; i += batch) {
+		int k = n - i < batch ? n - i : batch;
+
+		for (int j = i; j < i + k; j++)
+			fds[j] = client_open(proxy, M_HOLD, (uint64_t)j);
+		for (int j = i; j < i + k; j++) {
+			char c = 0;
+			H_CHECK(h_recv_exact(fds[j], &c, 1, h_now_ms() + 5000) == 0 && c == 'h',
+				"held session %d did not open", j);
+		}
+	}
+}
+
 static void hold_open(const struct h_addr *proxy, int *fds, int n)
 {
-	for (int i = 0; i < n; i++) {
-		char c = 0;
-		fds[i] = client_open(proxy, M_HOLD, (uint64_t)i);
-		H_CHECK(h_recv_exact(fds[i], &c, 1, h_now_ms() + 5000) == 0 && c == 'h',
-			"held session %d did not open", i);
-	}
+	hold_open_batched(proxy, fds, n, 1);
 }
 
 /* ---- 1. descriptor reuse ----------------------------------------------------- */
@@ -408,15 +447,7 @@ static void case_fd_reuse(const char *bin)
 	backend_stop(&b);
 }
 
-Test(integ, uring_fd_reuse_plain_descriptors, .init = h_init, .fini = h_fini, .timeout = 120)
-{
-	case_fd_reuse(h_binary(0));
-}
-
-Test(integ, uring_fd_reuse_plain_descriptors_asan, .init = h_init, .fini = h_fini, .timeout = 240)
-{
-	case_fd_reuse(h_binary(1));
-}
+URING_DEFECT_TESTS(uring_fd_reuse_plain_descriptors, case_fd_reuse, 120, 240)
 
 /* ---- 2. starvation ------------------------------------------------------------ */
 
@@ -442,15 +473,7 @@ static void case_starvation(const char *bin)
 		stalled[i] = client_open(&p.addr, M_STREAM, (uint64_t)i);
 	/* until the backends stop getting anywhere: every buffer on the way
 	 * (and every one the proxy lets them have) is full */
-	int64_t t0 = h_now_ms(), quiet_since = t0;
-	last = atomic_load(&b.pushed);
-	while (h_now_ms() - quiet_since < 500 && h_now_ms() - t0 < 20000) {
-		h_sleep_ms(50);
-		uint64_t now = atomic_load(&b.pushed);
-		if (now != last)
-			quiet_since = h_now_ms();
-		last = now;
-	}
+	last = backend_wait_quiet(&b, 500, 20000);
 	H_CHECK(last > 0, "the backends pushed nothing");
 	int fd = client_open(&p.addr, M_ECHO, 99);
 	int64_t deadline = h_now_ms() + H_T(20000);
@@ -473,15 +496,85 @@ static void case_starvation(const char *bin)
 	backend_stop(&b);
 }
 
-Test(integ, uring_stalled_readers_do_not_starve_others, .init = h_init, .fini = h_fini, .timeout = 90)
+URING_DEFECT_TESTS(uring_stalled_readers_do_not_starve_others, case_starvation, 90, 120)
+
+/* ---- 2b. many stalled readers: fairness of the shared buffer ring ------------ */
+
+#define F_STALLED 40
+#define F_WAVE 5
+#define F_ROUNDS 3
+#define F_CHECK (2 * 1024 * 1024) /* bytes each stalled client reads back at the end */
+
+/* Forty clients that download and never read (each pushed by a backend
+ * writing as fast as it can), on one worker's ring of 64 provided buffers:
+ * each parked at least one buffer in a send that never completed, and the
+ * ring emptied, so every other uring session of the worker stopped (0 of 3
+ * echoes answered). A stalled direction must hand its buffers back (its
+ * bytes wait in its own memory, and it receives no more until they are
+ * sent): three echo round trips of another client are each answered within
+ * 2 s (about 20 ms here, most of it the stall detection). Then the stalled
+ * clients read: each must get the first 2 MiB of its own stream, in order,
+ * so nothing parked aside was lost, doubled or reordered. */
+static void case_many_stalled(const char *bin)
 {
-	case_starvation(h_binary(0));
+	static struct h_proxy p;
+	static struct backend b;
+	static unsigned char buf[F_CHECK];
+	int stalled[F_STALLED], answered = 0;
+	int64_t lat[F_ROUNDS], worst = 0;
+	uint64_t seed = 0xfa1aull << 32, last = 0;
+	char err[512];
+	const char *args[] = { "-l", "127.0.0.1:0", "-b", NULL, "--engine", "uring", "--workers", "1", NULL };
+
+	backend_start(&b, seed);
+	args[3] = b.addr.text;
+	H_CHECK(h_proxy_start(&p, bin, args, err, sizeof err) == 0, "proxy: %s", err);
+	/* They come in waves, each stalling before the next comes (as
+	 * downloads start over time): the first of them each took a stalled
+	 * direction's full quota (8 buffers), the later ones the reserve. */
+	for (int i = 0; i < F_STALLED; i++) {
+		stalled[i] = client_open(&p.addr, M_STREAM, (uint64_t)i);
+		if (i % F_WAVE == F_WAVE - 1)
+			last = backend_wait_quiet(&b, 300, 10000);
+	}
+	last = backend_wait_quiet(&b, 1000, 20000);
+	H_CHECK(last > 0, "the backends pushed nothing");
+	int fd = client_open(&p.addr, M_ECHO, 1000);
+	for (int i = 0; i < F_ROUNDS; i++) {
+		unsigned char out[64], in[64];
+		int64_t t1 = h_now_ms();
+
+		h_gen(seed ^ 0xec0, (uint64_t)i * sizeof out, out, sizeof out);
+		lat[i] = -1;
+		if (h_send_all(fd, out, sizeof out, t1 + 2000) || h_recv_exact(fd, in, sizeof in, t1 + 2000))
+			break;
+		H_CHECK(!memcmp(in, out, sizeof in), "echo %d came back altered", i);
+		lat[i] = h_now_ms() - t1;
+		worst = lat[i] > worst ? lat[i] : worst;
+		answered++;
+	}
+	fprintf(stderr, "[uring many stalled] %d stalled sessions (%llu MiB pushed, proxy RSS %ld MiB): "
+			"%d of %d echoes answered, round trips %lld/%lld/%lld ms\n", F_STALLED,
+		(unsigned long long)(last >> 20), h_rss_kib(p.pid) >> 10, answered, F_ROUNDS, (long long)lat[0],
+		(long long)(answered > 1 ? lat[1] : -1), (long long)(answered > 2 ? lat[2] : -1));
+	H_CHECK(answered == F_ROUNDS, "%d of %d echo round trips answered within 2 s each beside %d "
+		"stalled sessions on the worker", answered, F_ROUNDS, F_STALLED);
+	close(fd);
+	/* The stalled sessions flow again once their clients read. */
+	for (int i = 0; i < F_STALLED; i++) {
+		int r = h_recv_exact(stalled[i], buf, sizeof buf, h_now_ms() + H_T(10000));
+		H_CHECK(r == 0, "stalled client %d: its first %d KiB did not come once it read (%s)", i,
+			F_CHECK >> 10, strerror(-r));
+		size_t good = h_gen_check(stream_seed(seed, (uint64_t)i), 0, buf, sizeof buf);
+		H_CHECK(good == sizeof buf, "stalled client %d: byte %zu is not its stream's", i, good);
+		close(stalled[i]);
+	}
+	H_CHECK(h_proxy_alive(&p), "the proxy died");
+	h_proxy_down(&p);
+	backend_stop(&b);
 }
 
-Test(integ, uring_stalled_readers_do_not_starve_others_asan, .init = h_init, .fini = h_fini, .timeout = 120)
-{
-	case_starvation(h_binary(1));
-}
+URING_DEFECT_TESTS(uring_many_stalled_readers_keep_others_flowing, case_many_stalled, 120, 180)
 
 /* ---- 3. failures after the fixed table, submit errors ------------------------ */
 
@@ -529,17 +622,7 @@ static void case_start_fails_after_fixed(const char *bin)
 	backend_stop(&b);
 }
 
-Test(integ, uring_start_failure_after_fixed_table_closes_peers, .init = h_init, .fini = h_fini,
-     .timeout = 90)
-{
-	case_start_fails_after_fixed(h_binary(0));
-}
-
-Test(integ, uring_start_failure_after_fixed_table_closes_peers_asan, .init = h_init, .fini = h_fini,
-     .timeout = 120)
-{
-	case_start_fails_after_fixed(h_binary(1));
-}
+URING_DEFECT_TESTS(uring_start_failure_after_fixed_table_closes_peers, case_start_fails_after_fixed, 90, 120)
 
 /* SPLICER_URING_FAULT=submit:3: every third io_uring_submit fails (ENOMEM,
  * an error the ring did not expect): the SQEs wait for the next turn, the
@@ -577,16 +660,94 @@ static void case_submit_errors(const char *bin)
 	backend_stop(&b);
 }
 
-Test(integ, uring_submit_error_does_not_end_the_process, .init = h_init, .fini = h_fini, .timeout = 90)
+URING_DEFECT_TESTS(uring_submit_error_does_not_end_the_process, case_submit_errors, 90, 120)
+
+/* ---- 3b. closes when the submission queue is full ---------------------------- */
+
+#define C_SESS 1600
+#define C_IDLE_MS ((int)H_T(5000))
+
+/* Sessions whose sockets are closed are all ended: each client got EOF or
+ * an RST. Returns how many of n are still open (non-blocking fds). */
+static int clients_still_open(const int *fds, uint8_t *ended, int n)
 {
-	case_submit_errors(h_binary(0));
+	char c[64];
+	int open = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (ended[i])
+			continue;
+		ssize_t r = recv(fds[i], c, sizeof c, 0);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			ended[i] = 1;
+		else
+			open++;
+	}
+	return open;
 }
 
-Test(integ, uring_submit_error_does_not_end_the_process_asan, .init = h_init, .fini = h_fini,
-     .timeout = 120)
+/* 1,600 idle sessions on one worker reach their idle timeout together (the
+ * proxy is stopped past it), with SPLICER_URING_FAULT=submit:3 (every third
+ * io_uring_submit fails). Closing them queues thousands of SQEs (cancels,
+ * then a close per slot) in a turn or two, overflowing the 1,024-entry SQ
+ * at least three times in a row, so one of the submits meant to make room
+ * fails and an operation finds the SQ full. A close was then skipped
+ * silently: its slot kept the socket, and that peer never saw the end. Now
+ * a close with no RST due is done at once through the file table (one with
+ * an RST due, and a cancel, wait for a later turn). Every client and every
+ * backend connection must see the end within 5 s. */
+static void case_close_with_sq_full(const char *bin)
 {
-	case_submit_errors(h_binary(1));
+	static struct h_proxy p;
+	static struct backend b;
+	static int fds[C_SESS];
+	static uint8_t ended[C_SESS];
+	char err[512], idle[32];
+
+	memset(ended, 0, sizeof ended);
+	backend_start(&b, 0xc105e);
+	snprintf(idle, sizeof idle, "%dms", C_IDLE_MS);
+	const char *args[] = { "SPLICER_URING_FAULT=submit:3", "/usr/bin/prlimit", "--nofile=20000", bin,
+			       "-l", "127.0.0.1:0", "-b", b.addr.text, "--engine", "uring", "--workers", "1",
+			       "--max-conns", "100000", "--idle-timeout", idle, NULL };
+	H_CHECK(h_proxy_start(&p, "/usr/bin/env", args, err, sizeof err) == 0, "proxy: %s", err);
+	int64_t t0 = h_now_ms();
+	hold_open_batched(&p.addr, fds, C_SESS, 400);
+	/* every session active a moment ago, so all idle out together */
+	for (int i = 0; i < C_SESS; i++) {
+		H_CHECK(send(fds[i], "k", 1, MSG_NOSIGNAL) == 1, "client %d: send: %s", i, strerror(errno));
+		fcntl(fds[i], F_SETFL, O_NONBLOCK);
+	}
+	int64_t opened = h_now_ms() - t0;
+	H_CHECK(opened < C_IDLE_MS - 500, "opening %d sessions took %lld ms: some idled out meanwhile",
+		C_SESS, (long long)opened);
+	h_sleep_ms(200);
+	H_CHECK(clients_still_open(fds, ended, C_SESS) == C_SESS, "sessions ended before their idle timeout");
+	H_CHECK(kill(p.pid, SIGSTOP) == 0, "SIGSTOP: %s", strerror(errno));
+	h_sleep_ms(C_IDLE_MS + 500);
+	H_CHECK(kill(p.pid, SIGCONT) == 0, "SIGCONT: %s", strerror(errno));
+	int64_t t1 = h_now_ms(), left;
+	while ((left = clients_still_open(fds, ended, C_SESS)) && h_now_ms() - t1 < 5000)
+		h_sleep_ms(20);
+	while (atomic_load(&b.closed) < C_SESS && h_now_ms() - t1 < 5000)
+		h_sleep_ms(20);
+	fprintf(stderr, "[uring close, SQ full] %d sessions opened in %lld ms; after their idle timeout: "
+			"%lld clients and %d backend connections without the end after %lld ms\n",
+		C_SESS, (long long)opened, (long long)left, C_SESS - atomic_load(&b.closed),
+		(long long)(h_now_ms() - t1));
+	H_CHECK(left == 0, "%lld of %d clients never saw the end of their session", (long long)left, C_SESS);
+	H_CHECK(atomic_load(&b.closed) == C_SESS, "%d of %d backend connections never saw the end",
+		C_SESS - atomic_load(&b.closed), C_SESS);
+	H_CHECK(h_log_lines(&p, "io_uring_submit", "retrying", NULL) >= 1,
+		"no submit error was logged: the fault did not apply");
+	H_CHECK(h_proxy_alive(&p), "the proxy died");
+	for (int i = 0; i < C_SESS; i++)
+		close(fds[i]);
+	h_proxy_down(&p);
+	backend_stop(&b);
 }
+
+URING_DEFECT_TESTS(uring_close_with_sq_full_reaches_both_peers, case_close_with_sq_full, 120, 180)
 
 /* ---- 4. a reload to uring where io_uring is blocked -------------------------- */
 
@@ -640,14 +801,4 @@ static void case_reload_to_blocked_uring(const char *bin)
 	h_server_stop(&srv);
 }
 
-Test(integ, uring_reload_where_io_uring_is_blocked_falls_back, .init = h_init, .fini = h_fini,
-     .timeout = 60)
-{
-	case_reload_to_blocked_uring(h_binary(0));
-}
-
-Test(integ, uring_reload_where_io_uring_is_blocked_falls_back_asan, .init = h_init, .fini = h_fini,
-     .timeout = 90)
-{
-	case_reload_to_blocked_uring(h_binary(1));
-}
+URING_DEFECT_TESTS(uring_reload_where_io_uring_is_blocked_falls_back, case_reload_to_blocked_uring, 60, 90)
