@@ -262,7 +262,7 @@ MANPAGES     := doc/splicer.8 doc/splicer.conf.5
 # what install writes, but for the config (see uninstall)
 INSTALLED    := $(SBINDIR)/splicer $(DATADIR)/bench/haproxy.cfg $(DATADIR)/bench/nginx.conf \
 		$(DATADIR)/bench/haproxy-sni.cfg $(DATADIR)/bench/splicer-sni.conf \
-		$(UNITDIR)/splicer.service $(SYSCTLDIR)/60-splicer.conf $(LOGROTATEDIR)/splicer \
+		$(DATADIR)/bench/nginx-rate.conf $(UNITDIR)/splicer.service $(SYSCTLDIR)/60-splicer.conf $(LOGROTATEDIR)/splicer \
 		$(foreach m,$(MANPAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
 
 install: all
@@ -271,6 +271,7 @@ install: all
 	install -D -m 644 bench/nginx.conf $(DESTDIR)$(DATADIR)/bench/nginx.conf
 	install -D -m 644 bench/haproxy-sni.cfg $(DESTDIR)$(DATADIR)/bench/haproxy-sni.cfg
 	install -D -m 644 bench/splicer-sni.conf $(DESTDIR)$(DATADIR)/bench/splicer-sni.conf
+	install -D -m 644 bench/nginx-rate.conf $(DESTDIR)$(DATADIR)/bench/nginx-rate.conf
 	for m in $(MANPAGES); do \
 		install -D -m 644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/} || exit 1; done
 	install -d $(DESTDIR)$(UNITDIR)
@@ -351,7 +352,7 @@ FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config/config.c src/c
 			 src/ctl/config/route_keys.c src/ctl/config/config_listen.c src/core/route_admit.c \
 			 src/core/source_table.c src/lib/cidr.c src/proto/sni_match.c src/proto/tls_hello.c \
 			 src/core/route_hist.c src/ctl/config/config_doc.c src/core/qsbr.c \
-			 src/lib/timer.c src/proto/check_spec.c
+			 src/lib/timer.c src/proto/check_spec.c src/ctl/config/config_sockopt.c src/lib/sockopt.c
 
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HDRS) $(SRCS)
 	@mkdir -p $(@D)

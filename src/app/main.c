@@ -330,14 +330,14 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	/* before any thread, session or listener of this process: upgrade.c.
 	 * It runs as the user (root's only if there is no user) with what an
 	 * upgrade needs: binding ports, and BPF for an engine that loads it */
-	if ((hr = upgrade_spawner_start(cfg->user, PRIVS_KEEP | (engine_routes_need_setup(cfg) ?
-								   PRIVS_KEEP_SETUP : 0))))
+	if ((hr = upgrade_spawner_start(cfg->user, privs_keep(cfg) | (engine_routes_need_setup(cfg) ?
+								      PRIVS_KEEP_SETUP : 0))))
 		log_warn("upgrade spawner process: %s; SIGUSR2 will be refused", strerror(-hr));
 	/* Not root (systemd's User=, or an upgrade's new process): the
 	 * capabilities the engines' setup needed go now, before any thread.
 	 * Root: from here on every path is opened as the user (privs.h), so
 	 * nothing the user can put in its directories steers what root opens */
-	if (geteuid() != 0 && privs_drop(cfg->user, PRIVS_KEEP, err, sizeof(err))) {
+	if (geteuid() != 0 && privs_drop(cfg->user, privs_keep(cfg), err, sizeof(err))) {
 		log_err("%s", err);
 		return 1;
 	}
@@ -377,8 +377,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	}
 	for (unsigned l = 0; l < cfg->nlst; l++) {
 		int tmp[256];
-		if (upgrade_listener_open_n(cfg->lst[l].addr, (unsigned)cfg->workers, tmp, err,
-					    sizeof(err))) {
+		if (upgrade_listener_open_n(cfg->lst[l].addr, (unsigned)cfg->workers, tmp,
+					    &cfg->lst[l].lso, err, sizeof(err))) {
 			log_err("route %s: %s", cfg->lst[l].route[0]->name, err);
 			return start_failed(cfg, l);
 		}
@@ -396,7 +396,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	/* the routes' sockets are bound: root is no longer needed. Before the
 	 * stats and admin threads, so no request is ever parsed as root (their
 	 * sockets are bound as the user, CAP_NET_BIND_SERVICE kept) */
-	if (privs_drop(cfg->user, PRIVS_KEEP, err, sizeof(err))) {
+	if (privs_drop(cfg->user, privs_keep(cfg), err, sizeof(err)) ||
+	    privs_check_run(cfg, err, sizeof(err))) {
 		log_err("%s", err);
 		return start_failed(cfg, nlisteners);
 	}

@@ -15,6 +15,7 @@
 
 #include "addr.h"
 #include "cidr.h"
+#include "sockopt.h"
 
 #define MAX_ROUTES    64
 #define MAX_LISTENS   16  /* per route */
@@ -63,6 +64,18 @@ struct route_opts {
 	uint64_t tls_hello_timeout_ms; /* the whole ClientHello within this */
 	uint64_t tls_hello_max;      /* bytes of TLS records that may hold it */
 	uint64_t queue_timeout_ms;   /* every backend at maxconn: how long a client may wait */
+	/* a session's lifetime (session.c: the graceful close) */
+	uint64_t max_session_time_ms; /* 0: none */
+	uint64_t max_session_jitter; /* percent of it taken off at random, per session */
+	/* socket options (sockopt.h; built into struct route's cli_so, srv_so, lso) */
+	uint64_t client_keepalive, backend_keepalive; /* sockopt_ka_pack; 0: off */
+	uint64_t client_user_timeout_ms, backend_user_timeout_ms; /* 0: the kernel's */
+	uint64_t mptcp, fastopen;    /* SIDE_LISTEN | SIDE_BACKEND */
+	uint64_t mark, tos;          /* both sides; mark 0: none */
+	uint64_t defer_accept_ms, backlog; /* listeners */
+	uint64_t rate_up, rate_down; /* sockopt_parse_rate: bytes/s (| SOCKOPT_RATE_PER_SOURCE) */
+	char iface[SETTING_TEXT_MAX];  /* both sides, "off": none */
+	char source[SETTING_TEXT_MAX]; /* "client", addresses, or "off" */
 	uint64_t on_backend_down;    /* BACKEND_DOWN_KEEP or _CLOSE: a backend's running sessions
 					when it is marked down or removed (backend.h) */
 	uint64_t slowstart_ms;       /* a backend coming up takes a share rising over this
@@ -70,6 +83,9 @@ struct route_opts {
 	char check_text[SETTING_TEXT_MAX]; /* `check` as written: none, tcp, a preset or
 					      send:/expect: (check_spec.h) */
 };
+/* route_opts mptcp and fastopen: which sockets of the route */
+#define SIDE_LISTEN  1
+#define SIDE_BACKEND 2
 enum { BACKEND_DOWN_KEEP, BACKEND_DOWN_CLOSE };
 
 /* A backend's run-time state: health, traffic and its leastconn count.
@@ -136,6 +152,8 @@ struct backend_conf {
 	unsigned maxconn;            /* sessions at most (0: no limit); more wait in the queue */
 	uint8_t dns;                 /* 1 + the index in route->dns of the resolve= name that gave
 					it (dns.c); 0: an address of the file, resolved once */
+	struct sock_ip source;       /* source=ADDR of the backend line (family 0: the route's) */
+	uint8_t source_client;       /* source=client of the backend line: transparent */
 	uint8_t backup;              /* used only while no primary backend is usable, in order */
 	uint8_t runtime;             /* added by `ctl backend ROUTE add`: in memory only, the
 					next reload keeps what the file says */
@@ -151,6 +169,8 @@ struct dns_name {
 	unsigned weight;             /* 0: not given (1, or with srv the record's weight) */
 	unsigned maxconn;
 	uint8_t srv;                 /* name is an SRV name: targets and ports from its records */
+	struct sock_ip source;       /* source= of the line, as struct backend_conf's */
+	uint8_t source_client;
 	uint8_t backup;              /* its backends are backups */
 };
 
@@ -197,6 +217,13 @@ struct route {
 	struct source_table *sources;      /* source_max_conns / source_conn_rate; shared across
 					    * reloads like st (route_admit.c) */
 	uint8_t has_queue;                 /* a backend has maxconn */
+	/* socket options built from o (config_finalize: sockopt_conf.c) */
+	struct sock_opts cli_so;           /* set on each client connection (what its listener
+					      did not give it already: cli_inherited) */
+	uint8_t cli_inherited;             /* the listener carries cli_so (every route of it agrees) */
+	struct sock_opts srv_so;           /* on each backend connection */
+	struct sock_source src;            /* where backend connections come from */
+	uint8_t fastopen_backend;          /* the first client bytes ride in the SYN (MSG_FASTOPEN) */
 	uint8_t has_backup;                /* a backend is a backup, beside a primary (backend.c) */
 };
 
@@ -214,6 +241,7 @@ struct listen_group {
 	unsigned nroute;
 	uint8_t hello;                     /* a route has sni: read the ClientHello first */
 	uint64_t hello_timeout_ms, hello_max; /* the largest of its routes' */
+	struct listen_opts lso;            /* its sockets' options (its routes agree: sockopt_conf.c) */
 	/* hello: the distinct server names of its routes (sni_match.h), and
 	 * for each name the routes (bits by index in route[]) that give it */
 	struct sni_table *sni;
@@ -239,6 +267,7 @@ struct config {
 	uint64_t max_conns;          /* concurrent sessions; SETTING_AUTO = from the fd limit */
 	uint64_t drain_timeout_ms;   /* SIGTERM: how long running sessions may finish */
 	uint64_t lameduck_ms;        /* SIGTERM: /health 503 this long before listeners close */
+	uint64_t drain_spread;       /* 1: the drain closes sessions gracefully, spread over it */
 	uint64_t verbose;            /* -v count */
 	char access_log[SETTING_TEXT_MAX]; /* FILE, "-", "syslog" or "off" */
 	uint64_t log_interval_ms;          /* an interim access-log line per open session this

@@ -79,7 +79,9 @@ int route_admit_build(struct config *c)
 			fprintf(stderr, "splicer: route %s: %s\n", r->name, err);
 			return -1;
 		}
-		if ((r->o.source_max_conns || r->o.source_conn_rate) &&
+		/* a rate limit per source shares out by the source's sessions */
+		if ((r->o.source_max_conns || r->o.source_conn_rate ||
+		     ((r->o.rate_up | r->o.rate_down) & SOCKOPT_RATE_PER_SOURCE)) &&
 		    !(r->sources = table_get(r->name, c->source_table_size))) {
 			fprintf(stderr, "splicer: out of memory\n");
 			return -1;

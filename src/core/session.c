@@ -25,6 +25,7 @@
 #include "proxy_proto.h"
 #include "route_admit.h"
 #include "route_hist.h"
+#include "session_sock.h"
 #include "tls_hello.h"
 #include "tls_route.h"
 #include "waitq.h"
@@ -52,6 +53,97 @@ static void ended(struct session *s, enum end_by by)
 static enum end_by end_of(const struct session *s, const struct side *sd)
 {
 	return sd == &s->cli ? END_CLIENT : END_BACKEND;
+}
+
+/* ---- the graceful close ------------------------------------------------------
+ * max_session_time, and the drain's spread closes (session_drain_spread):
+ * both sides are shut for reading (SHUT_RD: the kernel returns what it
+ * holds, then the end), so each direction delivers every byte it read and
+ * forwards a FIN, as a half-close does; the session closes once both peers
+ * took everything (session_end), bounded by half_close_timeout without
+ * progress. What a peer sends after its side was shut is not forwarded. */
+
+/* A random fraction in [0, 1): a session id and a clock mixed (splitmix64);
+ * spreading closes needs no better. */
+static double unit_random(const struct session *s, uint64_t salt)
+{
+	uint64_t z = s->id ^ (salt * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)(uintptr_t)s;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	return (double)(z >> 11) / (double)(1ULL << 53);
+}
+
+/* max_session_time less a random share of up to max_session_jitter. */
+static uint64_t lifetime_ms(const struct session *s, const struct route *r)
+{
+	double cut = (double)r->o.max_session_jitter / 100.0 * unit_random(s, s->start_ms);
+
+	return (uint64_t)((double)r->o.max_session_time_ms * (1.0 - cut));
+}
+
+/* The graceful close begins at `when` (or sooner, if it was due sooner). */
+static void session_expire_at(struct session *s, uint64_t when, uint8_t why)
+{
+	if (s->expiring || when >= s->expire_ms)
+		return;
+	s->expire_ms = when;
+	s->expire_why = why;
+}
+
+static const char *expire_reason(const struct session *s)
+{
+	return s->expire_why == EXPIRE_DRAIN ? "drain" : "max-session-time";
+}
+
+static void session_run(struct session *s);
+
+/* Begins the graceful close of an open session. */
+static void session_expire(struct session *s)
+{
+	s->expiring = 1;
+	ended(s, END_PROXY);
+	if (s->expire_why == EXPIRE_DRAIN)
+		CTR_ADD(s->w, expired_drain, 1);
+	else
+		CTR_ADD(s->w, expired_lifetime, 1);
+	log_verbose("session %llx: %s: closing gracefully", (unsigned long long)s->id,
+		    expire_reason(s));
+	if (s->cli.fd < 0 || s->srv.fd < 0) {
+		/* the engine holds the sockets (uring's fixed files): closed now,
+		 * with a FIN where nothing is pending */
+		session_close(s, expire_reason(s));
+		return;
+	}
+	shutdown(s->cli.fd, SHUT_RD);
+	shutdown(s->srv.fd, SHUT_RD);
+	s->cli.can_read = s->srv.can_read = 1; /* read to the end now, no edge needed */
+	session_run(s);
+}
+
+/* Before a graceful close's close(): what the peers sent after their side
+ * was shut is dropped, so close() sends a FIN, not an RST (an RST would
+ * discard what the kernel still holds for the peer). */
+static void drop_unread(const struct side *sd)
+{
+	for (int i = 0; i < 64 && sd->fd >= 0; i++)
+		if (recv(sd->fd, NULL, 1 << 20, MSG_TRUNC | MSG_DONTWAIT) <= 0)
+			break;
+}
+
+void session_drain_spread(struct worker *w, uint64_t deadline_ms)
+{
+	uint64_t now = w->now_ms, span = deadline_ms > now ? (deadline_ms - now) * 9 / 10 : 0;
+
+	if (!w->cfg->drain_spread)
+		return;
+	for (struct session *s = w->sessions; s; s = s->next) {
+		session_expire_at(s, now + (uint64_t)((double)span * unit_random(s, now)),
+				  EXPIRE_DRAIN);
+		if (s->state == S_OPEN)
+			timer_set_earlier(&w->timers, &s->timer, s->expire_ms);
+	}
 }
 
 /* ---- live bytes ------------------------------------------------------------
@@ -154,14 +246,6 @@ void session_flush_bytes(struct worker *w)
 
 static int local_warned; /* a local connect error was logged (atomic) */
 static int loop_warned;  /* a connection loop was logged (atomic) */
-
-static void set_nodelay(int fd, const struct addr *a)
-{
-	int one = 1;
-
-	if (addr_is_inet(a))
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
 
 static int side_register(struct worker *w, struct side *sd)
 {
@@ -405,7 +489,9 @@ static void session_end(struct session *s, int timed_out)
 	int wait = 0;
 
 	for (int i = 0; i < 2 && !timed_out; i++) {
-		int q = wants_rst(s, sides[i]) ? side_outq(sides[i]) : 0;
+		/* a graceful close waits for both: a peer that sends after its
+		 * side was shut would have the kernel reset it at close() */
+		int q = wants_rst(s, sides[i]) || s->expiring ? side_outq(sides[i]) : 0;
 
 		if (q && (!s->ending || (uint32_t)q < s->outq[i]))
 			s->active_ms = s->w->now_ms; /* the peer is taking them */
@@ -416,7 +502,12 @@ static void session_end(struct session *s, int timed_out)
 		s->ending = 1;
 		return;
 	}
-	session_close(s, s->fail ? s->fail : timed_out ? "half-close-timeout" : "done");
+	if (s->expiring) {
+		drop_unread(&s->cli);
+		drop_unread(&s->srv);
+	}
+	session_close(s, s->fail ? s->fail : timed_out ? "half-close-timeout"
+		      : s->expiring ? expire_reason(s) : "done");
 }
 
 static void session_run(struct session *s)
@@ -494,7 +585,7 @@ void session_io_result(struct session *s)
 		}
 	}
 	if ((s->up.shut || s->up.dead) && (s->down.shut || s->down.dead))
-		session_close(s, s->fail ? s->fail : "done");
+		session_close(s, s->fail ? s->fail : s->expiring ? expire_reason(s) : "done");
 	else
 		session_timer_update(s); /* half-closed now: a nearer deadline */
 }
@@ -516,6 +607,7 @@ static int mark_open(struct session *s)
 	struct sockaddr_storage local;
 	socklen_t llen = sizeof(local);
 	size_t n;
+	int r;
 
 	s->state = S_OPEN;
 	s->opened = 1;
@@ -525,6 +617,15 @@ static int mark_open(struct session *s)
 		       s->open_us > s->connect_us ? s->open_us - s->connect_us : 0);
 	STAT_ADD(s->route->health[s->backend]->sessions, 1);
 	backend_connect_result(s->route, s->backend, 1);
+	if ((r = session_sock_opened(s)) < 0) { /* fastopen: what the SYN took */
+		ended(s, END_PROXY);
+		session_close(s, "fastopen-error");
+		return -1;
+	} else if (r) {
+		s->up.bytes += (uint64_t)r;
+		CTR_ADD(s->w, bytes_up, (uint64_t)r);
+		bytes_dirty(s);
+	}
 	if (!s->route->o.proxy_protocol)
 		goto opened;
 	if (getsockname(s->cli.fd, (struct sockaddr *)&local, &llen))
@@ -666,19 +767,19 @@ static int session_connect(struct session *s)
 			s->connect_us = route_hist_now_us();
 		}
 		s->attempted = 1;
-		fd = socket(b->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		/* with the route's socket options and source (session_sock.h) */
+		fd = session_sock_backend(s, &rt->backend[s->backend]);
 		if (fd < 0) {
-			int err = errno;
-			if (err == EMFILE || err == ENFILE) /* no descriptor for the backend: */
-				worker_fd_pause(w, "backend socket", err); /* stop taking clients */
-			errno = err;
-			connect_error(s, errno, 1); /* warns once, not once per session */
+			connect_error(s, -fd, 1); /* warns once, not once per session */
 			session_unhold(s);
+			if (fd != -EMFILE && fd != -ENFILE && fd != -ENOBUFS && fd != -ENOMEM)
+				continue; /* a source or an option of this backend's */
+			if (fd != -ENOBUFS && fd != -ENOMEM) /* no descriptor for the backend: */
+				worker_fd_pause(w, "backend socket", -fd); /* stop taking clients */
 			break; /* out of descriptors: another backend will not help */
 		}
-		set_nodelay(fd, b);
-		r = connect(fd, (const struct sockaddr *)&b->ss, b->len);
-		if (r == 0 || errno == EINPROGRESS) {
+		r = session_sock_connect(s, fd, &rt->backend[s->backend]);
+		if (r == 0 || r == -EINPROGRESS) {
 			if (rt->backend[s->backend].this_host)
 				loop_guard_add(&s->loop, fd, (const struct sockaddr *)&b->ss, b->len);
 			s->srv.fd = fd;
@@ -692,7 +793,7 @@ static int session_connect(struct session *s)
 				return -1;
 			return 0;
 		}
-		connect_error(s, errno, local_error(errno));
+		connect_error(s, -r, local_error(-r));
 		session_unhold(s);
 		close(fd);
 	}
@@ -731,6 +832,7 @@ static void session_try_next(struct session *s)
 {
 	loop_guard_del(&s->loop);
 	session_unhold(s);
+	s->tfo_sent = 0; /* what rode in its SYN is still the client's: the next one sends it */
 	close(s->srv.fd); /* also leaves the epoll set */
 	s->srv.fd = -1;
 	s->srv.can_read = s->srv.can_write = s->srv.rdhup = 0;
@@ -761,6 +863,9 @@ static void session_set_route(struct session *s, struct route *r)
 	s->routed = 1;
 	STAT_ADD(r->st->sessions, 1);
 	STAT_ADD(r->st->active, 1);
+	session_sock_client(s); /* keepalive, user timeout, rate limit: what the listener lacks */
+	if (r->o.max_session_time_ms)
+		session_expire_at(s, s->start_ms + lifetime_ms(s, r), EXPIRE_LIFETIME);
 }
 
 /* Refusals are logged at most once per route every REFUSE_LOG_MS, with how
@@ -965,6 +1070,7 @@ int session_new(struct worker *w, const struct listen_group *g, int fd,
 	s->state = route->o.accept_proxy ? S_HEADER : S_CONNECTING;
 	s->start_ms = s->active_ms = s->log_last_ms = w->now_ms;
 	s->timer.due_ms = TIMER_NONE;
+	s->expire_ms = TIMER_NONE;
 	s->connect_deadline_ms = w->now_ms + route->o.proxy_timeout_ms;
 	memcpy(&s->peer, peer, peerlen);
 	s->peerlen = peerlen;
@@ -1410,6 +1516,10 @@ static uint64_t session_deadline(const struct session *s)
 	if (limit > o->idle_timeout_ms)
 		limit = o->idle_timeout_ms;
 	due = s->active_ms + limit;
+	if (!s->expiring && s->expire_ms < due)
+		due = s->expire_ms;
+	if (s->rate_next_ms && s->rate_next_ms < due)
+		due = s->rate_next_ms;
 	if (s->ending || s->eng->sync ||
 	    (o->lowat && ((s->up.lowat_set && !s->up.eof) || (s->down.lowat_set && !s->down.eof))))
 		if (now + RECHECK_MS < due)
@@ -1430,6 +1540,13 @@ static void session_timer_update(struct session *s)
 static void session_check_timeouts(struct session *s, uint64_t now_ms)
 {
 	const struct route_opts *o = &s->route->o;
+
+	if (s->state == S_OPEN && s->rate_next_ms && now_ms >= s->rate_next_ms)
+		session_sock_rate_share(s); /* a per-source rate: its share again */
+	if (s->state == S_OPEN && !s->expiring && now_ms >= s->expire_ms) {
+		session_expire(s);
+		return;
+	}
 
 	if (s->state == S_HEADER && now_ms >= s->connect_deadline_ms) {
 		ended(s, END_TIMEOUT);
@@ -1620,6 +1737,12 @@ void session_close(struct session *s, const char *reason)
 		addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));
 	if (access_log_enabled())
 		session_access_log(s, peer, reason, "close");
+	/* the kernel gave up on a peer of an open session: keepalive probes
+	 * unanswered, TCP_USER_TIMEOUT or retransmissions (failure_reason) */
+	if (!strcmp(reason, "client-timeout"))
+		CTR_ADD(w, dead_client, 1);
+	else if (!strcmp(reason, "backend-timeout"))
+		CTR_ADD(w, dead_backend, 1);
 	if (log_level >= LOG_VERBOSE) {
 		engines_text(&s->up, eu, sizeof(eu));
 		engines_text(&s->down, ed, sizeof(ed));

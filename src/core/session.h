@@ -123,8 +123,23 @@ struct session {
 	uint64_t first_up_us;        /* the first client byte written before any backend byte; 0: none */
 	uint8_t answered;            /* the backend's first byte was seen (and recorded) */
 	uint64_t log_last_ms;        /* the last interim access-log line (start_ms before one) */
+	/* the graceful close (max_session_time, the drain's spread closes) */
+	uint64_t expire_ms;          /* when it begins; TIMER_NONE: never */
+	uint8_t expire_why;          /* EXPIRE_LIFETIME or EXPIRE_DRAIN: what set expire_ms */
+	uint8_t expiring;            /* begun: both sides read to their end, then FINs */
+	/* session_sock.c */
+	uint32_t tfo_sent;           /* client bytes peeked into the backend's SYN (fastopen) */
+	uint32_t rate_div;           /* a per-source rate: the sessions it was shared by */
+	uint64_t rate_next_ms;       /* then looked at again; 0: no per-source rate */
 	uint64_t priv[SESSION_PRIV_WORDS]; /* the engine's own state (engine.h) */
 };
+
+enum { EXPIRE_NONE, EXPIRE_LIFETIME, EXPIRE_DRAIN };
+
+/* The drain began (worker.c): with drain_spread, each open session of w is
+ * closed gracefully at a moment drawn evenly from [now, now + 90% of the
+ * time to deadline], or sooner if its max_session_time says so. */
+void session_drain_spread(struct worker *w, uint64_t deadline_ms);
 
 /* Takes ownership of a client fd accepted on listener g and starts
  * (reading a header or hello, or connecting to a backend). Returns 0, or

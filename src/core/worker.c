@@ -480,6 +480,9 @@ static void worker_start_drain(struct worker *w)
 		if (!kept_by_new_process(w, &w->lst[i]))
 			listener_drain(w, &w->lst[i]);
 	listeners_close(w); /* new connects are refused from now on */
+	/* the sessions' graceful closes spread over the drain (drain_spread):
+	 * their clients reconnect a few at a time, not all at its end */
+	session_drain_spread(w, __atomic_load_n(&w->sh->drain_deadline_ms, __ATOMIC_RELAXED));
 }
 
 static void free_dead(struct worker *w)

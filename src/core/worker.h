@@ -52,6 +52,11 @@ struct counters {
 	uint64_t tls_hello_timeouts; /* sni listeners: no whole ClientHello within tls_hello_timeout */
 	uint64_t tls_hello_errors;  /* sni listeners: a malformed or oversized ClientHello */
 	uint64_t tls_no_route;      /* sni listeners: no route for the name and no default route */
+	uint64_t expired_lifetime;  /* graceful closes begun by max_session_time */
+	uint64_t expired_drain;     /* graceful closes begun by the drain (drain_spread) */
+	uint64_t dead_client;       /* sessions ended by ETIMEDOUT on the client connection
+				       (keepalive unanswered, client_user_timeout) */
+	uint64_t dead_backend;      /* the same on the backend connection */
 	/* each engine's own (engine.h: engine_count), by engine id */
 	uint64_t engine[ENGINE_MAX][ENGINE_COUNTERS];
 };

@@ -14,8 +14,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define LISTEN_BACKLOG 4096 /* the kernel caps it at net.core.somaxconn */
-
 enum unix_path_state { UNIX_STALE, UNIX_LIVE, UNIX_BUSY, UNIX_NOT_SOCKET, UNIX_UNKNOWN };
 
 /* What holds a Unix path that bind() found taken. A socket file left by a
@@ -118,7 +116,7 @@ static int inet_in_use(const struct addr *a)
 	return r;
 }
 
-static int open_one(struct addr *a, char *err, unsigned errlen);
+static int open_one(struct addr *a, const struct listen_opts *o, char *err, unsigned errlen);
 
 /* What an operator does about a bind() error. */
 static const char *bind_hint(int e)
@@ -135,22 +133,37 @@ static const char *bind_hint(int e)
 	}
 }
 
-int listener_open(struct addr *a, char *err, unsigned errlen)
+/* listener_open with options (NULL: none). */
+static int open_checked(struct addr *a, const struct listen_opts *o, char *err, unsigned errlen)
 {
 	if (a->ss.ss_family != AF_UNIX && inet_in_use(a)) {
 		snprintf(err, errlen, "listen %s: %s (another process listens there)", a->text,
 			 strerror(EADDRINUSE));
 		return -EADDRINUSE;
 	}
-	return open_one(a, err, errlen);
+	return open_one(a, o, err, errlen);
 }
 
-static int open_one(struct addr *a, char *err, unsigned errlen)
+int listener_open(struct addr *a, char *err, unsigned errlen)
+{
+	return open_checked(a, NULL, err, errlen);
+}
+
+static int open_one(struct addr *a, const struct listen_opts *o, char *err, unsigned errlen)
 {
 	int fd, one = 1, r;
 	int family = a->ss.ss_family;
+	int inet = family == AF_INET || family == AF_INET6;
+	char why[160];
 
-	fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    inet && o ? sockopt_protocol(&o->so) : 0);
+	if (fd < 0 && inet && o && o->so.mptcp) {
+		r = -errno;
+		snprintf(err, errlen, "listen %s: mptcp: %s (is net.mptcp.enabled 1?)", a->text,
+			 strerror(errno));
+		return r;
+	}
 	if (fd < 0) {
 		r = -errno;
 		snprintf(err, errlen, "listen %s: socket: %s", a->text, strerror(errno));
@@ -162,14 +175,26 @@ static int open_one(struct addr *a, char *err, unsigned errlen)
 	}
 	if (family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	/* the device before bind(): the port is then taken in it (a VRF) only */
+	if (inet && o && (r = sockopt_apply_early(fd, &o->so, why, sizeof(why))) < 0) {
+		snprintf(err, errlen, "listen %s: %s", a->text, why);
+		close(fd);
+		return r;
+	}
 	if (family == AF_UNIX && (r = unix_bind(fd, a, err, errlen)) < 0) {
 		close(fd);
 		return r;
 	}
-	if ((family != AF_UNIX && bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0) ||
-	    listen(fd, LISTEN_BACKLOG) < 0) {
+	if (family != AF_UNIX && bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0) {
 		r = -errno;
 		snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(errno), bind_hint(errno));
+		close(fd);
+		return r;
+	}
+	why[0] = '\0';
+	if ((r = sockopt_apply_listen(fd, family, o, why, sizeof(why))) < 0) {
+		snprintf(err, errlen, "listen %s: %s%s", a->text, why[0] ? why : strerror(-r),
+			 why[0] ? "" : bind_hint(-r));
 		close(fd);
 		return r;
 	}
@@ -183,7 +208,8 @@ static int open_one(struct addr *a, char *err, unsigned errlen)
 	return fd;
 }
 
-int listener_open_n(struct addr *a, unsigned n, int *fds, int shared, char *err, unsigned errlen)
+int listener_open_n(struct addr *a, unsigned n, int *fds, int shared, const struct listen_opts *o,
+		    char *err, unsigned errlen)
 {
 	for (unsigned i = 0; i < n; i++) {
 		int fd;
@@ -196,7 +222,7 @@ int listener_open_n(struct addr *a, unsigned n, int *fds, int shared, char *err,
 			}
 		} else {
 			/* the group's first socket checks that the port is free */
-			fd = i || shared ? open_one(a, err, errlen) : listener_open(a, err, errlen);
+			fd = i || shared ? open_one(a, o, err, errlen) : open_checked(a, o, err, errlen);
 		}
 		if (fd < 0) {
 			while (i--)

@@ -6,6 +6,7 @@
 #ifndef SPLICER_LISTENER_H
 #define SPLICER_LISTENER_H
 #include "addr.h"
+#include "sockopt.h"
 
 /* Binds and listens on *a. With port 0 the kernel's choice is written back
  * into *a, so the next worker's socket binds the same port. A TCP port
@@ -15,9 +16,12 @@ int listener_open(struct addr *a, char *err, unsigned errlen);
 
 /* Opens `n` descriptors for *a: n SO_REUSEPORT sockets (TCP) or one socket
  * and n-1 dups (Unix). fds[] receives them. shared skips the in-use check,
- * for a reload whose old listeners may hold the port until it is done.
- * Returns 0 or -errno with err. */
-int listener_open_n(struct addr *a, unsigned n, int *fds, int shared, char *err, unsigned errlen);
+ * for a reload whose old listeners may hold the port until it is done. o:
+ * the sockets' options (sockopt.h; NULL: none): MPTCP at socket(), the
+ * device before bind(), the rest after listen(). Returns 0 or -errno with
+ * err. */
+int listener_open_n(struct addr *a, unsigned n, int *fds, int shared, const struct listen_opts *o,
+		    char *err, unsigned errlen);
 
 /* `splicer check`: can *a be listened on? Binds a socket as the proxy's
  * listeners would and closes it (a Unix path bound here is removed again).

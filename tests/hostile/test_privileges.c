@@ -493,3 +493,76 @@ Test(hostile, sigusr2_storm_from_the_user, .init = pv_init, .fini = pv_fini, .ti
 		kill(all[i], SIGTERM);
 	pv_echo_stop(&be);
 }
+
+/* ---- CAP_NET_ADMIN for transparent mode and marks ------------------------ */
+
+static char pv_seen[160]; /* the peer address the backend saw last */
+
+static void pv_whois(struct h_server *s, int fd, int i, void *arg)
+{
+	struct sockaddr_storage a;
+	socklen_t l = sizeof a;
+	struct h_addr h;
+
+	(void)arg;
+	if (getpeername(fd, (struct sockaddr *)&a, &l) == 0) {
+		h_addr_from(&h, (struct sockaddr *)&a, l);
+		snprintf(pv_seen, sizeof pv_seen, "%s", h.text);
+	}
+	h_echo_conn(s, fd, i, NULL);
+}
+
+/* Started as root with `user = nobody`, the proxy keeps CAP_NET_ADMIN only
+ * when a route needs it at run time (source = client: IP_TRANSPARENT at
+ * each backend connect), and its seccomp list lets the setsockopt through;
+ * without such a route it keeps CAP_NET_BIND_SERVICE alone, and a reload
+ * that brings one in is refused with the reason (the capability is gone
+ * for good). */
+Test(hostile, transparent_keeps_net_admin_only_when_configured, .init = pv_init, .fini = pv_fini,
+     .timeout = 60)
+{
+	struct passwd *pw = pv_nobody();
+	static struct h_server be;
+	static struct h_proxy p;
+	char conf[512], err[512], v[128], b[3];
+	const char *path;
+
+	H_CHECK(chmod(h_tmpdir(), 0711) == 0, "chmod %s", h_tmpdir());
+	H_CHECK(h_server_start(&be, "127.0.0.1:0", 64, pv_whois, NULL) == 0, "backend");
+	snprintf(conf, sizeof conf, "[global]\nuser = nobody\n[route t]\nlisten = 127.0.0.1:0\n"
+		 "backend = %s\nsource = client\n", be.addr.text);
+	path = h_conf_write("tp.conf", conf);
+	const char *args[] = { "-c", path, NULL };
+	H_CHECK(h_proxy_start(&p, h_binary(0), args, err, sizeof err) == 0, "start: %s", err);
+	h_proc_status(p.pid, "Uid:", v, sizeof v);
+	H_CHECK(atoi(v) == (int)pw->pw_uid, "the proxy runs as uid %s", v);
+	h_proc_status(p.pid, "CapEff:", v, sizeof v);
+	H_CHECK(!strcmp(v, "0000000000001400"), "with source = client the proxy holds %s, not "
+		"CAP_NET_BIND_SERVICE and CAP_NET_ADMIN (0x1400)", v);
+	int fd = h_connect_from(h_addr_port(&p.addr), "127.0.0.7", 3000);
+	H_CHECK(h_send_all(fd, "abc", 3, h_now_ms() + 3000) == 0 &&
+			h_recv_exact(fd, b, 3, h_now_ms() + 3000) == 0,
+		"a session with source = client as nobody, sandboxed, failed (log %s)", p.log);
+	close(fd);
+	H_CHECK(!strncmp(pv_seen, "127.0.0.7:", 10), "the backend saw %s", pv_seen);
+	h_proxy_down(&p);
+
+	snprintf(conf, sizeof conf, "[global]\nuser = nobody\n[route t]\nlisten = 127.0.0.1:0\n"
+		 "backend = %s\n", be.addr.text);
+	path = h_conf_write("tp.conf", conf);
+	H_CHECK(h_proxy_start(&p, h_binary(0), args, err, sizeof err) == 0, "start: %s", err);
+	h_proc_status(p.pid, "CapEff:", v, sizeof v);
+	H_CHECK(!strcmp(v, "0000000000000400"), "without source = client the proxy holds %s", v);
+	snprintf(conf, sizeof conf, "[global]\nuser = nobody\n[route t]\nlisten = 127.0.0.1:0\n"
+		 "backend = %s\nsource = client\n", be.addr.text);
+	h_conf_write("tp.conf", conf);
+	H_CHECK(kill(p.pid, SIGHUP) == 0, "SIGHUP");
+	for (int64_t end = h_now_ms() + 5000;
+	     !h_log_lines(&p, "needs CAP_NET_ADMIN", "keeping the running config", NULL) &&
+	     h_now_ms() < end;)
+		h_sleep_ms(20);
+	H_CHECK(h_log_lines(&p, "needs CAP_NET_ADMIN", "keeping the running config", NULL) == 1,
+		"a reload that needs CAP_NET_ADMIN was not refused with the reason (log %s)", p.log);
+	h_proxy_down(&p);
+	h_server_stop(&be);
+}

@@ -387,3 +387,56 @@ Test(integ, bench_rejects_unknown_link, .init = h_init, .fini = h_fini)
 	free(out);
 	free(err);
 }
+
+/* --pacing: splicer's rate_limit_down rows (kernel pacing under the splice
+ * engine) beside the unlimited one. Every limited row keeps under its
+ * limit plus the 5 % the issue allows, and moves at least half of it (a
+ * loaded machine still carries 100 Mbit/s on loopback); the CPU figure is
+ * there. Shape and bounds, not speed. */
+Test(integ, bench_pacing_rows, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	char json[256], *out = NULL, *err = NULL;
+	snprintf(json, sizeof json, "%s/bench-pacing.json", h_tmpdir());
+	const char *args[] = { "bench", "--pacing", "--rates", "10mbit,100mbit", "--seconds", "1",
+			       "--peers", "none", "--json", json, NULL };
+	int st = h_run_capture(h_binary(0), args, 50000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d:\n%s\n%s", st, out, err);
+	H_CHECK(strstr(out, "| splicer  | none") && strstr(out, "| splicer  | 10mbit") &&
+			strstr(out, "| splicer  | 100mbit") && !strstr(out, "nginx "),
+		"rows expected for splicer only:\n%s", out);
+	char *buf = slurp(json);
+	H_CHECK(buf, "no JSON at %s", json);
+	int limited = 0;
+	for (const char *r = strstr(buf, "\"proxy\""); r; r = strstr(r + 1, "\"proxy\"")) {
+		const char *l = strstr(r, "\"limit_bytes_per_s\":"), *a = strstr(r, "\"achieved_bytes_per_s\":"),
+			   *c = strstr(r, "\"cpu_s_per_gb\":");
+		H_CHECK(l && a && c, "a row without its figures:\n%s", buf);
+		double lim = strtod(l + 20, NULL), got = strtod(a + 23, NULL), cpu = strtod(c + 15, NULL);
+		H_CHECK(got > 0 && cpu > 0, "row at %g B/s: achieved %g, CPU %g s/GB", lim, got, cpu);
+		if (lim > 0) {
+			limited++;
+			H_CHECK(got <= lim * 1.05 && got >= lim * 0.5,
+				"limit %g B/s, achieved %g B/s (%+.1f %%)\n%s", lim, got,
+				(got / lim - 1) * 100, out);
+		}
+	}
+	H_CHECK(limited == 2, "%d limited rows in the JSON:\n%s", limited, buf);
+	free(out);
+	free(err);
+}
+
+Test(integ, bench_pacing_bad_options, .init = h_init, .fini = h_fini)
+{
+	const char *bad[][3] = { { "--peers", "haproxy", "--peers haproxy: nginx or none" },
+				 { "--rates", "0", "--rates" },
+				 { "--seconds", "0.1", "--seconds 0.1: 0.5 to 600" } };
+	for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char *out = NULL, *err = NULL;
+		const char *args[] = { "bench", "--pacing", bad[i][0], bad[i][1], NULL };
+		int st = h_run_capture(h_binary(0), args, 10000, &out, &err);
+		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(err, bad[i][2]),
+			"%s %s: status %d, stderr:\n%s", bad[i][0], bad[i][1], st, err);
+		free(out);
+		free(err);
+	}
+}

@@ -24,7 +24,7 @@ static void check_one_error(const char *bin, const char *name, const char *text,
 {
 	const char *path = h_conf_write(name, text);
 	const char *args[] = { "check", "-c", path, NULL };
-	char *out = NULL, *err = NULL, want[600];
+	char *out = NULL, *err = NULL, want[1024];
 	int st = h_run_capture(bin, args, 5000, &out, &err);
 
 	/* "PATH" in expected stands for the file's path on further lines */
@@ -53,20 +53,28 @@ static const struct {
 	  "check_interval, check_timeout, rise, fall, on_backend_down, slowstart, stats, user, "
 	  "sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
-	  "queue_timeout, resolvers" },
+	  "queue_timeout, resolvers, max_session_time, max_session_jitter, drain_spread, "
+	  "client_keepalive, backend_keepalive, client_user_timeout, backend_user_timeout, source, "
+	  "mptcp, fastopen, mark, tos, defer_accept, interface, backlog, rate_limit_up, "
+	  "rate_limit_down" },
 	{ "unknown-route-key.conf", "", "bogus = 1\n",
 	  "4: unknown key 'bogus' in a route; expects listen, backend, sni, alpn, allow, deny, engine, "
 	  "balance, lowat, connect_timeout, idle_timeout, half_close_timeout, proxy_protocol, "
 	  "accept_proxy, proxy_timeout, check, check_interval, check_timeout, rise, fall, "
 	  "on_backend_down, slowstart, source_max_conns, source_conn_rate, tls_hello_timeout, "
-	  "tls_hello_max, queue_timeout" },
+	  "tls_hello_max, queue_timeout, max_session_time, max_session_jitter, client_keepalive, "
+	  "backend_keepalive, client_user_timeout, backend_user_timeout, source, mptcp, fastopen, "
+	  "mark, tos, defer_accept, interface, backlog, rate_limit_up, rate_limit_down" },
 	/* issue 14: a typo gets the key it is most likely of, in a route and in [global] */
 	{ "typo-route-key.conf", "", "idle_timout = 5s\n",
 	  "4: unknown key 'idle_timout' in a route (did you mean 'idle_timeout'?); expects listen, "
 	  "backend, sni, alpn, allow, deny, engine, balance, lowat, connect_timeout, idle_timeout, "
 	  "half_close_timeout, proxy_protocol, accept_proxy, proxy_timeout, check, check_interval, "
 	  "check_timeout, rise, fall, on_backend_down, slowstart, source_max_conns, source_conn_rate, "
-	  "tls_hello_timeout, tls_hello_max, queue_timeout" },
+	  "tls_hello_timeout, tls_hello_max, queue_timeout, max_session_time, max_session_jitter, "
+	  "client_keepalive, backend_keepalive, client_user_timeout, backend_user_timeout, source, "
+	  "mptcp, fastopen, mark, tos, defer_accept, interface, backlog, rate_limit_up, "
+	  "rate_limit_down" },
 	{ "typo-global-key.conf", "[global]\nwrokers = 2\n", "",
 	  "2: unknown key 'wrokers' in [global] (did you mean 'workers'?); expects engine, balance, "
 	  "workers, buffer_size, pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, "
@@ -74,7 +82,10 @@ static const struct {
 	  "check_interval, check_timeout, rise, fall, on_backend_down, slowstart, stats, user, "
 	  "sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
-	  "queue_timeout, resolvers" },
+	  "queue_timeout, resolvers, max_session_time, max_session_jitter, drain_spread, "
+	  "client_keepalive, backend_keepalive, client_user_timeout, backend_user_timeout, source, "
+	  "mptcp, fastopen, mark, tos, defer_accept, interface, backlog, rate_limit_up, "
+	  "rate_limit_down" },
 	/* issue 14: a number without a unit is refused with both readings */
 	{ "unitless-duration.conf", "", "idle_timeout = 30000\n",
 	  "4: idle_timeout: invalid value '30000': a duration needs a unit: 30000ms (30s) or 30000s "

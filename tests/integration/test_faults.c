@@ -42,8 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_link.h"
 #include "harness.h"
+#include "netns.h"
 
 #define IDLE_TIMEOUT_S 3
 /* Above a SYN's first retransmit (initial RTO 1 s): under 5 % loss a lost SYN
@@ -56,83 +56,13 @@
 #define RST_AFTER (1 * H_MIB)  /* bytes before the injected reset */
 #define NFQ_NUM 7
 
-static struct bench_link net;
-static int root_ns = -1;
 static pid_t children[4];
 static int nchildren;
-
-/* ---- namespaces and iptables --------------------------------------------- */
-
-static void enter(enum link_end e)
-{
-	if (setns(net.nsfd[e], CLONE_NEWNET))
-		cr_assert_fail("setns: %s", strerror(errno));
-}
-
-static void home(void)
-{
-	enter(LINK_PROXY);
-}
-
-static const char *ns_of(enum link_end e)
-{
-	return net.ns[e];
-}
-
-/* Runs a command line inside a namespace; asserts it worked. */
-static void ns_sh(enum link_end e, const char *fmt, ...)
-{
-	char cmd[512], full[700];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	snprintf(full, sizeof full, "ip netns exec %s %s >/dev/null 2>&1", ns_of(e), cmd);
-	int rc = system(full);
-	H_CHECK(rc == 0, "`%s` failed (status %d)", full, rc);
-}
-
-/* Packets that hit the rules with `target` in a chain of a namespace. */
-static unsigned long long ipt_hits(enum link_end e, const char *chain, const char *target)
-{
-	char cmd[256], line[512];
-	unsigned long long sum = 0, pkts;
-
-	snprintf(cmd, sizeof cmd, "ip netns exec %s iptables -L %s -v -x -n 2>/dev/null", ns_of(e),
-		 chain);
-	FILE *f = popen(cmd, "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof line, f)) {
-		char tgt[64];
-		if (sscanf(line, " %llu %*u %63s", &pkts, tgt) == 2 && !strcmp(tgt, target))
-			sum += pkts;
-	}
-	pclose(f);
-	return sum;
-}
-
-static void net_up(void)
-{
-	char why[256];
-
-	if (geteuid() != 0)
-		cr_skip_test("the fault matrix needs root (network namespaces, iptables)");
-	if (access("/usr/sbin/iptables", X_OK) && access("/sbin/iptables", X_OK))
-		cr_skip_test("iptables is not installed (make deps installs it)");
-	net = *bench_link_find("veth1500-nooffload");
-	if (bench_link_setup(&net, why, sizeof why))
-		cr_skip_test("cannot build the test network: %s", why);
-	root_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	home();
-}
 
 static void f_init(void)
 {
 	h_init();
 	nchildren = 0;
-	memset(&net, 0, sizeof net);
 }
 
 static void f_fini(void)
@@ -146,12 +76,7 @@ static void f_fini(void)
 		}
 	nchildren = 0;
 	h_fini();
-	if (root_ns >= 0) {
-		setns(root_ns, CLONE_NEWNET);
-		close(root_ns);
-		root_ns = -1;
-	}
-	bench_link_teardown(&net);
+	net_down();
 }
 
 /* ---- the proxy and its counters ------------------------------------------ */

@@ -238,7 +238,7 @@ Test(integ, access_log_names_listener_connect_time_error_and_ender, .init = h_in
 	for (int i = 0; i < 5; i++)
 		ports[i] = h_free_port();
 	snprintf(conf, sizeof conf,
-		 "[global]\nworkers = 2\nlog = %s\ndrain_timeout = 1s\n\n"
+		 "[global]\nworkers = 2\nlog = %s\ndrain_timeout = 1s\ndrain_spread = no\n\n"
 		 "[route echo]\nlisten = 127.0.0.1:%d\nbackend = %s\nidle_timeout = 1s\n\n"
 		 "[route greet]\nlisten = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n\n"
 		 "[route dead]\nlisten = 127.0.0.1:%d\nbackend = %s\n\n"
@@ -304,7 +304,8 @@ Test(integ, access_log_names_listener_connect_time_error_and_ender, .init = h_in
 	ob_entry_of(log, port, &e);
 	ob_expect(&e, "refused", "no-backend", "ECONNREFUSED", "backend", 0, a_dead.text);
 
-	/* the proxy ends it: the drain deadline of a SIGTERM */
+	/* the proxy ends it: the drain deadline of a SIGTERM (drain_spread = no;
+	 * the spread's graceful closes, reason=drain: lifetime_drain_spreads_closes) */
 	fd = ob_client(&a_hold, &port, 1);
 	int st = h_proxy_stop(&p, 10000);
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "proxy exit status %d", st);

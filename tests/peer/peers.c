@@ -331,8 +331,9 @@ static void pr_haproxy_conf(const struct pr_col *c, int port, char *conf, size_t
 		snprintf(conf + n, len - (size_t)n,
 			 "    default_backend b\n"
 			 "backend b\n"
+			 "%s"
 			 "    server s1 %s\n",
-			 c->srv.addr.text);
+			 c->sc->haproxy_backend ? c->sc->haproxy_backend : "", c->srv.addr.text);
 		return;
 	}
 	snprintf(conf + n, len - (size_t)n,
@@ -366,9 +367,10 @@ static void pr_nginx_conf(const struct pr_col *c, int port, int dynamic, const c
 			 "    server {\n"
 			 "        listen 127.0.0.1:%d;\n"
 			 "        proxy_pass %s;\n"
-			 "%s"
+			 "%s%s"
 			 "    }\n",
-			 port, c->srv.addr.text, c->half_close ? "        proxy_half_close on;\n" : "");
+			 port, c->srv.addr.text, c->half_close ? "        proxy_half_close on;\n" : "",
+			 c->sc->nginx_server ? c->sc->nginx_server : "");
 	else
 		snprintf(server, sizeof server,
 			 "    map $ssl_preread_server_name $sni_route {\n"
@@ -532,7 +534,7 @@ static void pr_splicer_start(struct pr_col *c, const char *bin)
 	if (c->sc->sni) {
 		pr_splicer_sni_start(c, bin);
 	} else {
-		h_proxy_up(&c->sp, bin, c->engine, "127.0.0.1:0", backends, NULL);
+		h_proxy_up(&c->sp, bin, c->engine, "127.0.0.1:0", backends, c->sc->splicer_args);
 		c->front = c->sp.addr;
 	}
 	/* an engine the kernel refuses falls back: that column would not test it */

@@ -98,6 +98,12 @@ struct pr_scenario {
 	const char *direct_na; /* SNI: why `direct` has no meaning here (no proxy decides) */
 	void (*backend)(struct pr_col *c, int fd, struct pr_side *out);
 	void (*client)(struct pr_col *c, int rep, struct pr_rep *out);
+	/* the same feature in each proxy's words (not SNI scenarios): lines of
+	 * HAProxy's backend section, of nginx's server block, and splicer's
+	 * options (NULL-terminated); NULL: none */
+	const char *haproxy_backend;
+	const char *nginx_server;
+	const char *const *splicer_args;
 };
 
 /* Criterion .fini of the peer tests: stops the peers this test started,

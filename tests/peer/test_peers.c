@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <linux/sockios.h>
 #include <poll.h>
 #include <stdio.h>
@@ -939,4 +940,98 @@ ReportHook(POST_ALL)(struct criterion_global_stats *stats)
 	while (fgets(line, sizeof line, f))
 		fputs(line, stderr);
 	fclose(f);
+}
+
+/* ---- source addresses (issue 24) ---------------------------------------------- */
+
+/* The backend answers with the address it sees, then closes. */
+static void whois_backend(struct pr_col *c, int fd, struct pr_side *out)
+{
+	struct sockaddr_storage a;
+	socklen_t l = sizeof a;
+	struct h_addr h;
+	char line[200];
+
+	(void)c;
+	if (getpeername(fd, (struct sockaddr *)&a, &l))
+		return;
+	h_addr_from(&h, (struct sockaddr *)&a, l);
+	*strrchr(h.text, ':') = '\0';
+	snprintf(line, sizeof line, "%s\n", h.text);
+	h_send_all(fd, line, strlen(line), h_now_ms() + 2000);
+	pr_how(out->how, "%.15s", h.text);
+}
+
+/* Connects to the column's front from `src` (a client of that address)
+ * and reads the address its backend saw. */
+static void whois_client(struct pr_col *c, const char *src, const char *want,
+			 struct pr_rep *out)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	char got[160] = "";
+	size_t n = 0;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	inet_pton(AF_INET, src, &sin.sin_addr);
+	h_set_timeouts(fd, 2000);
+	if (bind(fd, (struct sockaddr *)&sin, sizeof sin) ||
+	    connect(fd, (struct sockaddr *)&c->front.ss, c->front.len)) {
+		pr_how(out->how, "connect");
+		close(fd);
+		return;
+	}
+	while (n + 1 < sizeof got && recv(fd, got + n, 1, 0) == 1 && got[n] != '\n')
+		n++;
+	got[n] = '\0';
+	close(fd);
+	out->ok = !strcmp(got, want);
+	pr_how(out->how, "%.15s", n ? got : "nothing");
+}
+
+/* source = ADDR: the backend sees the proxy's connection come from that
+ * address (HAProxy `source`, nginx `proxy_bind`). direct: the client binds
+ * it itself. */
+static void source_client(struct pr_col *c, int rep, struct pr_rep *out)
+{
+	(void)rep;
+	whois_client(c, c->kind == PR_DIRECT ? "127.0.0.2" : "127.0.0.1", "127.0.0.2", out);
+}
+
+Test(peer, source_address, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	static const char *const args[] = { "--source", "127.0.0.2", NULL };
+	static const struct pr_scenario sc = {
+		.name = "source_address", .reps = REPS, .deadline_ms = 2000,
+		.delivered = "the backend sees the connection come from 127.0.0.2",
+		.backend = whois_backend, .client = source_client,
+		.haproxy_backend = "    source 127.0.0.2\n",
+		.nginx_server = "        proxy_bind 127.0.0.2;\n",
+		.splicer_args = args,
+	};
+	pr_run(&sc);
+}
+
+/* Transparent mode: the backend sees the client's own address (HAProxy
+ * `source 0.0.0.0 usesrc clientip`, nginx `proxy_bind $remote_addr
+ * transparent`, splicer `source = client`). On loopback the client's
+ * 127.0.0.7 is this host's, so no policy routing is needed; the
+ * namespace case (tests/integration/test_sockets_ns.c) has the real one. */
+static void transparent_client(struct pr_col *c, int rep, struct pr_rep *out)
+{
+	(void)rep;
+	whois_client(c, "127.0.0.7", "127.0.0.7", out);
+}
+
+Test(peer, transparent_client_address, .init = h_init, .fini = pr_fini, .timeout = 120)
+{
+	static const char *const args[] = { "--source", "client", NULL };
+	static const struct pr_scenario sc = {
+		.name = "transparent_client_address", .reps = REPS, .deadline_ms = 2000,
+		.delivered = "the backend sees the client's own address, 127.0.0.7",
+		.backend = whois_backend, .client = transparent_client,
+		.haproxy_backend = "    source 0.0.0.0 usesrc clientip\n",
+		.nginx_server = "        proxy_bind $remote_addr transparent;\n",
+		.splicer_args = args,
+	};
+	pr_run(&sc);
 }

@@ -329,10 +329,17 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		break;
 	}
 	case PX_NGINX: {
+		/* a "conf:NAME" template (bench_pacing's nginx-rate.conf) takes
+		 * the case's first other option as @OPT@ */
+		const char *opt = "";
+		for (int i = 0; c->opts[i] && !opt[0]; i++)
+			if (strncmp(c->opts[i], "conf:", 5))
+				opt = c->opts[i];
 		const char *kv[] = { "LISTEN", listen, "BACKEND", backend, "THREADS", thr,
-				     "DIR", p->dir, NULL };
+				     "DIR", p->dir, "OPT", opt, NULL };
 		snprintf(conf, sizeof(conf), "%s/nginx.conf", p->dir);
-		if (!template_path("nginx.conf", tmpl, sizeof(tmpl)) || fill_template(tmpl, conf, kv))
+		if (!template_path(tname ? tname : "nginx.conf", tmpl, sizeof(tmpl)) ||
+		    fill_template(tmpl, conf, kv))
 			goto tmpl_fail;
 		bench_on_path("nginx", exe, sizeof(exe));
 		argv[n++] = exe;

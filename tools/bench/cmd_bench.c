@@ -7,6 +7,7 @@
  *                 [--workloads LIST] [--real] [--ref CASE] [--files SIZE]
  *                 [--json FILE] [--chart FILE.png|.svg] [--doc FILE.md]
  *                 [--baseline [NAME=]PATH ... [--baseline-cases LIST]]
+ *   splicer bench --pacing [--rates LIST] [--seconds S] [--json FILE]
  *
  * Each case (a proxy and its settings, or `direct`, the ceiling) runs the
  * workloads against the built-in sink: one bulk stream, four bulk streams,
@@ -39,6 +40,7 @@
 
 #include "bench_file.h"
 #include "bench_link.h"
+#include "bench_pacing.h"
 #include "bench_proxy.h"
 #include "bench_real.h"
 #include "bench_run.h"
@@ -651,6 +653,9 @@ static void usage(void)
 	       "                     handshakes --conns at a time against HAProxy's req.ssl_sni\n"
 	       "                     (only when --links has loopback)\n"
 	       "  --conns N          connections of the rr and short-connection workloads (default 50)\n"
+	       "  --pacing           only the rate limits: splicer's rate_limit_down (kernel pacing)\n"
+	       "                     and nginx's proxy_download_rate at several rates, the rate\n"
+	       "                     achieved and the CPU per GB (bench_pacing.h: --rates, --json)\n"
 	       "  --real             also redis-benchmark and pgbench -S against servers the bench\n"
 	       "                     starts (make bench-deps installs them)\n"
 	       "  --reps N           repetitions of every case, interleaved (default 3)\n"
@@ -1016,6 +1021,9 @@ int cmd_bench(int argc, char **argv)
 	uint64_t verified = 0, mism = 0;
 	double t_start, done_work = 0, all_work = 0;
 
+	for (int i = 1; i < argc; i++) /* the rate limits: a table of their own */
+		if (!strcmp(argv[i], "--pacing"))
+			return bench_pacing_main(argc, argv);
 	if ((r = parse_opts(&o, argc, argv)))
 		return r > 0 ? 0 : 2;
 	signal(SIGPIPE, SIG_IGN);

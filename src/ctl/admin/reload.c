@@ -16,8 +16,10 @@
 #include "engine.h"
 #include "health.h"
 #include "listener.h"
+#include "sockopt.h"
 #include "log.h"
 #include "notify.h"
+#include "privs.h"
 #include "route_admit.h"
 #include "stats_http.h"
 
@@ -100,6 +102,30 @@ static void quiesce_removed(const struct reload_ctx *r, const char *used)
 			grace |= listener_quiesce(r->cfg->lst[k].addr, r->fds[w][k]) > 0;
 	if (grace)
 		usleep(LISTENER_CLOSE_GRACE_MS * 1000);
+}
+
+/* The sockets nw keeps from the running config take nw's listener options
+ * (backlog, fastopen, defer_accept, mark, tos, keepalive and user timeout
+ * of the connections accepted from now on), once every new socket is bound:
+ * a reload that fails leaves the running sockets as they were. A refusal
+ * (a mark without CAP_NET_ADMIN) is logged; the socket serves on. */
+static void listeners_update(const struct reload_ctx *r, const struct config *nw,
+			     int (*nfds)[MAX_LISTENERS], const char *used)
+{
+	char why[200];
+
+	for (unsigned k = 0; k < nw->nlst; k++) {
+		int kept = 0;
+		for (unsigned o = 0; o < r->cfg->nlst && !kept; o++)
+			kept = used[o] && r->fds[0][o] == nfds[0][k];
+		for (unsigned w = 0; kept && w < r->nw; w++)
+			if (sockopt_apply_listen(nfds[w][k], nw->lst[k].addr->ss.ss_family,
+						 &nw->lst[k].lso, why, sizeof(why)) < 0) {
+				log_warn("SIGHUP: listen %s: %s (the socket keeps its former value)",
+					 nw->lst[k].addr->text, why);
+				break;
+			}
+	}
 }
 
 static int last_ok = 1;      /* atomic: for /metrics */
@@ -313,6 +339,11 @@ static int swap_in(struct reload_ctx *r, struct config *nw, const char *who)
 	unsigned kept = 0, opened = 0, closed = 0, k;
 	int rc;
 
+	/* a capability the process dropped at start cannot come back */
+	if (privs_check_run(nw, err, sizeof(err))) {
+		log_warn("%s: %s; keeping the running config", sighup ? "SIGHUP" : "DNS", err);
+		goto fail_cfg;
+	}
 	if (r->nretired == r->retired_cap) {
 		/* room for the running config to retire into, taken before
 		 * anything changes: past this point the swap cannot fail on it */
@@ -333,7 +364,9 @@ static int swap_in(struct reload_ctx *r, struct config *nw, const char *who)
 		struct addr *a = nw->lst[k].addr;
 		int o = old_index(old, a);
 		naddr[k] = a;
-		if (o >= 0 && !used[o]) {
+		/* MPTCP or not and the device are the socket's for good: a
+		 * change binds a new one beside it (options.md: reload) */
+		if (o >= 0 && !used[o] && sockopt_listen_same_kind(r->fds[0][o], &nw->lst[k].lso)) {
 			used[o] = 1;
 			for (unsigned w = 0; w < r->nw; w++)
 				nfds[w][k] = r->fds[w][o];
@@ -341,7 +374,8 @@ static int swap_in(struct reload_ctx *r, struct config *nw, const char *who)
 			continue;
 		}
 		int tmp[256];
-		if (listener_open_n(a, r->nw, tmp, old_holds_port(old, a), err, sizeof(err))) {
+		if (listener_open_n(a, r->nw, tmp, old_holds_port(old, a), &nw->lst[k].lso, err,
+				    sizeof(err))) {
 			log_warn("SIGHUP: route %s: %s; keeping the running config",
 				 nw->lst[k].route[0]->name, err);
 			/* close what this reload opened */
@@ -361,6 +395,7 @@ static int swap_in(struct reload_ctx *r, struct config *nw, const char *who)
 			nfds[w][k] = tmp[w];
 		opened++;
 	}
+	listeners_update(r, nw, nfds, used);
 	quiesce_removed(r, used);
 	/* hand the table to every worker, and wait for each to take it (the
 	 * removed listeners' queues accepted empty: worker.c) */

@@ -24,6 +24,7 @@
 
 #include "backend.h"
 #include "listener.h"
+#include "sockopt.h"
 #include "log.h"
 #include "notify.h"
 #include "privs.h"
@@ -282,18 +283,39 @@ static int inherited_port(const struct addr *a)
 	return 0;
 }
 
-int upgrade_listener_open_n(struct addr *a, unsigned n, int *fds, char *err, unsigned errlen)
+/* An inherited listener of a's address that is the socket o asks for
+ * (MPTCP or not, its device: sockopt_listen_same_kind), or -1. One that
+ * differs stays untaken: upgrade_ready stops its SYNs, and the old process
+ * accepts its queue empty before it closes it. */
+static int take_same_kind(const struct addr *a, const struct listen_opts *o)
+{
+	for (unsigned i = 0; i < ninh; i++)
+		if (!inh[i].taken && same_sockaddr(&a->ss, a->len, &inh[i].ss, inh[i].len) &&
+		    sockopt_listen_same_kind(inh[i].fd, o)) {
+			inh[i].taken = 1;
+			return inh[i].fd;
+		}
+	return -1;
+}
+
+int upgrade_listener_open_n(struct addr *a, unsigned n, int *fds, const struct listen_opts *o,
+			    char *err, unsigned errlen)
 {
 	unsigned got = 0;
 	int fd, r;
 
-	while (got < n && (fd = upgrade_take_one(a)) >= 0)
+	while (got < n && (fd = take_same_kind(a, o)) >= 0) {
+		/* the new config's backlog, fastopen, mark... on the old socket */
+		if ((r = sockopt_apply_listen(fd, a->ss.ss_family, o, err, errlen)) < 0)
+			log_warn("upgrade: listen %s: %s (the inherited socket keeps its former "
+				 "value)", a->text, err);
 		fds[got++] = fd;
+	}
 	if (got == n)
 		return 0;
 	if (!got || a->ss.ss_family != AF_UNIX) {
 		int shared = got || (a->ss.ss_family != AF_UNIX && inherited_port(a));
-		if ((r = listener_open_n(a, n - got, fds + got, shared, err, errlen)) == 0)
+		if ((r = listener_open_n(a, n - got, fds + got, shared, o, err, errlen)) == 0)
 			return 0;
 		if (!got)
 			return r;

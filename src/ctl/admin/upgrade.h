@@ -87,10 +87,13 @@ void upgrade_apply_state(struct config *cfg);
 int upgrade_inherited(void);
 
 /* listener_open_n (listener.h) for a process that may have inherited
- * sockets: takes up to n inherited sockets bound to *a, and opens the rest
- * (in the same SO_REUSEPORT group; a Unix listener's are dups). Returns 0
- * or -errno with err. */
-int upgrade_listener_open_n(struct addr *a, unsigned n, int *fds, char *err, unsigned errlen);
+ * sockets: takes up to n inherited sockets bound to *a that are the socket
+ * o asks for (MPTCP or not, its device; the other options of o are put on
+ * them), and opens the rest (in the same SO_REUSEPORT group; a Unix
+ * listener's are dups). Returns 0 or -errno with err. */
+struct listen_opts;
+int upgrade_listener_open_n(struct addr *a, unsigned n, int *fds, const struct listen_opts *o,
+			    char *err, unsigned errlen);
 
 /* An inherited socket bound to *a (the stats endpoint, the admin socket),
  * or -1. */

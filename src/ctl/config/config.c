@@ -9,6 +9,7 @@
 #include "config_doc.h"
 #include "check_spec.h"
 #include "config_listen.h"
+#include "config_sockopt.h"
 #include "route_admit.h"
 #include "route_hist.h"
 #include "route_keys.h"
@@ -36,6 +37,8 @@ static const char *const check_forms[] = { "none|tcp|redis|redis-primary|pgsql|m
 					   NULL };
 static const char *const down_actions[] = { "keep", "close", NULL };
 const char *const balance_names[] = { "roundrobin", "leastconn", "maglev", NULL };
+/* mptcp and fastopen: which of a route's sockets (SIDE_LISTEN, SIDE_BACKEND bits) */
+static const char *const sides[] = { "no", "listen", "backend", "yes", NULL };
 
 /* `check`: what check_spec_parse accepts, with its sentence. */
 static int check_valid(const char *val, char *why, size_t len)
@@ -156,6 +159,77 @@ const struct setting settings[] = {
 	{ "resolvers", 0, SET_TEXT, 0, 0, "system", 0, resolver_forms, SCOPE_GLOBAL, G(resolvers),
 	  "DNS servers that backend names with resolve= are looked up on (numeric, port 53 unless "
 	  "given), or system: those of /etc/resolv.conf" },
+	/* a session's lifetime and the drain (session.c, worker.c) */
+	{ "max-session-time", 0, SET_DURATION, 1000, 365 * DAY_MS, "0", SET_ZERO_OK, NULL, SCOPE_ROUTE,
+	  R(max_session_time_ms),
+	  "a session open this long is closed gracefully: both sides stop being read, every byte "
+	  "already read is delivered, then each side gets a FIN (access log reason=max-session-time, "
+	  "splicer_sessions_expired_total); a client of a pooled connection reconnects and is "
+	  "balanced anew (0: no limit)" },
+	{ "max-session-jitter", 0, SET_UINT, 0, 100, "10%", SET_PERCENT, NULL, SCOPE_ROUTE,
+	  R(max_session_jitter),
+	  "each session's max_session_time is shortened by a random share of up to this much, so "
+	  "sessions opened together do not all end (and reconnect) together" },
+	{ "drain-spread", 0, SET_ENUM, 0, 0, "yes", 0, no_yes, SCOPE_GLOBAL, G(drain_spread),
+	  "on SIGTERM, an upgrade or ctl drain: the sessions still open are closed gracefully (as "
+	  "max_session_time does) at moments spread evenly over the first 90% of drain_timeout, so "
+	  "their clients do not all reconnect at once; no: they may run until drain_timeout, when "
+	  "the ones left are cut together" },
+	/* socket options (sockopt.h, config_sockopt.c) */
+	{ "client-keepalive", 0, SET_CUSTOM, 0, 0, "off", 0, NULL, SCOPE_ROUTE, R(client_keepalive),
+	  "TCP keepalive on client connections: after IDLE without a byte, a probe every INTERVAL; "
+	  "COUNT unanswered end the session (reason=client-timeout, "
+	  "splicer_dead_peers_total{side=\"client\"}): a client gone behind a NAT is told from an "
+	  "idle one" },
+	{ "backend-keepalive", 0, SET_CUSTOM, 0, 0, "off", 0, NULL, SCOPE_ROUTE, R(backend_keepalive),
+	  "TCP keepalive on backend connections, as client_keepalive (reason=backend-timeout, "
+	  "splicer_dead_peers_total{side=\"backend\"})" },
+	{ "client-user-timeout", 0, SET_DURATION, 1, 24 * DAY_MS, "0", SET_ZERO_OK, NULL, SCOPE_ROUTE,
+	  R(client_user_timeout_ms),
+	  "TCP_USER_TIMEOUT on client connections: bytes sent to the client and not acknowledged "
+	  "for this long end the session (reason=client-timeout, counted in "
+	  "splicer_dead_peers_total), instead of the kernel's 15 minutes of retransmissions; it "
+	  "also bounds keepalive probing (0: the kernel's)" },
+	{ "backend-user-timeout", 0, SET_DURATION, 1, 24 * DAY_MS, "0", SET_ZERO_OK, NULL, SCOPE_ROUTE,
+	  R(backend_user_timeout_ms), "TCP_USER_TIMEOUT on backend connections, as client_user_timeout" },
+	{ "source", 0, SET_TEXT, 0, 0, "off", 0, NULL, SCOPE_ROUTE, R(source),
+	  "where backend connections come from: an address of this host, or several (each new "
+	  "connection takes the next, so one backend can hold a full port range per address: more "
+	  "than 64k sessions), bound with IP_BIND_ADDRESS_NO_PORT; or client: the client's own "
+	  "address (transparent proxying, IP_TRANSPARENT: needs CAP_NET_ADMIN and the policy "
+	  "routing of doc/operations.md); a backend line's source= wins for its backend" },
+	{ "mptcp", 0, SET_ENUM, 0, 0, "no", 0, sides, SCOPE_ROUTE, R(mptcp),
+	  "Multipath TCP (IPPROTO_MPTCP, net.mptcp.enabled): on the route's listeners (clients that "
+	  "speak it get it, others plain TCP), on its backend connections, or both (yes)" },
+	{ "fastopen", 0, SET_ENUM, 0, 0, "no", 0, sides, SCOPE_ROUTE, R(fastopen),
+	  "TCP Fast Open: listen: clients' data may ride in their SYN (TCP_FASTOPEN, a queue of "
+	  "backlog; net.ipv4.tcp_fastopen must allow the server side, bit 2); backend: a client's "
+	  "first bytes already received ride in the backend SYN (MSG_FASTOPEN; with defer_accept "
+	  "they are there at accept); yes: both" },
+	{ "mark", 0, SET_CUSTOM, 0, 0, "0", 0, NULL, SCOPE_ROUTE, R(mark),
+	  "SO_MARK (fwmark) on the route's listeners, so on its client connections, and on its "
+	  "backend connections, for policy routing and firewall rules; needs CAP_NET_ADMIN, which "
+	  "the proxy then keeps after start (0: none)" },
+	{ "tos", 0, SET_CUSTOM, 0, 0, "0", 0, NULL, SCOPE_ROUTE, R(tos),
+	  "IP_TOS (IPv6: the traffic class) of the route's packets both ways, as 0x10 or a DSCP "
+	  "shifted left by two (0xb8: EF)" },
+	{ "defer-accept", 0, SET_DURATION, 1000, 3600 * 1000, "0", SET_ZERO_OK, NULL, SCOPE_ROUTE,
+	  R(defer_accept_ms),
+	  "TCP_DEFER_ACCEPT on the route's listeners: a connection is accepted once its first "
+	  "bytes came (or this long after the handshake), so silent scanners cost no session and "
+	  "no backend connection. Not for protocols where the server speaks first (0: off)" },
+	{ "interface", 0, SET_TEXT, 0, 0, "off", 0, NULL, SCOPE_ROUTE, R(iface),
+	  "SO_BINDTODEVICE on the route's listeners and backend connections: a device or a VRF "
+	  "(the route then listens and connects in that VRF; another VRF may use the same port)" },
+	{ "backlog", 0, SET_UINT, 1, 1000000, "4096", 0, NULL, SCOPE_ROUTE, R(backlog),
+	  "the listen() backlog of the route's listeners (capped by net.core.somaxconn)" },
+	{ "rate-limit-up", 0, SET_CUSTOM, 0, 0, "0", 0, NULL, SCOPE_ROUTE, R(rate_up),
+	  "the most a session sends to its backend, paced by the kernel (SO_MAX_PACING_RATE), so "
+	  "splice still moves the bytes; the client is slowed by TCP's own back-pressure. "
+	  "RATE/source: every session of one client address together (each gets an even share, "
+	  "looked at again every second) (0: no limit)" },
+	{ "rate-limit-down", 0, SET_CUSTOM, 0, 0, "0", 0, NULL, SCOPE_ROUTE, R(rate_down),
+	  "the most a session sends to its client, as rate_limit_up" },
 };
 const unsigned nsettings = sizeof(settings) / sizeof(settings[0]);
 _Static_assert(sizeof(settings) / sizeof(settings[0]) <= SETTINGS_MAX,
@@ -186,6 +260,10 @@ static void range_text(const struct setting *s, char *buf, size_t len)
 	char lo[32], hi[32];
 	size_t n = 0;
 
+	if (setting_kind(s)) {
+		snprintf(buf, len, "%s", setting_kind(s)->accepts);
+		return;
+	}
 	switch (s->type) {
 	case SET_ENUM:
 		buf[0] = '\0';
@@ -210,6 +288,8 @@ static void range_text(const struct setting *s, char *buf, size_t len)
 		return;
 	case SET_TEXT:
 		snprintf(buf, len, "%s", s->choices ? s->choices[0] : "text");
+		return;
+	case SET_CUSTOM:
 		return;
 	}
 }
@@ -260,9 +340,16 @@ int setting_parse(const struct setting *s, const char *val, void *out, char *why
 			snprintf(why, len, "value longer than %d characters", SETTING_TEXT_MAX - 1);
 			return -1;
 		}
-		if (text_invalid(s, val, why, len))
+		if ((setting_kind(s) && setting_kind(s)->parse(val, NULL, why, len)) ||
+		    text_invalid(s, val, why, len))
 			return -1;
 		snprintf(out, SETTING_TEXT_MAX, "%s", val);
+		return 0;
+	}
+	if (s->type == SET_CUSTOM) {
+		if (setting_kind(s)->parse(val, &v, why, len))
+			return -1;
+		*(uint64_t *)out = v;
 		return 0;
 	}
 	if ((s->flags & SET_AUTO_OK) && !strcmp(val, "auto")) {
@@ -283,8 +370,17 @@ int setting_parse(const struct setting *s, const char *val, void *out, char *why
 		if ((r = parse_duration_ms(val, &v)) == -EDOM)
 			parse_uint(val, &v); /* the number, for the message */
 		break;
-	case SET_UINT: r = parse_uint(val, &v); break;
-	case SET_TEXT: break;
+	case SET_UINT:
+		if ((s->flags & SET_PERCENT) && *val && val[strlen(val) - 1] == '%') {
+			char num[32];
+			snprintf(num, sizeof(num), "%.*s", (int)strlen(val) - 1, val);
+			r = strlen(val) < sizeof(num) ? parse_uint(num, &v) : -EINVAL;
+		} else {
+			r = parse_uint(val, &v);
+		}
+		break;
+	case SET_TEXT:
+	case SET_CUSTOM: break;
 	}
 	if (!r && s->type != SET_ENUM && (v < s->min || v > s->max) && !((s->flags & SET_ZERO_OK) && !v))
 		r = -ERANGE;
@@ -872,7 +968,8 @@ int config_finalize(struct config *c)
 			return -1;
 		}
 	}
-	if (config_listen_groups(c) || route_admit_build(c) || route_hist_build(c))
+	if (config_listen_groups(c) || config_sockopt_build(c) || route_admit_build(c) ||
+	    route_hist_build(c))
 		return -1;
 	nlisteners = c->nlst;
 	if (c->workers == SETTING_AUTO) {
@@ -902,7 +999,7 @@ int config_finalize(struct config *c)
 
 void config_print_help(const char *prog)
 {
-	char range[160], optname[48];
+	char range[512], optname[48];
 
 	printf("splicer %s: a layer-4 TCP forwarding proxy with splice() engines\n\n"
 	       "usage: %s -l LISTEN -b BACKEND [-b BACKEND ...] [options]\n"
@@ -928,8 +1025,9 @@ void config_print_help(const char *prog)
 	config_doc_help_route_keys(stdout, 36, 80);
 	for (unsigned i = 0; i < nsettings; i++) {
 		const struct setting *s = &settings[i];
-		const char *meta = s->type == SET_ENUM ? "NAME" : s->type == SET_SIZE ? "SIZE"
-				   : s->type == SET_DURATION ? "DURATION" : s->type == SET_TEXT ? "WHERE" : "N";
+		const char *meta = setting_kind(s) ? setting_kind(s)->meta : s->type == SET_ENUM ? "NAME"
+				   : s->type == SET_SIZE ? "SIZE" : s->type == SET_DURATION ? "DURATION"
+				   : s->type == SET_TEXT ? "WHERE" : "N";
 		if (s->short_opt)
 			snprintf(optname, sizeof(optname), "-%c, --%s %s", s->short_opt, s->name, meta);
 		else

@@ -47,6 +47,15 @@ static const struct {
 	{ "source-max-conns", "100" },   { "source-conn-rate", "20" },
 	{ "source-table-size", "200000" }, { "tls-hello-timeout", "3s" },
 	{ "tls-hello-max", "32k" },      { "queue-timeout", "10s" },
+	{ "max-session-time", "1h" },    { "max-session-jitter", "10%" },
+	{ "drain-spread", "no" },        { "client-keepalive", "60s,10s,5" },
+	{ "backend-keepalive", "30s,5s,3" }, { "client-user-timeout", "30s" },
+	{ "backend-user-timeout", "10s" }, { "source", "10.0.0.5 10.0.0.6" },
+	{ "mptcp", "listen" },           { "fastopen", "listen" },
+	{ "mark", "0x2a" },              { "tos", "0x10" },
+	{ "defer-accept", "5s" },        { "interface", "vrf-blue" },
+	{ "backlog", "16384" },          { "rate-limit-up", "100mbit" },
+	{ "rate-limit-down", "20mbit/source" },
 	{ "on-backend-down", "close" },  { "slowstart", "30s" },
 };
 
@@ -131,6 +140,16 @@ static int setting_doc(const struct setting *s, struct key_doc *d)
 			if (*p == '|')
 				*p = ',';
 		snprintf(d->accepts, sizeof(d->accepts), "one of: %s", forms);
+		if (setting_kind(s)) {
+			d->meta = setting_kind(s)->meta;
+			d->type = setting_kind(s)->type;
+			snprintf(d->accepts, sizeof(d->accepts), "%s", setting_kind(s)->accepts);
+		}
+		break;
+	case SET_CUSTOM:
+		d->meta = setting_kind(s)->meta;
+		d->type = setting_kind(s)->type;
+		snprintf(d->accepts, sizeof(d->accepts), "%s", setting_kind(s)->accepts);
 		break;
 	}
 	if (s->short_opt)
@@ -165,12 +184,14 @@ static const struct {
 	  "-l, --listen (one route only)", "listen = :8080 [::]:8080",
 	  "where the route accepts clients; required (routes with sni may share one)", MAX_LISTENS,
 	  MAX_LISTENERS, NULL, NULL },
-	{ "backend", "ADDRESS [weight=N] [maxconn=N] [backup] [resolve=DURATION [srv]] ...",
+	{ "backend", "ADDRESS [weight=N] [maxconn=N] [backup] [source=ADDR|client] [resolve=DURATION [srv]] ...",
 	  "one or more addresses, separated by spaces or commas, each optionally followed by "
-	  "weight=N (1 to %d, default 1), maxconn=N (1 to 10000000, default no limit), backup "
-	  "and, for a host name, resolve=DURATION (1s to 24h: looked up again at that interval) "
-	  "with srv (the name is an SRV name, without a port); the line may be repeated; at most "
-	  "%d per route",
+	  "weight=N (1 to %d, default 1), maxconn=N (1 to 10000000, default no limit), backup, "
+	  "source=ADDR or source=client (this backend's connections come from that address, or "
+	  "from the client's own: the route's `source` for one backend) and, for a "
+	  "host name, resolve=DURATION (1s to 24h: looked up again at that interval) with srv "
+	  "(the name is an SRV name, without a port); the line may be repeated; at most %d per "
+	  "route",
 	  "-b, --backend (one route only; weight 1)",
 	  "backend = 10.0.0.1:80 weight=3 maxconn=200 10.0.0.2:80 10.0.0.9:80 backup",
 	  "the route's backend pool; required. A weight is the backend's share of new sessions "

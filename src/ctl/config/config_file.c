@@ -22,6 +22,7 @@
  * the resolver thread (dns.c) gives its addresses and follows their changes. */
 #define _GNU_SOURCE
 #include "config.h"
+#include "config_sockopt.h"
 #include "config_table.h"
 #include "route_keys.h"
 
@@ -215,7 +216,7 @@ static void add_listens(struct file_ctx *x, struct route *r, char *val)
 }
 
 /* What a backend line's options may be, for the messages. */
-#define BACKEND_OPTIONS "weight=N, maxconn=N, backup, resolve=DURATION or srv[=yes|no]"
+#define BACKEND_OPTIONS "weight=N, maxconn=N, backup, source=ADDR|client, resolve=DURATION or srv[=yes|no]"
 
 /* A backend option: "key=value", or the bare word srv or backup. */
 static int backend_option(const char *tok)
@@ -277,6 +278,13 @@ static int backend_options(struct file_ctx *x, const char *addr, char **opt, uns
 				return -1;
 			}
 			d->maxconn = (unsigned)v;
+		} else if (!strncmp(t, "source=", 7)) {
+			char why[256];
+			if (config_backend_source(t + 7, &d->source, &d->source_client, why,
+						  sizeof(why))) {
+				problem(x, "backend %s: %s", addr, why);
+				return -1;
+			}
 		} else if (!strncmp(t, "resolve=", 8)) {
 			/* at least a second: a lookup every few milliseconds is a
 			 * typo for seconds, and a load on the DNS servers */
@@ -335,7 +343,7 @@ static void add_dns_name(struct file_ctx *x, struct route *r, const char *tok, s
 	r->dns[r->ndns++] = *d;
 }
 
-/* "ADDR [weight=N] [maxconn=N] [backup] [resolve=DURATION [srv[=yes|no]]] ADDR ...":
+/* "ADDR [weight=N] [maxconn=N] [backup] [source=ADDR|client] [resolve=DURATION [srv[=yes|no]]] ADDR ...":
  * the options apply to the address before them, and to every address of a
  * name (each is a backend of its own). A name with resolve= is looked up
  * again and again (dns.c); any other is resolved now. */
@@ -378,6 +386,8 @@ static void add_backends(struct file_ctx *x, struct route *r, char *val)
 		for (unsigned b = first; b < r->nbackend; b++) {
 			r->backend[b].weight = d.weight ? d.weight : 1;
 			r->backend[b].maxconn = d.maxconn;
+			r->backend[b].source = d.source;
+			r->backend[b].source_client = d.source_client;
 			r->backend[b].backup = d.backup;
 		}
 	}
@@ -430,9 +440,9 @@ static unsigned section_keys(int route, char names[][32], unsigned max)
  * section takes. A global setting in a route is said by the caller. */
 static void unknown_key(struct file_ctx *x, const char *name)
 {
-	char names[64][32], list[1024], mean[64] = "";
-	const char *ptr[64], *near;
-	unsigned n = section_keys(x->sec == SEC_ROUTE, names, 64);
+	char names[SETTINGS_MAX + 8][32], list[2048], mean[64] = "";
+	const char *ptr[SETTINGS_MAX + 8], *near;
+	unsigned n = section_keys(x->sec == SEC_ROUTE, names, SETTINGS_MAX + 8);
 	size_t len = 0;
 
 	for (unsigned i = 0; i < n; i++) {

@@ -8,10 +8,22 @@
 
 #include "config.h"
 
-enum set_type { SET_UINT, SET_SIZE, SET_DURATION, SET_ENUM, SET_TEXT };
+enum set_type { SET_UINT, SET_SIZE, SET_DURATION, SET_ENUM, SET_TEXT, SET_CUSTOM };
 enum set_scope { SCOPE_GLOBAL, SCOPE_ROUTE };
 #define SET_AUTO_OK 1 /* "auto" (stored as SETTING_AUTO) is accepted */
 #define SET_ZERO_OK 2 /* 0 ("off" or "the kernel's") is accepted below min */
+#define SET_PERCENT 4 /* SET_UINT: a trailing '%' is accepted ("10%") */
+
+/* A value of its own syntax (a keepalive triple, a rate): SET_CUSTOM parses
+ * it into the row's uint64_t; a SET_TEXT row with a kind has its text
+ * checked by parse (out NULL) before it is stored. setting_kind() says
+ * which rows have one (config_sockopt.c). */
+struct setting_kind {
+	const char *meta;            /* --help's placeholder: "IDLE,INTERVAL,COUNT" */
+	const char *type;            /* the reference's type: "keepalive", "rate" */
+	const char *accepts;         /* the reference's "accepts" and --help's range */
+	int (*parse)(const char *val, uint64_t *out, char *why, size_t len); /* 0, or -1 + why */
+};
 
 struct setting {
 	const char *name;            /* long option, and the config key ('-' or '_') */
@@ -28,6 +40,10 @@ struct setting {
 
 extern const struct setting settings[];
 extern const unsigned nsettings;
+
+/* The kind of a SET_CUSTOM row, or of a SET_TEXT row that checks its
+ * text; NULL for the others. */
+const struct setting_kind *setting_kind(const struct setting *s);
 
 /* The setting called name (a long option name, '_' read as '-'), or NULL. */
 const struct setting *setting_find(const char *name);

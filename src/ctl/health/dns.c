@@ -434,6 +434,8 @@ static void add_answer(struct route *r, unsigned k, const struct dns_answer *a, 
 		b->backup = q->backup;
 		b->line = q->line;
 		b->dns = (uint8_t)(k + 1);
+		b->source = q->source;
+		b->source_client = q->source_client;
 	}
 	if (left + a->dropped && !quiet)
 		log_warn("route %s: %s: %u address%s left out: at most %d backends per route",

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "config_sockopt.h"
 #include "log.h"
 
 /* The capability sets of this thread, as capget(2) takes them. */
@@ -79,6 +80,30 @@ int privs_privileged(void)
 	if (geteuid() == 0)
 		return 1;
 	return caps_get(&c) || caps_word(&c, 1) || caps_word(&c, 0);
+}
+
+int privs_have(int cap)
+{
+	struct caps c;
+
+	return !caps_get(&c) && (caps_word(&c, 0) >> cap & 1);
+}
+
+unsigned long long privs_keep(const struct config *cfg)
+{
+	return PRIVS_KEEP | (config_net_admin_need(cfg) ? PRIVS_CAP(PRIVS_CAP_NET_ADMIN) : 0);
+}
+
+int privs_check_run(const struct config *cfg, char *err, size_t errlen)
+{
+	const char *need = config_net_admin_need(cfg);
+
+	if (!need || privs_have(PRIVS_CAP_NET_ADMIN))
+		return 0;
+	snprintf(err, errlen, "%s needs CAP_NET_ADMIN, which this process does not have (start it "
+		 "as root with user =, which keeps it for such a config, or grant it: systemd "
+		 "AmbientCapabilities=CAP_NET_ADMIN; a reload cannot add it)", need);
+	return -1;
 }
 
 /* The user to become: 1 with *pw for a user, 0 for "" and "off", -1 with

@@ -21,6 +21,20 @@
 /* What an engine's privileged setup needs besides (sockmap: CAP_BPF and
  * CAP_NET_ADMIN, to load a networking BPF program). */
 #define PRIVS_KEEP_SETUP (PRIVS_CAP(39) | PRIVS_CAP(12))
+#define PRIVS_CAP_NET_ADMIN 12
+
+/* What the running proxy keeps for cfg: PRIVS_KEEP, and CAP_NET_ADMIN when
+ * a route needs it at run time (mark: SO_MARK; source = client:
+ * IP_TRANSPARENT at each backend connect; config_net_admin_need). */
+unsigned long long privs_keep(const struct config *cfg);
+
+/* 1 when this thread's effective set holds capability cap. */
+int privs_have(int cap);
+
+/* After privs_drop, and before a reload puts cfg in force: a config that
+ * needs CAP_NET_ADMIN (privs_keep) in a process without it is refused, with
+ * the way to grant it in err; every session would fail otherwise. 0 or -1. */
+int privs_check_run(const struct config *cfg, char *err, size_t errlen);
 
 /* Root's files become the user's business: the calling thread (and every
  * thread it creates after) takes user `name`'s supplementary groups and its

@@ -412,6 +412,17 @@ size_t stats_http_metrics(char *buf, size_t len)
 	WORKER_COUNTER("tls_no_route_total",
 		       "Clients of sni listeners closed: no route for their name and no route without sni.",
 		       tls_no_route);
+	family(&o, "splicer_sessions_expired_total", "counter",
+	       "Graceful closes begun by the proxy, by cause: max_session_time, or drain (drain_spread).");
+	put(&o, "splicer_sessions_expired_total{cause=\"max_session_time\"} %llu\n",
+	    (unsigned long long)t.expired_lifetime);
+	put(&o, "splicer_sessions_expired_total{cause=\"drain\"} %llu\n",
+	    (unsigned long long)t.expired_drain);
+	family(&o, "splicer_dead_peers_total", "counter",
+	       "Sessions ended because the kernel gave up on a peer (ETIMEDOUT: keepalive probes "
+	       "unanswered, the user timeout, retransmissions), by side.");
+	put(&o, "splicer_dead_peers_total{side=\"client\"} %llu\n", (unsigned long long)t.dead_client);
+	put(&o, "splicer_dead_peers_total{side=\"backend\"} %llu\n", (unsigned long long)t.dead_backend);
 	family(&o, "splicer_accept_pauses_total", "counter", "Times accepting paused, by cause.");
 	put(&o, "splicer_accept_pauses_total{cause=\"fd_limit\"} %llu\n",
 	    (unsigned long long)t.accept_fd_pauses);
