@@ -79,9 +79,14 @@ BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis
 # `make deb` and its test (tests/package/deb.sh) build and check the package;
 # systemd for systemd-analyze (tests/package/unit_systemd.sh).
 PKG_PKGS   := debhelper dpkg-dev lintian systemd
+# The status page's browser test (tests/integration/test_status.c) renders
+# the stats endpoint's page in headless Chromium: a large package (about
+# 120 MB to download with its libraries, some 450 MB installed; 1.5 minutes
+# to install on a 2-CPU machine with a nearby Debian mirror).
+BROWSER_PKGS := chromium
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps peer-deps bench-deps pkg-deps bench perf-doc install uninstall deb clean asan fuzz soak
+.PHONY: all run test deps peer-deps bench-deps pkg-deps browser-deps bench perf-doc install uninstall deb clean asan fuzz soak
 
 all: $(B)/layers.ok $(B)/splicer
 
@@ -140,6 +145,9 @@ peer-deps:
 bench-deps:
 	@sh tools/deps.sh $(BENCH_PKGS)
 
+browser-deps:
+	@sh tools/deps.sh $(BROWSER_PKGS)
+
 run: deps bench-deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(B)/splicer bench --quick $(ARGS)
@@ -182,7 +190,7 @@ TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 	    SPLICER_NFQ_DELAY=$(B)/nfq_delay SPLICER_NO_URING=$(B)/no_uring \
 	    SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus SPLICER_DEB=$(DEB)
 
-test: deps peer-deps pkg-deps
+test: deps peer-deps pkg-deps browser-deps
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
 		$(DEB)
 	@rm -f $(B)/peer-table.txt

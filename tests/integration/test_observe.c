@@ -551,26 +551,9 @@ Test(integ, metrics_families_are_contiguous_and_name_build_start_and_reload, .in
 }
 
 /* promtool, when installed (Debian package prometheus), on a real scrape. */
-static const char *ob_promtool(void)
-{
-	static char path[512];
-	const char *env = getenv("PATH");
-	char *dirs = strdup(env ? env : "/usr/bin:/bin"), *save = NULL;
-
-	path[0] = '\0';
-	for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		snprintf(path, sizeof path, "%s/promtool", d);
-		if (access(path, X_OK) == 0)
-			break;
-		path[0] = '\0';
-	}
-	free(dirs);
-	return path[0] ? path : NULL;
-}
-
 Test(integ, promtool_accepts_a_real_scrape, .init = h_init, .fini = h_fini, .timeout = 60)
 {
-	const char *bin = h_binary(0), *promtool = ob_promtool();
+	const char *bin = h_binary(0), *promtool = h_which("promtool");
 	static struct h_server a, b;
 	static struct h_proxy p;
 	struct h_addr stats;
