@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* Integration cases for what people and dashboards see of a running proxy
  * (src/ctl/stats/status_page.c, contrib/grafana-dashboard.json):
- *   - the status page in a real browser, Debian's chromium, headless: a
- *     screenshot kept for a person to look at (build/status-page.png when
- *     run from the source tree), and the DOM after the page's script ran
- *     and refreshed it, which must show the proxy's live numbers: a
- *     backend whose checks fail is down, a drained one drain, the sessions
- *     the test made, the client admission refused, the connect histogram's
- *     count; no Content-Security-Policy violation and no script error; and
- *     the same page with JavaScript off;
+ *   - the status page in a real browser, Debian's chromium, headless, one
+ *     render per case (integ/load_status_page_chromium_*, the heavy
+ *     shard): a screenshot kept for a person to look at
+ *     (build/status-page.png when run from the source tree); the DOM after
+ *     the page's script ran and refreshed it, which must show the proxy's
+ *     live numbers: a backend whose checks fail is down, a drained one
+ *     drain, the sessions the test made, the client admission refused, the
+ *     connect histogram's count; no Content-Security-Policy violation and
+ *     no script error; and the same page with JavaScript off;
  *   - the page over plain HTTP: its head (type, a CSP nonce new for each
  *     answer and the same on the page's style and script), HEAD, methods;
  *   - the Grafana dashboard: every metric its expressions name is one the
@@ -272,47 +273,90 @@ static void st_down(struct st_proxy *x)
 	h_refused_close(&x->b);
 }
 
-Test(integ, status_page_in_chromium, .init = h_init, .fini = h_fini, .timeout = 180)
+/* What the browser cases share: the proxy of st_up with its traffic made
+ * (b marked down by its checks, 7 sessions on a, one client denied), the
+ * figures /metrics gives for them, and the page's sequence number as the
+ * test saw it before the browser came. */
+struct st_live {
+	struct st_proxy x;
+	long long route_sessions;  /* splicer_route_sessions_total of route web */
+	long long seq0;            /* data-seq of the page the test fetched */
+	char url[200];
+};
+
+static const char *st_chromium_or_skip(void)
 {
 	const char *chromium = h_which("chromium");
-	static struct st_proxy x;
-	char name[300], why[256], url[200], shot[512], out[512], errp[512], row[8192], cell[128];
-	unsigned w, h;
-	long bytes;
 
 	if (!chromium)
 		cr_skip_test("chromium is not installed (Debian package chromium, which `make test` "
-			     "installs through tools/deps.sh): the status page's browser test is skipped; "
-			     "integ/status_page_http_answers checks the page without a browser");
-	st_up(&x, h_binary(0));
-	/* b down by its checks, then sessions on a alone, and one client denied */
-	snprintf(name, sizeof name, "splicer_backend_up{route=\"web\",backend=\"%s\"}", x.b.text);
-	H_CHECK(st_metric_until(&x.stats, name, 0, 5000) == 0, "backend %s not marked down", x.b.text);
+			     "installs through tools/deps.sh): the status page's browser tests are "
+			     "skipped; integ/status_page_http_answers checks the page without a browser");
+	return chromium;
+}
+
+static void st_live_up(struct st_live *l)
+{
+	struct st_proxy *x = &l->x;
+	char name[300], why[256];
+
+	st_up(x, h_binary(0));
+	snprintf(name, sizeof name, "splicer_backend_up{route=\"web\",backend=\"%s\"}", x->b.text);
+	H_CHECK(st_metric_until(&x->stats, name, 0, 5000) == 0, "backend %s not marked down", x->b.text);
 	for (int i = 0; i < 7; i++)
-		H_CHECK(h_echo_roundtrip(&x.p.addr, 1000 + 500 * i, (uint64_t)i, 3000, why, sizeof why) == 0,
+		H_CHECK(h_echo_roundtrip(&x->p.addr, 1000 + 500 * i, (uint64_t)i, 3000, why, sizeof why) == 0,
 			"echo %d: %s", i, why);
-	int fd = h_connect_from(x.port, "127.0.0.2", 1000);
+	int fd = h_connect_from(x->port, "127.0.0.2", 1000);
 	char byte;
 	H_CHECK(recv(fd, &byte, 1, 0) <= 0, "a denied client got a byte");
 	close(fd);
 	snprintf(name, sizeof name, "splicer_backend_sessions_total{route=\"web\",backend=\"%s\"}",
-		 x.a.addr.text);
-	H_CHECK(st_metric_until(&x.stats, name, 7, 3000) == 0, "7 sessions on %s expected", x.a.addr.text);
-	H_CHECK(st_metric_until(&x.stats, "splicer_route_refused_total{route=\"web\",reason=\"denied\"}", 1,
+		 x->a.addr.text);
+	H_CHECK(st_metric_until(&x->stats, name, 7, 3000) == 0, "7 sessions on %s expected", x->a.addr.text);
+	H_CHECK(st_metric_until(&x->stats, "splicer_route_refused_total{route=\"web\",reason=\"denied\"}", 1,
 				3000) == 0, "1 denied client expected");
-	H_CHECK(st_metric_until(&x.stats, "splicer_route_connect_seconds_count{route=\"web\"}", 7, 3000) == 0,
+	H_CHECK(st_metric_until(&x->stats, "splicer_route_connect_seconds_count{route=\"web\"}", 7, 3000) == 0,
 		"7 connects in the histogram expected");
-	long long route_sessions = st_metric(&x.stats, "splicer_route_sessions_total{route=\"web\"}");
+	l->route_sessions = st_metric(&x->stats, "splicer_route_sessions_total{route=\"web\"}");
 
 	/* the page as the test sees it first: the browser's must be newer */
-	char *resp = st_http(&x.stats, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-	long long seq0 = st_attr(strstr(resp, "<main"), "data-seq");
-	H_CHECK(!strncmp(resp, "HTTP/1.1 200 ", 13) && seq0 > 0, "GET /: %.300s", resp);
+	char *resp = st_http(&x->stats, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+	l->seq0 = st_attr(strstr(resp, "<main"), "data-seq");
+	H_CHECK(!strncmp(resp, "HTTP/1.1 200 ", 13) && l->seq0 > 0, "GET /: %.300s", resp);
 	free(resp);
-	snprintf(url, sizeof url, "http://%s/", x.stats.text);
+	snprintf(l->url, sizeof l->url, "http://%s/", x->stats.text);
+}
 
-	/* the screenshot, for a person to look at */
+/* The backends' rows of a DOM: b down, c drained, a up with its 7 sessions. */
+static void st_check_rows(const struct st_live *l, const char *dom, const char *where)
+{
+	char row[8192], cell[128];
+
+	H_CHECK(st_row(dom, l->x.b.text, row, sizeof row) && strstr(row, "data-state=\"down\"") &&
+			strstr(row, "class=\"st down\""),
+		"backend %s is not shown down: %.600s; DOM in %s", l->x.b.text, row, where);
+	H_CHECK(st_row(dom, l->x.c.addr.text, row, sizeof row) && strstr(row, "data-state=\"drain\""),
+		"backend %s is not shown drained: %.600s; DOM in %s", l->x.c.addr.text, row, where);
+	H_CHECK(st_row(dom, l->x.a.addr.text, row, sizeof row) && strstr(row, "data-state=\"up\""),
+		"backend %s is not shown up: %.600s; DOM in %s", l->x.a.addr.text, row, where);
+	H_CHECK(!strcmp(st_cell(row, "sessions_total", cell, sizeof cell), "7"),
+		"backend %s: sessions '%s' shown, 7 made; DOM in %s", l->x.a.addr.text, cell, where);
+}
+
+/* One render each (a headless chromium takes seconds of both CPUs to
+ * start): the heavy shard's load_ prefix. */
+
+/* The screenshot, for a person to look at: build/status-page.png. */
+Test(integ, load_status_page_chromium_screenshot, .init = h_init, .fini = h_fini, .timeout = 120)
+{
+	const char *chromium = st_chromium_or_skip();
+	static struct st_live l;
+	char shot[512], out[512], errp[512], shot_arg[600];
+	unsigned w, h;
+	long bytes;
 	struct stat sb;
+
+	st_live_up(&l);
 	if (!stat("build", &sb) && S_ISDIR(sb.st_mode) && !access("build", W_OK)) {
 		H_CHECK(getcwd(shot, sizeof shot - 32), "getcwd");
 		strcat(shot, "/build/status-page.png");
@@ -320,12 +364,12 @@ Test(integ, status_page_in_chromium, .init = h_init, .fini = h_fini, .timeout = 
 		snprintf(shot, sizeof shot, "%s/status-page.png", h_tmpdir());
 	}
 	unlink(shot);
-	char shot_arg[600];
 	snprintf(shot_arg, sizeof shot_arg, "--screenshot=%s", shot);
 	snprintf(out, sizeof out, "%s/chromium-shot.out", h_tmpdir());
 	snprintf(errp, sizeof errp, "%s/chromium-shot.err", h_tmpdir());
 	const char *shot_args[] = { shot_arg, "--window-size=1280,1600", "--hide-scrollbars", NULL };
-	int st = st_chromium_run(chromium, shot_args, url, out, errp, 60000);
+	int64_t t0 = h_now_ms();
+	int st = st_chromium_run(chromium, shot_args, l.url, out, errp, 60000);
 	H_CHECK(st == 0 || (st > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0),
 		"chromium --screenshot: status %d (-1: killed after 60 s); stderr in %s", st, errp);
 	H_CHECK(st_png_size(shot, &w, &h, &bytes) == 0 && w == 1280 && h == 1600,
@@ -334,15 +378,24 @@ Test(integ, status_page_in_chromium, .init = h_init, .fini = h_fini, .timeout = 
 	 * tables, text and charts do not */
 	H_CHECK(bytes > 40000, "%s: only %ld bytes: a blank page?", shot, bytes);
 	st_console_clean(errp, "the screenshot");
-	cr_log_info("status page screenshot: %s (%ux%u, %ld bytes)", shot, w, h, bytes);
-	fprintf(stderr, "status page screenshot: %s\n", shot);
+	fprintf(stderr, "status page screenshot: %s (%ux%u, %ld bytes, chromium %lld ms)\n", shot, w, h,
+		bytes, (long long)(h_now_ms() - t0));
+	st_down(&l.x);
+}
 
-	/* the DOM after the script ran and refreshed the page (virtual time:
-	 * 12 s of the page's timers pass without waiting for them) */
+/* The DOM after the page's script ran and refreshed it (virtual time: 12 s
+ * of the page's timers pass without waiting for them): the live numbers. */
+Test(integ, load_status_page_chromium_live_dom, .init = h_init, .fini = h_fini, .timeout = 120)
+{
+	const char *chromium = st_chromium_or_skip();
+	static struct st_live l;
+	char out[512], errp[512], cell[128], want[32];
+
+	st_live_up(&l);
 	snprintf(out, sizeof out, "%s/dom-js.html", h_tmpdir());
 	snprintf(errp, sizeof errp, "%s/dom-js.err", h_tmpdir());
 	const char *js_args[] = { "--virtual-time-budget=12000", "--dump-dom", NULL };
-	st = st_chromium_run(chromium, js_args, url, out, errp, 60000);
+	int st = st_chromium_run(chromium, js_args, l.url, out, errp, 60000);
 	H_CHECK(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "chromium --dump-dom: status %d", st);
 	st_console_clean(errp, "the page with JavaScript");
 	char *dom = h_read_file(out, NULL);
@@ -352,20 +405,12 @@ Test(integ, status_page_in_chromium, .init = h_init, .fini = h_fini, .timeout = 
 		st_attr(body, "data-refreshes"), out);
 	H_CHECK(strstr(dom, "id=\"live\" class=\"live ok\""), "the live line does not say ok; DOM in %s",
 		out);
-	H_CHECK(st_attr(strstr(dom, "<main"), "data-seq") >= seq0 + 2,
+	H_CHECK(st_attr(strstr(dom, "<main"), "data-seq") >= l.seq0 + 2,
 		"the DOM is not a page drawn after the browser's first (seq %lld, the test's %lld)",
-		st_attr(strstr(dom, "<main"), "data-seq"), seq0);
-	H_CHECK(st_row(dom, x.b.text, row, sizeof row) && strstr(row, "data-state=\"down\""),
-		"backend %s is not shown down: %.600s", x.b.text, row);
-	H_CHECK(st_row(dom, x.c.addr.text, row, sizeof row) && strstr(row, "data-state=\"drain\""),
-		"backend %s is not shown drained: %.600s", x.c.addr.text, row);
-	H_CHECK(st_row(dom, x.a.addr.text, row, sizeof row) && strstr(row, "data-state=\"up\""),
-		"backend %s is not shown up: %.600s", x.a.addr.text, row);
-	H_CHECK(!strcmp(st_cell(row, "sessions_total", cell, sizeof cell), "7"),
-		"backend %s: sessions '%s' shown, 7 made", x.a.addr.text, cell);
+		st_attr(strstr(dom, "<main"), "data-seq"), l.seq0);
+	st_check_rows(&l, dom, out);
 	const char *card = strstr(dom, "data-route=\"web\"");
-	char want[32];
-	snprintf(want, sizeof want, "%lld", route_sessions);
+	snprintf(want, sizeof want, "%lld", l.route_sessions);
 	H_CHECK(!strcmp(st_cell(card, "sessions_total", cell, sizeof cell), want),
 		"route web: sessions '%s' shown, /metrics says %s", cell, want);
 	H_CHECK(!strcmp(st_cell(card, "refused_denied", cell, sizeof cell), "1"),
@@ -373,34 +418,42 @@ Test(integ, status_page_in_chromium, .init = h_init, .fini = h_fini, .timeout = 
 	const char *hist = strstr(dom, "data-family=\"splicer_route_connect_seconds\"");
 	H_CHECK(hist && st_attr(hist, "data-count") == 7, "the connect histogram's count is not 7");
 	free(dom);
+	st_down(&l.x);
+}
 
-	/* JavaScript off: the page as served without its script (headless
-	 * chromium cannot dump or shoot a page with scripts disabled: it needs
-	 * them itself), from a file: the same numbers, drawn by the server */
-	resp = st_http(&x.stats, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+/* JavaScript off: the page as served without its script (headless
+ * chromium cannot dump or shoot a page with scripts disabled: it needs
+ * them itself), from a file: the same numbers, drawn by the server. */
+Test(integ, load_status_page_chromium_without_javascript, .init = h_init, .fini = h_fini,
+     .timeout = 120)
+{
+	const char *chromium = st_chromium_or_skip();
+	static struct st_live l;
+	char out[512], errp[512], file_url[400];
+
+	st_live_up(&l);
+	char *resp = st_http(&l.x.stats, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
 	char *page = strstr(resp, "\r\n\r\n"), *s0, *s1;
 	H_CHECK(page && (s0 = strstr(page, "<script")) && (s1 = strstr(s0, "</script>")), "no script in the page");
 	memmove(s0, s1 + 9, strlen(s1 + 9) + 1);
+	H_CHECK(!strstr(page, "<script"), "a second script in the page");
 	h_conf_write("nojs.html", page + 4);
 	free(resp);
-	char file_url[400];
 	snprintf(file_url, sizeof file_url, "file://%s/nojs.html", h_tmpdir());
 	snprintf(out, sizeof out, "%s/dom-nojs.html", h_tmpdir());
 	snprintf(errp, sizeof errp, "%s/dom-nojs.err", h_tmpdir());
 	const char *nojs_args[] = { "--dump-dom", NULL };
-	st = st_chromium_run(chromium, nojs_args, file_url, out, errp, 60000);
+	int st = st_chromium_run(chromium, nojs_args, file_url, out, errp, 60000);
 	H_CHECK(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "chromium --dump-dom: status %d", st);
-	dom = h_read_file(out, NULL);
+	char *dom = h_read_file(out, NULL);
 	H_CHECK(st_attr(strstr(dom, "<body"), "data-refreshes") == 0 &&
 			strstr(dom, "JavaScript off: reload the page to refresh"),
 		"without its script the page says so and is not refreshed; DOM in %s", out);
-	H_CHECK(st_row(dom, x.b.text, row, sizeof row) && strstr(row, "data-state=\"down\"") &&
-			strstr(dom, "<svg class=\"strip\"") &&
-			strstr(dom, "data-family=\"splicer_route_connect_seconds\""),
-		"without its script: backend %s down, the check strips and the histograms drawn; DOM in %s",
-		x.b.text, out);
+	st_check_rows(&l, dom, out);
+	H_CHECK(strstr(dom, "<svg class=\"strip\"") && strstr(dom, "data-family=\"splicer_route_connect_seconds\""),
+		"without its script: the check strips and the histograms drawn; DOM in %s", out);
 	free(dom);
-	st_down(&x);
+	st_down(&l.x);
 }
 
 /* ---- the page over HTTP ---------------------------------------------------------- */
