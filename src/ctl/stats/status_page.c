@@ -27,7 +27,8 @@ static const char *const laid_out[] = {
 	"splicer_route_queue_wait_seconds_total", "splicer_route_queue_timeouts_total",
 	"splicer_backend_up", "splicer_backend_sessions_total", "splicer_backend_sessions_active",
 	"splicer_backend_bytes_total", "splicer_backend_connect_errors_total",
-	"splicer_backend_checks_total",
+	"splicer_backend_checks_total", "splicer_backend_backup", "splicer_backend_slowstart_ratio",
+	"splicer_route_backend_gone_closed_total",
 };
 
 /* admission's refusals (splicer_route_refused_total's reasons) */
@@ -43,6 +44,7 @@ struct page {
 	struct html_buf *b;
 	struct mindex x;
 	unsigned rows;      /* backend rows drawn so far */
+	unsigned more;      /* "more counters" rows drawn so far, all routes together */
 };
 
 static int is_laid_out(const struct mfamily *f)
@@ -496,6 +498,12 @@ static void route_figures(struct page *p, const struct route *r)
 	kv(p, "closed: every backend failed", "no_backend", val(p, "splicer_route_no_backend_total", n, NULL, NULL), 0, 1);
 	kv(p, "closed: every backend down", "all_backends_down",
 	   val(p, "splicer_route_all_backends_down_total", n, NULL, NULL), 0, 1);
+	if (r->o.on_backend_down == BACKEND_DOWN_CLOSE) {
+		kv(p, "closed: their backend went down", "gone_down",
+		   val(p, "splicer_route_backend_gone_closed_total", n, NULL, "cause=down"), 0, 1);
+		kv(p, "closed: their backend was removed", "gone_removed",
+		   val(p, "splicer_route_backend_gone_closed_total", n, NULL, "cause=removed"), 0, 1);
+	}
 	fig_end(p);
 	fig(p, "Refused by admission", &rv, ok, RATE_REFUSED, 0, "red");
 	for (size_t k = 0; k < sizeof(refusals) / sizeof(refusals[0]); k++) {
@@ -662,6 +670,8 @@ static void backend_row(struct page *p, const struct route *r, unsigned i)
 	double act = val(p, "splicer_backend_sessions_active", rn, a, NULL);
 	double ok = val(p, "splicer_backend_checks_total", rn, a, "result=ok");
 	double bad = val(p, "splicer_backend_checks_total", rn, a, "result=failed");
+	double backup = val(p, "splicer_backend_backup", rn, a, NULL);
+	double ramp = val(p, "splicer_backend_slowstart_ratio", rn, a, NULL);
 	const char *state = state_of(r, i, up);
 	unsigned w = backend_weight(r, i);
 	double rate[RATE_BACKEND_KINDS];
@@ -672,6 +682,8 @@ static void backend_row(struct page *p, const struct route *r, unsigned i)
 	html_put(b, "\" data-state=\"%s\"><td><span class=\"addr\">", state);
 	html_text(b, a);
 	html_put(b, "</span>");
+	if (backup > 0)
+		html_put(b, " <span class=\"chip\" data-k=\"backup\">backup</span>");
 	if (bc->spec[0] && strcmp(bc->spec, a)) {
 		html_put(b, "<br><span class=\"m\">");
 		html_text(b, bc->spec);
@@ -683,6 +695,9 @@ static void backend_row(struct page *p, const struct route *r, unsigned i)
 	html_put(b, "</td><td class=\"n\" data-k=\"weight\">%u", w);
 	if (w != bc->weight)
 		html_put(b, " <span class=\"m\">(file %u)</span>", bc->weight);
+	if (!isnan(ramp) && ramp < 1)
+		html_put(b, "<br><span class=\"m\" data-k=\"slowstart\">slowstart %.0f%%</span>",
+			 ramp * 100);
 	html_put(b, "</td><td class=\"n%s\" data-k=\"sessions_active\">",
 		 bc->maxconn && act >= bc->maxconn ? " full" : "");
 	num(p, act);
@@ -770,10 +785,11 @@ static void route_more(struct page *p, const struct route *r, unsigned idx)
 			const struct msample *s = &p->x.s[si];
 			if (!s->route || strcmp(s->route, r->name))
 				continue;
-			if (rows >= STATUS_MORE_ROWS) {
+			if (rows >= STATUS_MORE_ROWS || p->more >= STATUS_MORE_PAGE_ROWS) {
 				left++;
 				continue;
 			}
+			p->more++;
 			if (!rows++)
 				html_put(b, "<details id=\"more-%u\"><summary>More counters of this route"
 					    "</summary><table>", idx);

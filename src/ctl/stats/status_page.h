@@ -16,8 +16,9 @@
  *     for the process
  * The numbers come from the /metrics text (metrics_index.h), the settings
  * and health history from the config, the rates from status_rates.h.
- * Bounded: at most STATUS_BACKEND_ROWS backend rows and STATUS_PAGE_MAX
- * bytes (the rest is named, not drawn). */
+ * Bounded: at most STATUS_BACKEND_ROWS backend rows, STATUS_MORE_PAGE_ROWS
+ * rows of other samples, and STATUS_PAGE_MAX bytes (the rest is named, not
+ * drawn; past the bytes, the page is refused). */
 #ifndef SPLICER_STATUS_PAGE_H
 #define SPLICER_STATUS_PAGE_H
 #include <stddef.h>
@@ -29,6 +30,7 @@
 #define STATUS_PAGE_MAX (6u << 20) /* bytes */
 #define STATUS_BACKEND_ROWS 1000   /* backend rows on one page, all routes together */
 #define STATUS_MORE_ROWS 200       /* a route's (or the process's) other samples listed */
+#define STATUS_MORE_PAGE_ROWS 1000 /* the routes' other samples listed, all routes together */
 #define STATUS_REFRESH_S 5         /* seconds: the script fetches the page again this often */
 
 struct status_input {

@@ -455,8 +455,19 @@ Test(unit_status, page_is_bounded_with_the_most_routes_and_backends, .timeout = 
 	struct config *c = make_config(MAX_ROUTES, MAX_BACKENDS);
 	struct html_buf out;
 	struct timespec t0, t1;
-	size_t mlen;
-	char *m = metrics_for(c, "", &mlen);
+	size_t mlen, xn = 0, xcap = 1 << 16;
+	char *extra = malloc(xcap), bn[512];
+
+	/* a family per backend the page has no place for: its samples are
+	 * listed under each route, a bounded number in all */
+	cr_assert(extra);
+	extra[0] = '\0';
+	put(&extra, &xn, &xcap, "# HELP splicer_backend_unknown x\n# TYPE splicer_backend_unknown gauge\n");
+	for (unsigned i = 0; i < c->nroutes; i++)
+		for (unsigned k = 0; k < c->route[i]->nbackend; k++)
+			put(&extra, &xn, &xcap, "splicer_backend_unknown{route=\"%s\",backend=\"%s\"} 1\n",
+			    c->route[i]->name, esc(c->route[i]->backend[k].addr.text, bn));
+	char *m = metrics_for(c, extra, &mlen);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	cr_assert_eq(render(c, m, mlen, STATUS_PAGE_MAX, &out), 0);
@@ -467,6 +478,8 @@ Test(unit_status, page_is_bounded_with_the_most_routes_and_backends, .timeout = 
 	cr_assert_eq(count(out.p, "<tr class=\"be\""), STATUS_BACKEND_ROWS);
 	cr_assert(strstr(out.p, "more backends of this route are not shown"));
 	cr_assert_eq(count(out.p, "<article class=\"route\""), MAX_ROUTES, "every route has its card");
+	cr_assert_eq(count(out.p, "<tr title=\"x\"><td>splicer_backend_unknown</td>"), STATUS_MORE_PAGE_ROWS,
+		     "the other samples listed are bounded, all routes together");
 	/* a promptness bound with a wide margin (a loaded 2-CPU machine): the
 	 * stats thread answers /health between two pages */
 	cr_assert(s < 2.0, "rendering took %.3f s", s);
@@ -478,5 +491,6 @@ Test(unit_status, page_is_bounded_with_the_most_routes_and_backends, .timeout = 
 	cr_assert_eq(render(c, m, mlen, 64 << 10, &out), -EFBIG);
 	html_free(&out);
 	free(m);
+	free(extra);
 	free_config(c);
 }
