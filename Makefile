@@ -82,6 +82,11 @@ BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis
 # `make deb` and its test (tests/package/deb.sh) build and check the package;
 # systemd for systemd-analyze (tests/package/unit_systemd.sh).
 PKG_PKGS   := debhelper dpkg-dev lintian systemd
+# The status page's browser test (tests/integration/test_status.c) renders
+# the stats endpoint's page in headless Chromium: a large package (about
+# 120 MB to download with its libraries, some 450 MB installed; 1.5 minutes
+# to install on a 2-CPU machine with a nearby Debian mirror).
+BROWSER_PKGS := chromium
 # `make image` and the image's tests (tests/integration/test_image.c): podman
 # with the runc runtime, debootstrap for the Debian base images.
 IMAGE_PKGS := podman runc debootstrap
@@ -90,7 +95,7 @@ IMAGE      := splicer:$(VERSION)
 IMAGE_STATE:= $(B)/image/suite-state
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps peer-deps bench-deps pkg-deps image-deps bench perf-doc perf-baseline install \
+.PHONY: all run test deps peer-deps bench-deps pkg-deps browser-deps image-deps bench perf-doc perf-baseline install \
 	uninstall deb image clean asan fuzz soak
 
 all: $(B)/layers.ok $(B)/splicer
@@ -149,6 +154,9 @@ peer-deps:
 
 bench-deps:
 	@sh tools/deps.sh $(BENCH_PKGS)
+
+browser-deps:
+	@sh tools/deps.sh $(BROWSER_PKGS)
 
 run: deps bench-deps
 	$(Q)$(MAKE) --no-print-directory all
@@ -210,11 +218,13 @@ TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 
 # The image is built before the suite, not inside a timed test; where no
 # container runtime can be installed or run, its tests are skipped with the
-# reason (tools/image-build.sh --state).
+# reason (tools/image-build.sh --state). Chromium likewise: where it cannot
+# be installed, the status page's browser test is skipped saying so.
 test: deps peer-deps pkg-deps
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
 		$(DEB)
 	$(Q)sh tools/deps.sh $(IMAGE_PKGS) || echo "  IMAGE   $(IMAGE_PKGS) could not be installed"
+	$(Q)sh tools/deps.sh $(BROWSER_PKGS) || echo "  BROWSER $(BROWSER_PKGS) could not be installed"
 	$(Q)sh tools/image-build.sh --state $(IMAGE_STATE) $(IMAGE)
 	@rm -f $(B)/peer-table.txt
 	$(TEST_ENV) SPLICER_PEER_TABLE=$(B)/peer-table.txt SPLICER_SUITE_OUT=$(B)/suite \

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # tools/deps.sh PKG...: installs the Debian packages named that are missing,
 # and only those (`make deps`, `make peer-deps`, `make bench-deps`,
-# `make pkg-deps`).
+# `make pkg-deps`, `make browser-deps`).
 #
 # Some of them ship services (HAProxy, nginx, Prometheus): the suite and the
 # bench run them as their own children, so the system copies must neither

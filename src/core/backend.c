@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "qsbr.h"
@@ -422,10 +423,54 @@ int backend_usable(const struct route *r, unsigned i)
 	return backend_is_up(r, i) && !backend_admin(r, i);
 }
 
+/* Remembers a change up or down (workers, the checker and the admin
+ * thread may all make one: each takes its own slot). */
+static void remember_change(struct backend_health *h, int down)
+{
+	struct timespec ts;
+	uint32_t seq = __atomic_fetch_add(&h->event_seq, 1, __ATOMIC_RELAXED);
+	uint64_t ms;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	__atomic_store_n(&h->events[seq % BACKEND_EVENTS], ms << 1 | (uint64_t)!!down,
+			 __ATOMIC_RELAXED);
+}
+
+void backend_check_seen(struct route *r, unsigned i, int ok)
+{
+	struct backend_health *h = r->health[i];
+	uint64_t bits = __atomic_load_n(&h->check_bits, __ATOMIC_RELAXED);
+	uint32_t n = __atomic_load_n(&h->check_n, __ATOMIC_RELAXED);
+
+	/* one writer (the checker thread): plain read-modify-write */
+	__atomic_store_n(&h->check_bits, bits << 1 | (uint64_t)!!ok, __ATOMIC_RELAXED);
+	if (n < 64)
+		__atomic_store_n(&h->check_n, n + 1, __ATOMIC_RELAXED);
+}
+
+void backend_history(const struct route *r, unsigned i, struct backend_history *out)
+{
+	const struct backend_health *h = r->health[i];
+	uint32_t seq = __atomic_load_n(&h->event_seq, __ATOMIC_RELAXED);
+
+	memset(out, 0, sizeof(*out));
+	out->checks = __atomic_load_n(&h->check_bits, __ATOMIC_RELAXED);
+	out->nchecks = __atomic_load_n(&h->check_n, __ATOMIC_RELAXED);
+	for (uint32_t k = 0; k < BACKEND_EVENTS && k < seq; k++) {
+		uint64_t e = __atomic_load_n(&h->events[(seq - 1 - k) % BACKEND_EVENTS], __ATOMIC_RELAXED);
+		if (!e)
+			continue; /* its writer has not stored it yet */
+		out->event_ms[out->nevents] = e >> 1;
+		out->event_down[out->nevents++] = (uint8_t)(e & 1);
+	}
+}
+
 void backend_set_down(struct route *r, unsigned i, int down, const char *why)
 {
 	if (__atomic_exchange_n(&r->health[i]->down, (uint8_t)down, __ATOMIC_RELAXED) == down)
 		return;
+	remember_change(r->health[i], down);
 	if (down)
 		log_warn("route %s: backend %s is down (%s)%s", r->name, r->backend[i].addr.text, why,
 			 r->o.on_backend_down == BACKEND_DOWN_CLOSE ? "; its sessions are closed" : "");

@@ -77,6 +77,21 @@ void backend_connect_failed(struct route *r, unsigned i, int err, uint64_t now_m
 void backend_errors_report(uint64_t now_ms, int force);
 
 
+/* Health history (the status page). The checker reports each check's
+ * result (ok: 1 passed); backend_set_down remembers each change up or down
+ * with its time. */
+void backend_check_seen(struct route *r, unsigned i, int ok);
+struct backend_history {
+	uint64_t checks;                    /* the last nchecks results, newest in bit 0 (1: passed) */
+	unsigned nchecks;                   /* 0..64 */
+	unsigned nevents;                   /* changes remembered, newest first */
+	uint64_t event_ms[BACKEND_EVENTS];  /* when (Unix ms) */
+	uint8_t event_down[BACKEND_EVENTS]; /* 1: marked down, 0: up */
+};
+/* Backend i's history as it stands (any thread; a change being recorded
+ * at that moment may show as the one before it). */
+void backend_history(const struct route *r, unsigned i, struct backend_history *out);
+
 /* The admin socket's overrides (admin.h). They live in the backend's
  * run-time state, so every generation that has the backend sees them and a
  * reload keeps them. backend_admin: BACKEND_READY, _DRAIN or _DISABLED. */

@@ -92,6 +92,7 @@ enum { BACKEND_DOWN_KEEP, BACKEND_DOWN_CLOSE };
  * Shared by the checker thread and the workers, and by every config
  * generation that has this backend (same route name, same configured
  * address): it lives in backend.c's registry, so a reload keeps it. */
+#define BACKEND_EVENTS 8 /* up/down changes a backend remembers (the status page) */
 struct backend_health {
 	uint8_t down;                /* atomic: sessions skip it */
 	uint32_t good, bad;          /* checker: results in a row */
@@ -119,6 +120,15 @@ struct backend_health {
 	 * (backend.h: backend_cut), atomic */
 	uint32_t cut_seq;
 	uint8_t cut_why;             /* BACKEND_CUT_DOWN or _REMOVED: the latest cut's cause */
+	/* health history for the status page (backend.h: backend_history),
+	 * atomic: the last 64 check results, newest in bit 0 (1: passed), and
+	 * how many there were (at most 64; the checker alone writes both);
+	 * the last BACKEND_EVENTS changes up or down, each Unix ms << 1 | down,
+	 * the newest at events[(event_seq - 1) % BACKEND_EVENTS] */
+	uint64_t check_bits;
+	uint32_t check_n;
+	uint64_t events[BACKEND_EVENTS];
+	uint32_t event_seq;
 };
 /* struct backend_health's admin: drain and disabled both take no new
  * session; disabling may also end the running ones (admin.c). */

@@ -442,7 +442,7 @@ static int h_build_argv(char **argv, const char *bin, const char *const *args)
 	return n;
 }
 
-static char *h_read_file(const char *path, size_t *lenp)
+char *h_read_file(const char *path, size_t *lenp)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	size_t cap = 4096, len = 0;
@@ -888,6 +888,23 @@ int h_run_capture(const char *bin, const char *const *args, int timeout_ms, char
 	*out = h_read_file(opath, NULL);
 	*errout = h_read_file(epath, NULL);
 	return st;
+}
+
+const char *h_which(const char *name)
+{
+	static char path[512];
+	const char *env = getenv("PATH");
+	char *dirs = strdup(env ? env : "/usr/bin:/bin"), *save = NULL;
+
+	path[0] = '\0';
+	for (char *d = dirs ? strtok_r(dirs, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
+		snprintf(path, sizeof path, "%s/%s", d, name);
+		if (access(path, X_OK) == 0)
+			break;
+		path[0] = '\0';
+	}
+	free(dirs);
+	return path[0] ? path : NULL;
 }
 
 /* ---- sockets ------------------------------------------------------------- */

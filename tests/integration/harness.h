@@ -237,6 +237,14 @@ int h_metrics_get(const struct h_addr *stats, char *buf, size_t len, int timeout
  * Returns -1 when absent or when the endpoint does not answer within 2 s. */
 long long h_metric(const struct h_addr *stats, const char *name);
 
+/* A file's whole content (malloc'd, NUL-terminated; "" when it cannot be
+ * read; NULL without memory), its length into *lenp when not NULL. */
+char *h_read_file(const char *path, size_t *lenp);
+
+/* The path of an executable `name` found in PATH (a static buffer, valid
+ * until the next call), or NULL. */
+const char *h_which(const char *name);
+
 /* Runs a command to completion (bounded by timeout_ms, SIGKILL after that),
  * capturing stdout and stderr (malloc'd, NUL-terminated; caller frees).
  * Returns the wait status or -1 on timeout / spawn failure. */

@@ -61,6 +61,7 @@ static void record(struct route *r, unsigned b, int ok, const char *why)
 	char text[400];
 
 	__atomic_add_fetch(ok ? &h->checks_ok : &h->checks_failed, 1, __ATOMIC_RELAXED);
+	backend_check_seen(r, b, ok); /* the status page's history */
 	/* down by sessions' failures: good checks from before do not count */
 	if (__atomic_exchange_n(&h->passive_down, 0, __ATOMIC_RELAXED))
 		h->good = 0;

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +26,8 @@
 #include "log.h"
 #include "reload.h"
 #include "route_hist.h"
+#include "status_page.h"
+#include "status_rates.h"
 #include "upgrade.h"
 
 #define REQ_TIMEOUT  2000 /* ms for the whole request, from its accept */
@@ -38,6 +42,7 @@ static struct {
 	int started;
 	int lameduck;           /* the lame duck: /health 503 (atomic) */
 	uint64_t start_unix_ms; /* CLOCK_REALTIME at start */
+	uint64_t pages;         /* status pages rendered (the stats thread's) */
 } st = { .lfd = -1, .stop = { -1, -1 } };
 
 struct out {
@@ -89,6 +94,21 @@ static uint64_t unix_ms(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* 18 bytes as 24 characters of base64 (no padding needed), NUL-terminated. */
+static void base64_18(const unsigned char in[18], char out[25])
+{
+	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+	for (int i = 0, k = 0; i < 18; i += 3) {
+		unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
+		out[k++] = t[v >> 18];
+		out[k++] = t[v >> 12 & 63];
+		out[k++] = t[v >> 6 & 63];
+		out[k++] = t[v & 63];
+	}
+	out[24] = '\0';
 }
 
 /* The process: what was built, since when it runs, how the last reload went
@@ -288,10 +308,10 @@ static void histogram_metrics(struct out *o, const struct config *c)
 	}
 }
 
-size_t stats_http_metrics(char *buf, size_t len)
+/* The Prometheus text of config c (stats_http_metrics's contract). */
+static size_t metrics_of(const struct config *c, char *buf, size_t len)
 {
 	struct out o = { buf, len, 0 };
-	const struct config *c = __atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE);
 	char rn[160], bn[300];
 	unsigned pin = 0, pfree = 0;
 	struct counters t;
@@ -459,17 +479,42 @@ size_t stats_http_metrics(char *buf, size_t len)
 	return o.n;
 }
 
+size_t stats_http_metrics(char *buf, size_t len)
+{
+	return metrics_of(__atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE), buf, len);
+}
+
+/* The Prometheus text of c, malloc'd: measured, then rendered (again if
+ * it grew in between). NULL without memory. */
+static char *metrics_text(const struct config *c, size_t *blen)
+{
+	size_t need = metrics_of(c, NULL, 0) + 4096;
+	char *body = NULL;
+
+	*blen = 0;
+	for (int tries = 0; tries < 4; tries++) {
+		free(body);
+		if (!(body = malloc(need)))
+			return NULL;
+		if ((*blen = metrics_of(c, body, need)) < need)
+			return body;
+		need = *blen + 4096;
+	}
+	free(body);
+	return NULL;
+}
+
 /* Queues the answer: the head and, unless head_only (HEAD), the body;
  * Content-Length is the body's length either way, as for GET. The client
  * is closed once it is sent (ctl_server: at the reader's pace, the thread
  * never waits for it). Returns 0, or -1 without memory for it. */
-static int respond_as(struct ctl_conn *c, int code, const char *reason, const char *ctype,
-		      const char *body, size_t blen, int head_only)
+static int respond_with(struct ctl_conn *c, int code, const char *reason, const char *ctype,
+			const char *extra, const char *body, size_t blen, int head_only)
 {
-	char head[256], *buf;
+	char head[1024], *buf;
 	int n = snprintf(head, sizeof(head),
 			 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-			 "Connection: close\r\n\r\n", code, reason, ctype, blen);
+			 "%sConnection: close\r\n\r\n", code, reason, ctype, blen, extra);
 	size_t len = (size_t)n + (head_only ? 0 : blen);
 
 	if (!(buf = malloc(len)))
@@ -479,6 +524,12 @@ static int respond_as(struct ctl_conn *c, int code, const char *reason, const ch
 		memcpy(buf + n, body, blen);
 	c->close_after = 1;
 	return ctl_conn_answer(c, buf, len) ? -1 : 0;
+}
+
+static int respond_as(struct ctl_conn *c, int code, const char *reason, const char *ctype,
+		      const char *body, size_t blen, int head_only)
+{
+	return respond_with(c, code, reason, ctype, "", body, blen, head_only);
 }
 
 static int error(struct ctl_conn *c, int code, const char *reason)
@@ -525,31 +576,77 @@ static int health(struct ctl_conn *c, int head_only)
 	return respond_as(c, 200, "OK", "text/plain", why, (size_t)n, head_only);
 }
 
+/* ---- the status page (status_page.h) ---------------------------------------- */
+
+/* GET /: the page, drawn from the /metrics text of the config in force.
+ * Its Content-Security-Policy lets nothing load and runs only the page's
+ * own <style> and <script> (a nonce new for each answer): a name that got
+ * past the escaping could still not run or fetch anything. */
+static int status(struct ctl_conn *c, int head_only)
+{
+	const struct config *cfg = __atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE);
+	unsigned char rnd[18];
+	char nonce[32], csp[512], host[65] = "";
+	struct utsname un;
+	struct html_buf page;
+	size_t mlen;
+	char *m;
+	int r;
+
+	/* 18 random bytes, base64: a nonce no page can guess */
+	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+		return error(c, 503, "Service Unavailable");
+	base64_18(rnd, nonce);
+	if (!uname(&un))
+		snprintf(host, sizeof(host), "%s", un.nodename);
+	if (!(m = metrics_text(cfg, &mlen)))
+		return error(c, 500, "Internal Server Error");
+	struct status_input in = {
+		.cfg = cfg, .metrics = m, .metrics_len = mlen, .now_ms = unix_ms(),
+		.start_ms = st.start_unix_ms,
+		.state = __atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED) ? "draining"
+			 : __atomic_load_n(&st.lameduck, __ATOMIC_RELAXED) ? "lameduck" : "serving",
+		.host = host, .workers = st.nw, .seq = ++st.pages, .nonce = nonce,
+		.refresh_s = STATUS_REFRESH_S,
+	};
+	html_init(&page, STATUS_PAGE_MAX);
+	r = status_page_render(&in, &page);
+	free(m);
+	if (r) {
+		html_free(&page);
+		if (r == -EFBIG) {
+			static const char big[] = "503 the status page is over its size limit: see /metrics\n";
+			return respond_as(c, 503, "Service Unavailable", "text/plain; charset=utf-8", big,
+					  sizeof(big) - 1, head_only);
+		}
+		return error(c, 500, "Internal Server Error");
+	}
+	snprintf(csp, sizeof(csp),
+		 "Content-Security-Policy: default-src 'none'; script-src 'nonce-%s'; style-src "
+		 "'nonce-%s'; img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+		 "frame-ancestors 'none'\r\nX-Content-Type-Options: nosniff\r\n"
+		 "Referrer-Policy: no-referrer\r\nCache-Control: no-store\r\n", nonce, nonce);
+	r = respond_with(c, 200, "OK", "text/html; charset=utf-8", csp, page.p, page.n, head_only);
+	html_free(&page);
+	return r;
+}
+
 static int answer(struct ctl_conn *c, const char *method, const char *path)
 {
 	int r;
 
-	if (strcmp(path, "/metrics") && strcmp(path, "/health"))
+	if (strcmp(path, "/") && strcmp(path, "/metrics") && strcmp(path, "/health"))
 		return error(c, 404, "Not Found");
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return error(c, 405, "Method Not Allowed");
 	if (!strcmp(path, "/health"))
 		return health(c, !strcmp(method, "HEAD"));
-	/* measure, render; again if a reload grew the routes in between */
-	size_t need = stats_http_metrics(NULL, 0) + 4096, blen = 0;
-	char *body = NULL;
-	for (int tries = 0; tries < 4; tries++) {
-		free(body);
-		if (!(body = malloc(need)))
-			break;
-		if ((blen = stats_http_metrics(body, need)) < need)
-			break;
-		need = blen + 4096;
-	}
-	if (!body || blen >= need) {
-		free(body);
+	if (!strcmp(path, "/"))
+		return status(c, !strcmp(method, "HEAD"));
+	size_t blen;
+	char *body = metrics_text(__atomic_load_n(&st.cfg, __ATOMIC_ACQUIRE), &blen);
+	if (!body)
 		return error(c, 500, "Internal Server Error");
-	}
 	r = respond_as(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, blen,
 		       !strcmp(method, "HEAD"));
 	free(body);
@@ -617,7 +714,10 @@ int stats_http_start(struct config *cfg, struct worker *ws, unsigned nworkers, s
 		return -1;
 	}
 	st.started = 1;
-	log_info("stats: listening on %s (GET /metrics, /health)", cfg->stats_addr.text);
+	/* the page's rates; without them it shows dashes, so only say why */
+	if ((errno = -status_rates_start(&st.cfg)))
+		log_warn("stats: no rates on the status page: %s", strerror(errno));
+	log_info("stats: listening on %s (GET / for people, /metrics, /health)", cfg->stats_addr.text);
 	return 0;
 }
 
@@ -649,6 +749,7 @@ void stats_http_stop(void)
 		/* our own empty pipe */
 	}
 	pthread_join(st.thread, NULL);
+	status_rates_stop();
 	close(st.stop[0]);
 	close(st.stop[1]);
 	close(st.lfd);
