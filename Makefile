@@ -79,9 +79,13 @@ BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis
 # `make deb` and its test (tests/package/deb.sh) build and check the package;
 # systemd for systemd-analyze (tests/package/unit_systemd.sh).
 PKG_PKGS   := debhelper dpkg-dev lintian systemd
+# make fleet's control plane (and integ/fleet_short's): FRR (bgpd, bfdd,
+# zebra) on the router, BIRD 2 on each instance; their services stay off
+# (tools/deps.sh), the fleet runs them as its own children.
+FLEET_PKGS := bird2 frr
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps peer-deps bench-deps pkg-deps bench perf-doc install uninstall deb clean asan fuzz soak
+.PHONY: all run test deps peer-deps bench-deps pkg-deps fleet-deps bench perf-doc install uninstall deb clean asan fuzz soak
 
 all: $(B)/layers.ok $(B)/splicer
 
@@ -137,6 +141,9 @@ deps:
 peer-deps:
 	@sh tools/deps.sh $(PEER_PKGS)
 
+fleet-deps:
+	@sh tools/deps.sh $(FLEET_PKGS)
+
 bench-deps:
 	@sh tools/deps.sh $(BENCH_PKGS)
 
@@ -182,7 +189,7 @@ TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 	    SPLICER_NFQ_DELAY=$(B)/nfq_delay SPLICER_NO_URING=$(B)/no_uring \
 	    SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus SPLICER_DEB=$(DEB)
 
-test: deps peer-deps pkg-deps
+test: deps peer-deps pkg-deps fleet-deps
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
 		$(DEB)
 	@rm -f $(B)/peer-table.txt
@@ -204,11 +211,13 @@ soak: deps
 		$(B)/soak --jobs 1 --timeout $$(( $(SOAK_SECONDS) + 300 ))
 
 # make fleet: three instances behind a Linux ECMP router and five backends in
-# network namespaces (tests/fleet/fleet.sh, doc/deployment.md): agreement,
-# instances leaving and joining, a backend removed, an upgrade; a table and a
-# summary line. FLEET_ARGS=--short for the version make test runs.
+# network namespaces (tests/fleet/fleet.sh, doc/deployment.md), the VIP
+# announced over BGP (BIRD 2 on the instances, FRR on the router, BFD):
+# agreement, instances leaving, dying and joining, a backend removed, an
+# upgrade, a crash, a rolling upgrade, a health-driven withdrawal; a table
+# and a summary line. FLEET_ARGS=--short for the version make test runs.
 .PHONY: fleet
-fleet:
+fleet: fleet-deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)sh tests/fleet/fleet.sh $(FLEET_ARGS) $(B)/splicer
 
