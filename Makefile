@@ -6,10 +6,13 @@
 #                   the fault matrix, load, random operations, 20 s fuzz runs and
 #                   the differential suite against HAProxy and nginx (tests/peer)
 #   make soak       10 minutes of mixed traffic, CSV + chart (SOAK_SECONDS=N)
+#   make perf-doc   doc/perf-results.md from one bench run, beside the last tag's build
+#   make perf-baseline REV=<revision>   that revision's build in build/baseline/splicer
 #   make fleet      a fleet of three behind an ECMP router in network namespaces
 #   make fuzz       each libFuzzer harness for FUZZ_SECONDS (default 60)
 #   make install    PREFIX=/usr/local DESTDIR= (make uninstall: the same files)
 #   make deb        build/splicer_VERSION_ARCH.deb, checked by lintian
+#   make image      the container image splicer:VERSION (contrib/Containerfile, podman)
 # Quiet unless V=1.
 
 CC      ?= cc
@@ -83,9 +86,16 @@ PKG_PKGS   := debhelper dpkg-dev lintian systemd
 # zebra) on the router, BIRD 2 on each instance; their services stay off
 # (tools/deps.sh), the fleet runs them as its own children.
 FLEET_PKGS := bird2 frr
+# `make image` and the image's tests (tests/integration/test_image.c): podman
+# with the runc runtime, debootstrap for the Debian base images.
+IMAGE_PKGS := podman runc debootstrap
+IMAGE      := splicer:$(VERSION)
+# what the image's build said for its tests (tools/image-build.sh --state)
+IMAGE_STATE:= $(B)/image/suite-state
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps peer-deps bench-deps pkg-deps fleet-deps bench perf-doc install uninstall deb clean asan fuzz soak
+.PHONY: all run test deps peer-deps bench-deps pkg-deps fleet-deps image-deps bench perf-doc perf-baseline \
+	install uninstall deb image clean asan fuzz soak
 
 all: $(B)/layers.ok $(B)/splicer
 
@@ -163,14 +173,29 @@ doc: all
 	$(Q)sh tools/doc-region.sh doc/configuration.md $(B)/splicer config-reference
 	$(Q)sh tools/doc-region.sh doc/splicer.conf.5 $(B)/splicer config-reference --man
 
+# make perf-baseline REV=<git revision>: splicer as it was at REV, built by
+# tools/build-baseline.sh in a temporary git worktree with that revision's
+# own Makefile, installed as $(BASELINE_DIR)/splicer (with a REVISION file):
+# the build `splicer bench --baseline NAME=PATH` runs beside this one.
+# BASELINE_DIR=build/baseline-X keeps several (a bisect).
+BASELINE_DIR ?= $(B)/baseline
+perf-baseline:
+	$(Q)sh tools/build-baseline.sh "$(REV)" "$(BASELINE_DIR)"
+
 # doc/perf-results.md and its chart, regenerated whole from one run that
 # covers every goal (doc/performance.md, "Goals"): loopback and veth MTU 1500, one
-# and two workers, the engines, HAProxy's two best modes, the real clients
-# (about 25 minutes; make perf-doc PERF_CASES=... ARGS='--reps 5' to change it).
+# and two workers, the engines, HAProxy's two best modes, the real clients,
+# and the last tagged release's build as the baseline of auto (its "x TAG"
+# columns; about 30 minutes; make perf-doc PERF_CASES=... ARGS='--reps 5'
+# BASELINE_REV=<revision> to change it).
 PERF_CASES ?= direct,copy,splice,auto,uring,sockmap,haproxy,haproxy-splice
+BASELINE_REV ?= $(shell git describe --tags --abbrev=0 2>/dev/null)
 perf-doc: deps bench-deps
+	$(if $(BASELINE_REV),,$(error make perf-doc: no tag to take as the baseline (git fetch --tags, or BASELINE_REV=<revision>)))
 	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory perf-baseline REV=$(BASELINE_REV) BASELINE_DIR=$(B)/baseline
 	$(B)/splicer bench --real --workers 1,2 --links loopback,veth1500 --cases $(PERF_CASES) \
+		--baseline $(BASELINE_REV)=$(B)/baseline/splicer \
 		--json $(B)/perf.json --chart doc/perf-results.svg --doc doc/perf-results.md $(ARGS)
 
 # The fault matrix's delay helper (tests/tools/nfq_delay.c, NFQUEUE).
@@ -187,11 +212,17 @@ $(B)/no_uring: tests/tools/no_uring.c
 
 TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 	    SPLICER_NFQ_DELAY=$(B)/nfq_delay SPLICER_NO_URING=$(B)/no_uring \
-	    SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus SPLICER_DEB=$(DEB)
+	    SPLICER_FUZZ_DIR=$(B)/fuzz SPLICER_FUZZ_CORPUS=fuzz/corpus SPLICER_DEB=$(DEB) \
+	    SPLICER_IMAGE_STATE=$(IMAGE_STATE)
 
+# The image is built before the suite, not inside a timed test; where no
+# container runtime can be installed or run, its tests are skipped with the
+# reason (tools/image-build.sh --state).
 test: deps peer-deps pkg-deps fleet-deps
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
 		$(DEB)
+	$(Q)sh tools/deps.sh $(IMAGE_PKGS) || echo "  IMAGE   $(IMAGE_PKGS) could not be installed"
+	$(Q)sh tools/image-build.sh --state $(IMAGE_STATE) $(IMAGE)
 	@rm -f $(B)/peer-table.txt
 	$(TEST_ENV) SPLICER_PEER_TABLE=$(B)/peer-table.txt SPLICER_SUITE_OUT=$(B)/suite \
 		sh tools/run-suite.sh $(B)/tests $(CRITERION_ARGS)
@@ -301,6 +332,18 @@ $(DEB): $(DEB_DEPS)
 	cp $(B)/deb/$(notdir $@) $@
 	lintian --fail-on error $@ || { rm -f $@; exit 1; }
 
+# make image: contrib/Containerfile built by podman (tools/podman.sh: the
+# runc runtime, cgroupfs, ulimits within the host's) into splicer:VERSION and
+# splicer:latest. Its FROM images, debian:bookworm and bookworm-slim, are
+# made here from the host's Debian mirror when podman's storage lacks them
+# (tools/image-base.sh: debootstrap, cached in build/image/); no registry is
+# needed. Unchanged sources rebuild in seconds (podman's layer cache).
+image-deps:
+	@sh tools/deps.sh $(IMAGE_PKGS)
+
+image: image-deps
+	$(Q)sh tools/image-build.sh $(IMAGE)
+
 # libFuzzer harnesses (clang): `make fuzz FUZZ_SECONDS=N` runs each for N s
 # on a copy of its seed corpus in fuzz/corpus/, and fails on any finding.
 FUZZ_SECONDS ?= 60
@@ -316,7 +359,8 @@ FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config/config.c src/c
 			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c src/ctl/sandbox/privs.c \
 			 src/ctl/config/route_keys.c src/ctl/config/config_listen.c src/core/route_admit.c \
 			 src/core/source_table.c src/lib/cidr.c src/proto/sni_match.c src/proto/tls_hello.c \
-			 src/core/route_hist.c src/ctl/config/config_doc.c src/core/qsbr.c
+			 src/core/route_hist.c src/ctl/config/config_doc.c src/core/qsbr.c \
+			 src/lib/timer.c src/proto/check_spec.c
 
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HDRS) $(SRCS)
 	@mkdir -p $(@D)

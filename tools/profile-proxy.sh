@@ -8,8 +8,10 @@
 # hardware counters), then `strace -c -f` for as long. Prints the share of
 # kernel, libc and the proxy's own code, the top kernel and user symbols,
 # and the system calls counted. Root; perf and strace (make deps).
+# With BASELINE=PATH, the same case run by that build (bench --baseline).
 #   tools/profile-proxy.sh auto rr
 #   tools/profile-proxy.sh haproxy conn 3
+#   BASELINE=build/baseline/splicer tools/profile-proxy.sh auto rr
 set -eu
 case=${1:?CASE (a bench case: auto, copy, haproxy, ...)}
 workload=${2:?WORKLOAD (bulk1, rr, conn, lat, ...)}
@@ -19,16 +21,23 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT INT TERM
 
 "$bin" bench --cases "$case" --workloads "$workload" --reps 1 --seconds $((secs * 2 + 4)) \
-	--peers haproxy --links loopback > "$out/bench.txt" 2>&1 &
+	--peers haproxy --links loopback ${BASELINE:+--baseline "base=$BASELINE"} >"$out/bench.txt" 2>&1 &
 bench=$!
-sleep 3
+# the proxy: the child that is not a bench helper (sink, peers' wrappers);
+# with BASELINE, the one that runs that build (it starts after the case's own)
+want=${BASELINE:+$(readlink -f "$BASELINE")}
 pid=
-for child in $(pgrep -P "$bench"); do
-	# the proxy: the child that is not a bench helper (sink, peers' wrappers)
-	case $(cat /proc/"$child"/comm 2>/dev/null) in
-	splicer|haproxy|nginx|socat) pid=$child ;;
-	esac
+for _ in $(seq 60); do
+	sleep 1
+	for child in $(pgrep -P "$bench"); do
+		case $(cat /proc/"$child"/comm 2>/dev/null) in
+		splicer|haproxy|nginx|socat)
+			[ -z "$want" ] || [ "$(readlink /proc/"$child"/exe)" = "$want" ] && pid=$child ;;
+		esac
+	done
+	[ -z "$pid" ] || break
 done
+sleep 2 # into the workload
 [ -n "$pid" ] || { echo "no proxy process under the bench (pid $bench):" >&2; cat "$out/bench.txt" >&2; exit 1; }
 echo "proxy: pid $pid, $(tr '\0' ' ' < /proc/"$pid"/cmdline | cut -c1-100)"
 perf record -q -e cpu-clock -g -p "$pid" -o "$out/perf.data" -- sleep "$secs" 2>/dev/null

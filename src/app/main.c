@@ -16,6 +16,7 @@
 
 #include "access_log.h"
 #include "admin.h"
+#include "backend_edit.h"
 #include "backend.h"
 #include "cmd.h"
 #include "config.h"
@@ -71,7 +72,7 @@ static void log_startup(const struct config *c, unsigned pipe_actual)
 			 "idle %llu ms; checks %s", r->name, listens, backends,
 			 balance_names[r->o.balance], engine_names[r->o.engine],
 			 r->o.lowat ? lw : "off", (unsigned long long)r->o.connect_timeout_ms,
-			 (unsigned long long)r->o.idle_timeout_ms, r->o.check ? "tcp" : "none");
+			 (unsigned long long)r->o.idle_timeout_ms, r->o.check_text);
 		if (r->sni[0])
 			log_info("route %s: for TLS clients naming %s%s%s", r->name, r->sni,
 				 r->alpn[0] ? " and offering " : "", r->alpn);
@@ -109,13 +110,15 @@ static void log_totals(struct worker *ws, unsigned n)
 		}
 	if (k && k < sizeof(eng) && eng[k - 1] == ',')
 		eng[k - 1] = '\0';
-	log_info("stopped: sessions %llu (no-backend %llu, all-backends-down %llu, idle-timeout %llu); bytes up %llu down %llu "
+	log_info("stopped: sessions %llu (no-backend %llu, all-backends-down %llu, idle-timeout %llu, "
+		 "half-close-timeout %llu); bytes up %llu down %llu "
 		 "(%s); auto switches %llu; "
 		 "connect errors %llu, retries %llu; resets sent %llu; accept pauses fd %llu max-conns %llu; "
 		 "bad proxy headers %llu",
 		 (unsigned long long)t.accepted, (unsigned long long)t.no_backend,
 		 (unsigned long long)t.all_down,
-		 (unsigned long long)t.idle_timeouts, (unsigned long long)t.bytes_up,
+		 (unsigned long long)t.idle_timeouts, (unsigned long long)t.half_close_timeouts,
+		 (unsigned long long)t.bytes_up,
 		 (unsigned long long)t.bytes_down, eng,
 		 (unsigned long long)t.auto_switches, (unsigned long long)t.connect_errors,
 		 (unsigned long long)t.connect_retries, (unsigned long long)t.resets_sent,
@@ -294,6 +297,16 @@ static void capacity_cb(void *sh)
 	waitq_kick(sh);
 }
 
+/* backend_on_cut's hook: every worker looks at its sessions at once
+ * (on_backend_down = close), not at its next tick. */
+static void cut_cb(void *arg)
+{
+	const struct shared *sh = arg;
+
+	for (unsigned i = 0; i < sh->nworkers; i++)
+		worker_wake(&sh->workers[i]);
+}
+
 /* Runs the proxy until SIGTERM/SIGINT and the drain that follows. Takes
  * cfg (heap) and frees it, and every config a SIGHUP replaced it with. */
 static int run_proxy(struct config *cfg, int argc, char **argv)
@@ -411,6 +424,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		return start_failed(cfg, nlisteners);
 	}
 	backend_on_capacity(capacity_cb, &sh);
+	backend_on_cut(cut_cb, &sh);
 	for (; started < cfg->workers; started++)
 		if ((errno = pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]))) {
 			log_err("pthread_create: %s", strerror(errno));
@@ -474,6 +488,10 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 		}
 		if (!stop.stopping && !stop.lame_until && dns_changed() && reload_dns(&rl) == 0)
 			cfg = rl.cfg;
+		if (!stop.stopping && !upgrade_pending()) {
+			backend_edit_serve(&rl); /* ctl backend ROUTE add|del */
+			cfg = rl.cfg;
+		}
 		if (upgrade_poll(now_monotonic_ms()))
 			stop_begin(&rl, &stop, "upgrade", 1);
 		if (stop.lame_until && !stop.stopping && now_monotonic_ms() >= stop.lame_until)
@@ -497,6 +515,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	stats_http_stop();
 	admin_stop();
 	backend_on_capacity(NULL, NULL); /* nobody changes a backend any more */
+	backend_on_cut(NULL, NULL);
 	qsbr_fini();                     /* nor reads a table: the workers ended */
 	log_totals(ws, (unsigned)cfg->workers);
 	access_log_close();

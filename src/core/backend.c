@@ -11,8 +11,10 @@
 
 #include "log.h"
 #include "qsbr.h"
+#include "worker.h"
 
 _Static_assert(MAX_BACKENDS < 0xff, "maglev stores backend indices in a byte, 0xff marks a free slot");
+_Static_assert(MAX_BACKENDS <= 64, "a pick marks the ramping backends it passed over in 64 bits");
 
 /* FNV-1a, then a splitmix64 finish so nearby inputs spread over all bits. */
 static uint64_t hash64(const void *data, size_t n, uint64_t seed)
@@ -118,13 +120,25 @@ static uint8_t *build_maglev(const struct route *r, const unsigned *weight)
 	return tab;
 }
 
+/* The tables hold the primaries only: a backup is picked apart, and only
+ * while no primary is usable (backend_pick). A route without a primary
+ * (refused by config_finalize, kept for safety) uses all of them. */
+static int has_primary(const struct route *r)
+{
+	for (unsigned i = 0; i < r->nbackend; i++)
+		if (!r->backend[i].backup)
+			return 1;
+	return 0;
+}
+
 static struct balance_table *build_table(const struct route *r)
 {
 	unsigned weight[MAX_BACKENDS];
 	struct balance_table *t;
+	int primaries = has_primary(r);
 
 	for (unsigned i = 0; i < r->nbackend; i++)
-		weight[i] = backend_weight(r, i);
+		weight[i] = primaries && r->backend[i].backup ? 0 : backend_weight(r, i);
 	if (!(t = build_schedule(r, weight)))
 		return NULL;
 	if (r->o.balance == BALANCE_MAGLEV && !(t->maglev = build_maglev(r, weight))) {
@@ -180,6 +194,23 @@ struct state_obj {
 
 #define STATE_BUCKETS 1024
 
+/* The workers run (backend_on_capacity was given a hook): a backend that
+ * appears or comes up from now on ramps up (slowstart). */
+static int running;
+
+static int backends_running(void)
+{
+	return __atomic_load_n(&running, __ATOMIC_RELAXED);
+}
+
+/* The monotonic clock in ms, never 0 (0 means "up since the start"). */
+static uint64_t now_ms_nonzero(void)
+{
+	uint64_t t = now_monotonic_ms();
+
+	return t ? t : 1;
+}
+
 static struct state_obj *state_table[STATE_BUCKETS];
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -204,6 +235,9 @@ static struct state_obj *state_get(const char *route, const char *backend, unsig
 		if (o->nth == nth && !strcmp(o->route, route) && !strcmp(o->backend, backend))
 			break;
 	if (!o && (o = calloc(1, sizeof(*o)))) {
+		/* added while the proxy runs (a reload, DNS, ctl): it comes up now,
+		 * and slowstart ramps it; at start every backend is up from 0 */
+		o->u.h.up_since_ms = backends_running() ? now_ms_nonzero() : 0;
 		o->nth = nth;
 		snprintf(o->route, sizeof(o->route), "%s", route);
 		snprintf(o->backend, sizeof(o->backend), "%s", backend);
@@ -278,6 +312,10 @@ int backend_tables_build(struct route *r)
 	backend_tables_free(r);
 	if (adopt_state(r))
 		return -1;
+	r->has_backup = 0;
+	for (unsigned i = 0; i < r->nbackend; i++)
+		r->has_backup |= r->backend[i].backup;
+	r->has_backup &= (uint8_t)has_primary(r); /* backups alone are the pool */
 	pthread_mutex_lock(&tables_lock);
 	if ((r->tab = build_table(r))) {
 		r->built_next = built_routes;
@@ -339,6 +377,7 @@ void backend_on_capacity(void (*fn)(void *arg), void *arg)
 {
 	__atomic_store_n(&capacity_arg, arg, __ATOMIC_RELAXED);
 	__atomic_store_n(&capacity_fn, fn, __ATOMIC_RELEASE);
+	__atomic_store_n(&running, fn != NULL, __ATOMIC_RELAXED);
 }
 
 static void backend_capacity_changed(void)
@@ -351,10 +390,13 @@ static void backend_capacity_changed(void)
 
 void backend_set_admin(struct route *r, unsigned i, int state)
 {
-	/* back from drain or disable: clients waiting for a slot may take it */
+	/* back from drain or disable: clients waiting for a slot may take it,
+	 * and slowstart ramps it up again */
 	if (__atomic_exchange_n(&r->health[i]->admin, (uint8_t)state, __ATOMIC_RELAXED) != state &&
-	    state == BACKEND_READY)
+	    state == BACKEND_READY) {
+		__atomic_store_n(&r->health[i]->up_since_ms, now_ms_nonzero(), __ATOMIC_RELAXED);
 		backend_capacity_changed();
+	}
 }
 
 int backend_admin(const struct route *r, unsigned i)
@@ -380,24 +422,21 @@ int backend_usable(const struct route *r, unsigned i)
 	return backend_is_up(r, i) && !backend_admin(r, i);
 }
 
-static int any_usable(const struct route *r)
-{
-	for (unsigned i = 0; i < r->nbackend; i++)
-		if (backend_usable(r, i))
-			return 1;
-	return 0;
-}
-
 void backend_set_down(struct route *r, unsigned i, int down, const char *why)
 {
 	if (__atomic_exchange_n(&r->health[i]->down, (uint8_t)down, __ATOMIC_RELAXED) == down)
 		return;
 	if (down)
-		log_warn("route %s: backend %s is down (%s)", r->name, r->backend[i].addr.text, why);
+		log_warn("route %s: backend %s is down (%s)%s", r->name, r->backend[i].addr.text, why,
+			 r->o.on_backend_down == BACKEND_DOWN_CLOSE ? "; its sessions are closed" : "");
 	else
 		log_info("route %s: backend %s is up (%s)", r->name, r->backend[i].addr.text, why);
-	if (!down)
+	if (down && r->o.on_backend_down == BACKEND_DOWN_CLOSE)
+		backend_cut(r->health[i], BACKEND_CUT_DOWN);
+	if (!down) {
+		__atomic_store_n(&r->health[i]->up_since_ms, now_ms_nonzero(), __ATOMIC_RELAXED);
 		backend_capacity_changed(); /* clients waiting for a slot may take it */
+	}
 }
 
 void backend_connect_result(struct route *r, unsigned i, int ok)
@@ -418,13 +457,91 @@ void backend_connect_result(struct route *r, unsigned i, int ok)
 	}
 }
 
-/* The next usable backend of the weighted schedule (any, when none is). */
-static unsigned rr_pick(const struct route *r, const struct balance_table *t, uint64_t turn)
+/* ---- backups ------------------------------------------------------------- */
+
+static int any_primary_usable(const struct route *r)
 {
-	for (unsigned k = 0; k < t->nsched; k++) {
-		unsigned b = t->sched[(turn + k) % t->nsched];
-		if (backend_usable(r, b))
-			return b;
+	for (unsigned i = 0; i < r->nbackend; i++)
+		if (!r->backend[i].backup && backend_usable(r, i))
+			return 1;
+	return 0;
+}
+
+int backend_eligible(const struct route *r, unsigned i)
+{
+	if (!backend_usable(r, i))
+		return 0;
+	/* a backup only while no primary is usable (the check costs nothing
+	 * on a route without backups) */
+	return !r->backend[i].backup || !any_primary_usable(r);
+}
+
+/* No primary is usable: the first usable backup in the file's order, or
+ * -1 when there is none. */
+static int first_backup(const struct route *r)
+{
+	for (unsigned i = 0; i < r->nbackend; i++)
+		if (r->backend[i].backup && backend_usable(r, i))
+			return (int)i;
+	return -1;
+}
+
+/* ---- slowstart ----------------------------------------------------------- *
+ * A backend that came up less than slowstart ago takes a share of new
+ * sessions rising linearly from 0 to its weight's: ramp() says how far, in
+ * thousandths. roundrobin visits its slots of the schedule and takes each
+ * with that probability (a hash of the turn, no state), the others going
+ * to the next backend of the schedule; leastconn weighs its sessions by
+ * weight x ramp; maglev lets it take that fraction of its table slots
+ * (those whose hash is below the ramp: the same ones in every instance,
+ * and a client that moved to it never moves back during the ramp), the
+ * others' clients staying where they went while it was away. */
+#define RAMP_FULL 1000
+
+static unsigned ramp(const struct route *r, unsigned i, uint64_t now)
+{
+	uint64_t since = __atomic_load_n(&r->health[i]->up_since_ms, __ATOMIC_RELAXED);
+
+	if (!r->o.slowstart_ms || !since || now >= since + r->o.slowstart_ms)
+		return RAMP_FULL;
+	return now <= since ? 0 : (unsigned)((now - since) * RAMP_FULL / r->o.slowstart_ms);
+}
+
+unsigned backend_ramp(const struct route *r, unsigned i)
+{
+	return r->o.slowstart_ms ? ramp(r, i, now_monotonic_ms()) : RAMP_FULL;
+}
+
+/* Whether draw (any well-mixed number) falls within ramp thousandths. */
+static int ramp_takes(unsigned ramp_permille, uint64_t draw)
+{
+	return ramp_permille >= RAMP_FULL || hash64(&draw, sizeof(draw), 0x72616d70ULL) % RAMP_FULL < ramp_permille;
+}
+
+/* leastconn's weight: the weight in thousandths, scaled by the ramp. */
+static int64_t ramped_weight(const struct route *r, unsigned i, uint64_t now)
+{
+	unsigned k = ramp(r, i, now);
+
+	return (int64_t)backend_weight(r, i) * (k ? k : 1);
+}
+
+/* The next eligible backend of the weighted schedule, with the ramp of
+ * those that came up lately; without the ramp when it takes none (a
+ * ramping backend alone up takes everything); any when none is eligible. */
+static unsigned rr_pick(const struct route *r, const struct balance_table *t, uint64_t turn,
+			uint64_t now)
+{
+	for (int pass = r->o.slowstart_ms ? 0 : 1; pass < 2; pass++) {
+		uint64_t passed = 0; /* ramping backends this pick passed over: not again */
+		for (unsigned k = 0; k < t->nsched; k++) {
+			unsigned b = t->sched[(turn + k) % t->nsched];
+			if (!backend_eligible(r, b) || (passed >> b & 1))
+				continue;
+			if (pass || ramp_takes(ramp(r, b, now), turn))
+				return b;
+			passed |= 1ULL << b;
+		}
 	}
 	return t->sched[turn % t->nsched];
 }
@@ -432,23 +549,34 @@ static unsigned rr_pick(const struct route *r, const struct balance_table *t, ui
 /* The client's IP address picks the slot; its port does not, so all of a
  * client's connections go to one backend. */
 static unsigned maglev_pick(const struct route *r, const struct balance_table *t,
-			    const struct sockaddr *peer, uint64_t turn)
+			    const struct sockaddr *peer, uint64_t turn, uint64_t now)
 {
 	uint64_t slot;
+	int some = 0;
 
 	if (peer->sa_family == AF_INET)
 		slot = hash64(&((const struct sockaddr_in *)peer)->sin_addr, sizeof(struct in_addr), 0);
 	else if (peer->sa_family == AF_INET6)
 		slot = hash64(&((const struct sockaddr_in6 *)peer)->sin6_addr, sizeof(struct in6_addr), 0);
 	else
-		return rr_pick(r, t, turn);
+		return rr_pick(r, t, turn, now);
 	slot %= MAGLEV_SIZE;
+	for (unsigned i = 0; i < r->nbackend && !some; i++)
+		some = backend_eligible(r, i);
 	/* A down backend's clients take the next slots' backends, the same in
-	 * every instance that sees the same backends down. */
-	for (uint32_t k = 0; k < MAGLEV_SIZE && any_usable(r); k++) {
-		unsigned b = t->maglev[(slot + k) % MAGLEV_SIZE];
-		if (backend_usable(r, b))
-			return b;
+	 * every instance that sees the same backends down; so do the clients
+	 * of the slots a ramping backend does not take yet. */
+	for (int pass = r->o.slowstart_ms ? 0 : 1; pass < 2 && some; pass++) {
+		uint64_t passed = 0; /* a ramping backend whose slot said no: as if down */
+		for (uint32_t k = 0; k < MAGLEV_SIZE; k++) {
+			uint32_t at = (uint32_t)((slot + k) % MAGLEV_SIZE);
+			unsigned b = t->maglev[at];
+			if (b == 0xff || !backend_eligible(r, b) || (passed >> b & 1))
+				continue;
+			if (pass || ramp_takes(ramp(r, b, now), at))
+				return b;
+			passed |= 1ULL << b;
+		}
 	}
 	return t->maglev[slot];
 }
@@ -457,38 +585,80 @@ unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t pe
 {
 	uint64_t turn = __atomic_fetch_add(&r->rr, 1, __ATOMIC_RELAXED);
 	const struct balance_table *t = table_of(r);
+	uint64_t now = r->o.slowstart_ms ? now_monotonic_ms() : 0;
 	unsigned best, n = r->nbackend;
-	int64_t best_load;
+	int64_t best_load, best_w;
+	int backup;
 
 	(void)peerlen;
 	if (!n)
 		return 0; /* session_connect tries none: the client is closed */
+	if (r->has_backup && !any_primary_usable(r) && (backup = first_backup(r)) >= 0)
+		return (unsigned)backup; /* the backups, in order, while no primary is usable */
 	if (r->o.balance == BALANCE_MAGLEV)
-		return maglev_pick(r, t, peer, turn);
+		return maglev_pick(r, t, peer, turn, now);
 	if (r->o.balance != BALANCE_LEASTCONN || n == 1)
-		return rr_pick(r, t, turn);
+		return rr_pick(r, t, turn, now);
 	/* Compare active/weight as active_i * weight_j against active_j * weight_i,
-	 * starting at a rotating index so ties spread; unusable backends
-	 * (down, draining, disabled) only when every one is. */
+	 * starting at a rotating index so ties spread; the weight is scaled by
+	 * the ramp (slowstart, in thousandths; at least 1 so a ramping backend
+	 * is still compared). Ineligible backends (down, draining, disabled,
+	 * backups while a primary is usable) only when every one is. */
 	best = (unsigned)(turn % n);
 	best_load = __atomic_load_n(&r->health[best]->active, __ATOMIC_RELAXED);
+	best_w = ramped_weight(r, best, now);
 	for (unsigned k = 1; k < n; k++) {
 		unsigned i = (unsigned)((turn + k) % n);
 		int64_t load = __atomic_load_n(&r->health[i]->active, __ATOMIC_RELAXED);
-		int up_i = backend_usable(r, i), up_best = backend_usable(r, best);
+		int64_t w = ramped_weight(r, i, now);
+		int up_i = backend_eligible(r, i), up_best = backend_eligible(r, best);
 		if (up_i != up_best) {
 			if (up_i) {
 				best = i;
 				best_load = load;
+				best_w = w;
 			}
 			continue;
 		}
-		if (load * (int64_t)backend_weight(r, best) < best_load * (int64_t)backend_weight(r, i)) {
+		if (load * best_w < best_load * w) {
 			best = i;
 			best_load = load;
+			best_w = w;
 		}
 	}
 	return best;
+}
+
+/* ---- closing a backend's sessions ---------------------------------------- */
+
+/* Raised by every backend_cut: a worker that sees it change looks at its
+ * sessions (session.h: session_cut_sweep). */
+static uint32_t cut_gen;
+static void (*cut_fn)(void *arg);
+static void *cut_arg;
+
+void backend_on_cut(void (*fn)(void *arg), void *arg)
+{
+	__atomic_store_n(&cut_arg, arg, __ATOMIC_RELAXED);
+	__atomic_store_n(&cut_fn, fn, __ATOMIC_RELEASE);
+}
+
+void backend_cut(struct backend_health *h, int why)
+{
+	void (*fn)(void *arg);
+
+	__atomic_store_n(&h->cut_why, (uint8_t)why, __ATOMIC_RELAXED);
+	/* after the mark down: a session that finds the old value took its
+	 * slot before (session_connect loads it before it looks at the mark) */
+	__atomic_add_fetch(&h->cut_seq, 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&cut_gen, 1, __ATOMIC_RELEASE);
+	if ((fn = __atomic_load_n(&cut_fn, __ATOMIC_ACQUIRE)))
+		fn(__atomic_load_n(&cut_arg, __ATOMIC_RELAXED));
+}
+
+uint32_t backend_cut_gen(void)
+{
+	return __atomic_load_n(&cut_gen, __ATOMIC_ACQUIRE);
 }
 
 int backend_try_hold(struct route *r, unsigned i)

@@ -35,8 +35,20 @@ void backend_checks_apply(struct route *r);
  * backend with the fewest sessions per unit of weight, ties going in turn.
  * maglev: the Maglev table's entry for the client's IP address (not its
  * port), so every splicer with the same backends picks the same one for a
- * client; a Unix-socket client has no address and goes round-robin. */
+ * client; a Unix-socket client has no address and goes round-robin.
+ * The tables hold the primaries: while none of them is usable, the first
+ * usable backup (the file's order) is picked. A backend that came up less
+ * than slowstart ago takes a share rising linearly to its weight's
+ * (backend.c says how, for each balance). */
 unsigned backend_pick(struct route *r, const struct sockaddr *peer, socklen_t peerlen);
+
+/* Whether a session may try backend i now: usable, and a primary, or a
+ * backup while no primary is usable. */
+int backend_eligible(const struct route *r, unsigned i);
+
+/* slowstart: how far backend i is in its ramp, in thousandths of its
+ * weight's share (1000: done, or no slowstart). */
+unsigned backend_ramp(const struct route *r, unsigned i);
 
 /* Health: whether backend i is up (its checks' and sessions' verdict);
  * marking it (logs a change). */
@@ -85,8 +97,24 @@ int backend_set_weight(struct route *r, unsigned i, unsigned weight);
  * thread that made the change, to have the clients waiting for a slot look
  * again (main.c: waitq_kick). A reload's new backends and slots reach the
  * waiters through each worker's own reload (waitq.h). Set it before the
- * threads that change backends start and clear it (NULL) after they stop. */
+ * threads that change backends start and clear it (NULL) after they stop.
+ * While it is set the proxy runs: a backend that appears (a reload, DNS,
+ * ctl) or comes up is ramped by slowstart; the ones of the start are not. */
 void backend_on_capacity(void (*fn)(void *arg), void *arg);
+
+/* on_backend_down = close: backend h's running sessions are to be closed
+ * (why: BACKEND_CUT_DOWN, marked down; BACKEND_CUT_REMOVED, removed by a
+ * reload, DNS or `ctl backend del`). Raises h's cut_seq and the process's
+ * cut generation, then calls the hook (main.c wakes every worker); each
+ * worker then closes its sessions that hold a slot of h taken before the
+ * cut (session.h: session_cut_sweep), within a loop turn. Any thread. */
+enum { BACKEND_CUT_DOWN = 1, BACKEND_CUT_REMOVED };
+void backend_cut(struct backend_health *h, int why);
+/* The cut generation: a worker sweeps its sessions when it changed. */
+uint32_t backend_cut_gen(void);
+/* Who wakes the workers after a cut (NULL: nobody; they look every turn,
+ * at least every SCAN_MS). Set before the threads that cut start. */
+void backend_on_cut(void (*fn)(void *arg), void *arg);
 
 /* A session takes a slot of backend i (it attempts or uses it): 0 when the
  * backend is at its maxconn; backend_release gives the slot back. */

@@ -28,7 +28,10 @@
 #define SETTING_AUTO UINT64_MAX
 #define SETTING_TEXT_MAX 256
 /* The settings table's rows at most: bit masks of them are 64 bits. */
-#define SETTINGS_MAX 64
+#define SETTINGS_MAX 128
+/* One bit per setting (the settings table's index), for which were given. */
+typedef unsigned __int128 settings_mask;
+#define SETTING_BIT(k) ((settings_mask)1 << (k))
 
 /* The engine choices' names (the engine registry), "auto" first: a route's
  * `engine` is an index into it. */
@@ -47,7 +50,8 @@ struct route_opts {
 	uint64_t proxy_protocol;     /* 0 off, 1 v1, 2 v2: header sent to backends */
 	uint64_t accept_proxy;       /* 1: clients must send a PROXY header first */
 	uint64_t proxy_timeout_ms;   /* accept_proxy: the whole header within this */
-	uint64_t check;              /* 0 none, 1 tcp: active health checks */
+	uint64_t check;              /* 0 none, else active health checks (check_spec.h): derived
+					from check_text by config_finalize */
 	uint64_t check_interval_ms;
 	uint64_t check_timeout_ms;
 	uint64_t rise;               /* good checks in a row that bring a backend up */
@@ -59,7 +63,14 @@ struct route_opts {
 	uint64_t tls_hello_timeout_ms; /* the whole ClientHello within this */
 	uint64_t tls_hello_max;      /* bytes of TLS records that may hold it */
 	uint64_t queue_timeout_ms;   /* every backend at maxconn: how long a client may wait */
+	uint64_t on_backend_down;    /* BACKEND_DOWN_KEEP or _CLOSE: a backend's running sessions
+					when it is marked down or removed (backend.h) */
+	uint64_t slowstart_ms;       /* a backend coming up takes a share rising over this
+					long to its weight's; 0: at once */
+	char check_text[SETTING_TEXT_MAX]; /* `check` as written: none, tcp, a preset or
+					      send:/expect: (check_spec.h) */
 };
+enum { BACKEND_DOWN_KEEP, BACKEND_DOWN_CLOSE };
 
 /* A backend's run-time state: health, traffic and its leastconn count.
  * Shared by the checker thread and the workers, and by every config
@@ -84,6 +95,14 @@ struct backend_health {
 	 * belong to the backend, not to a generation, so a reload keeps them */
 	uint8_t admin;               /* BACKEND_READY, _DRAIN or _DISABLED */
 	uint32_t weight;             /* 0: the file's; else the weight sessions follow */
+	/* slowstart: when it last came up (monotonic ms; 0: up since the
+	 * start, at full weight), atomic */
+	uint64_t up_since_ms;
+	/* on_backend_down = close: raised to have its running sessions closed;
+	 * a session remembers the value it found when it took its slot
+	 * (backend.h: backend_cut), atomic */
+	uint32_t cut_seq;
+	uint8_t cut_why;             /* BACKEND_CUT_DOWN or _REMOVED: the latest cut's cause */
 };
 /* struct backend_health's admin: drain and disabled both take no new
  * session; disabling may also end the running ones (admin.c). */
@@ -100,6 +119,9 @@ struct route_stats {
 	/* maxconn: clients waiting now, served after waiting, timed out */
 	uint64_t queued, dequeued, queue_timeouts, queue_wait_ms;
 	uint64_t refuse_logged_ms, refused_unlogged; /* refusals' log line (session.c) */
+	/* on_backend_down = close: sessions closed because their backend was
+	 * marked down, or removed (reload, DNS, ctl backend del) */
+	uint64_t cut_down, cut_removed;
 };
 #define STAT_ADD(field, n) __atomic_add_fetch(&(field), (uint64_t)(n), __ATOMIC_RELAXED)
 #define STAT_GET(field)    __atomic_load_n(&(field), __ATOMIC_RELAXED)
@@ -114,6 +136,9 @@ struct backend_conf {
 	unsigned maxconn;            /* sessions at most (0: no limit); more wait in the queue */
 	uint8_t dns;                 /* 1 + the index in route->dns of the resolve= name that gave
 					it (dns.c); 0: an address of the file, resolved once */
+	uint8_t backup;              /* used only while no primary backend is usable, in order */
+	uint8_t runtime;             /* added by `ctl backend ROUTE add`: in memory only, the
+					next reload keeps what the file says */
 };
 
 /* A backend name given with resolve=: looked up again every every_ms by
@@ -126,6 +151,7 @@ struct dns_name {
 	unsigned weight;             /* 0: not given (1, or with srv the record's weight) */
 	unsigned maxconn;
 	uint8_t srv;                 /* name is an SRV name: targets and ports from its records */
+	uint8_t backup;              /* its backends are backups */
 };
 
 struct balance_table; /* backend.c */
@@ -144,7 +170,7 @@ struct route {
 	uint8_t given;                     /* ROUTE_GAVE_*: keys present, even if every
 					      address on them was refused (reported once) */
 	struct route_opts o;
-	uint64_t set;                      /* route_opts given in the route's own section (bit per
+	settings_mask set;                 /* route_opts given in the route's own section (bit per
 					    * settings[] index; SETTINGS_MAX) */
 	/* Run time, shared by the workers: the balancing tables (backend.c),
 	 * immutable once published; a weight change publishes new ones */
@@ -171,6 +197,7 @@ struct route {
 	struct source_table *sources;      /* source_max_conns / source_conn_rate; shared across
 					    * reloads like st (route_admit.c) */
 	uint8_t has_queue;                 /* a backend has maxconn */
+	uint8_t has_backup;                /* a backend is a backup, beside a primary (backend.c) */
 };
 
 struct sni_table;
@@ -203,7 +230,7 @@ struct config {
 	unsigned nlst;
 	char file[256];              /* -c FILE, "" when routes come from -l/-b */
 	struct route_opts o;         /* [global] and command-line values for every route */
-	uint64_t cli_set;            /* route_opts given on the command line: they win */
+	settings_mask cli_set;       /* route_opts given on the command line: they win */
 	uint64_t workers;            /* worker threads; SETTING_AUTO = one per CPU */
 	uint64_t buffer_size;        /* copy engine buffer per direction */
 	uint64_t pipe_size;          /* splice engine pipe size; 0 = kernel default */

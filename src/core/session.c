@@ -88,15 +88,20 @@ static void bytes_undirty(struct session *s)
 	s->in_dirty = 0;
 }
 
-/* What moved since the last report goes to the counters. */
+/* What moved since the last report goes to the counters. They are
+ * Prometheus counters, which never go down: a direction's bytes below what
+ * was reported (an engine taking a count back) would wrap into an
+ * enormous addition, so such a direction adds nothing until it passes its
+ * reported mark again (struct dir: bytes never decrease). */
 static void bytes_report(struct session *s)
 {
-	uint64_t up = s->up.bytes - s->reported[0], down = s->down.bytes - s->reported[1];
+	uint64_t up = s->up.bytes > s->reported[0] ? s->up.bytes - s->reported[0] : 0;
+	uint64_t down = s->down.bytes > s->reported[1] ? s->down.bytes - s->reported[1] : 0;
 
 	if (!up && !down)
 		return;
-	s->reported[0] = s->up.bytes;
-	s->reported[1] = s->down.bytes;
+	s->reported[0] += up;
+	s->reported[1] += down;
 	STAT_ADD(s->route->st->bytes_up, up);
 	STAT_ADD(s->route->st->bytes_down, down);
 	if (s->opened) {
@@ -643,8 +648,11 @@ static int session_connect(struct session *s)
 
 		s->backend = (s->first + s->tries++) % rt->nbackend;
 		b = &rt->backend[s->backend].addr;
-		if (!backend_usable(rt, s->backend))
-			continue; /* marked down, draining or disabled: never waited on */
+		/* before the look at its mark: backend_cut raises it after */
+		s->cut_seq = __atomic_load_n(&rt->health[s->backend]->cut_seq, __ATOMIC_ACQUIRE);
+		if (!backend_eligible(rt, s->backend))
+			continue; /* marked down, draining, disabled, or a backup while a primary
+				     is usable: never waited on */
 		if (!backend_try_hold(rt, s->backend)) {
 			full++; /* at its maxconn */
 			continue;
@@ -710,9 +718,17 @@ static int session_connect(struct session *s)
 
 /* The current backend attempt failed (refused, unreachable or timed out):
  * drop its socket and go on with the next. */
+static void session_try_next(struct session *s);
+
 static void session_connect_failed(struct session *s, int err, int local)
 {
 	connect_error(s, err, local);
+	session_try_next(s);
+}
+
+/* Drops the backend attempt under way and goes on with the next backend. */
+static void session_try_next(struct session *s)
+{
 	loop_guard_del(&s->loop);
 	session_unhold(s);
 	close(s->srv.fd); /* also leaves the epoll set */
@@ -1436,12 +1452,17 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 		bytes_check(s);
 		session_run(s);        /* and a direction may have been passed bytes */
 	} else if (s->state == S_OPEN && s->ending) {
-		/* waiting for a send queue to empty before an RST */
-		if (now_ms - s->active_ms >= half_closed_limit(s))
+		/* waiting for a send queue to empty before an RST: the peer took
+		 * nothing for half_close_timeout, so what is left is cut */
+		int timed_out = now_ms - s->active_ms >= half_closed_limit(s);
+		if (timed_out) {
+			CTR_ADD(s->w, half_close_timeouts, 1);
 			ended(s, END_TIMEOUT);
-		session_end(s, now_ms - s->active_ms >= half_closed_limit(s));
+		}
+		session_end(s, timed_out);
 	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= half_closed_limit(s)) {
-		CTR_ADD(s->w, idle_timeouts, 1);
+		/* its own counter: idle_timeouts is for open sessions only */
+		CTR_ADD(s->w, half_close_timeouts, 1);
 		ended(s, END_TIMEOUT);
 		session_close(s, "half-close-timeout");
 	} else if (s->state != S_CLOSED && now_ms - s->active_ms >= o->idle_timeout_ms) {
@@ -1578,6 +1599,7 @@ void session_close(struct session *s, const char *reason)
 		rst_srv = wants_rst(s, &s->srv);
 	}
 	rst_cli |= s->refused; /* admission or the queue says no, as HAProxy's reject does */
+	rst_srv |= s->cut;     /* its backend is down or gone (session_cut) */
 	/* first the engine: it takes the descriptors it owns (engine.h, close),
 	 * and closes them once nothing it queued names them any more */
 	resets = s->eng->close ? s->eng->close(s, rst_cli, rst_srv) : 0;
@@ -1636,4 +1658,56 @@ void session_close(struct session *s, const char *reason)
 void session_free(struct session *s)
 {
 	free(s);
+}
+
+/* ---- on_backend_down = close ----------------------------------------------- */
+
+
+/* s's backend was cut (session.h: session_cut_sweep). One still connecting
+ * to it goes on to its next backend: nothing went either way (not counted
+ * as the backend's connect error: the cut said so, not the backend). */
+static void session_cut(struct session *s, int why)
+{
+	struct dir *d = &s->down;
+
+	STAT_ADD(*(why == BACKEND_CUT_REMOVED ? &s->route->st->cut_removed : &s->route->st->cut_down), 1);
+	if (s->state == S_CONNECTING) {
+		session_try_next(s);
+		return;
+	}
+	ended(s, END_PROXY);
+	s->cut = 1;
+	if (!s->fail)
+		s->fail = why == BACKEND_CUT_REMOVED ? "backend-removed" : "backend-down";
+	if (s->ending || (d->rst && d->eof) || d->dead) {
+		session_close(s, s->fail); /* over but for its send queues: the backend's end now */
+		return;
+	}
+	/* as a reset read from the backend: what was read from it is delivered,
+	 * then the client gets an RST; the other direction ends (the bytes the
+	 * client sent that the backend has not taken are dropped) */
+	d->err = ECONNABORTED;
+	d->err_at_dst = 0;
+	if (s->eng->drive) {
+		session_io_result(s); /* the engine's own means (uring) */
+		return;
+	}
+	dir_error(s, d);
+	session_run(s);
+	session_timer_update(s);
+}
+
+void session_cut_sweep(struct worker *w)
+{
+	struct session *s, *next;
+
+	for (s = w->sessions; s; s = next) {
+		const struct backend_health *h;
+		next = s->next; /* session_cut may close s, never another */
+		if (!s->counted || (s->state != S_CONNECTING && s->state != S_OPEN))
+			continue;
+		h = s->route->health[s->backend];
+		if (__atomic_load_n(&h->cut_seq, __ATOMIC_ACQUIRE) != s->cut_seq)
+			session_cut(s, __atomic_load_n(&h->cut_why, __ATOMIC_RELAXED));
+	}
 }

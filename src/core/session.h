@@ -51,7 +51,7 @@ struct dir {
 	uint8_t urg_state;    /* urgent.c: 0 none, 1 urgent byte held, 2 sent, mark to skip */
 	char urg_byte;
 	uint8_t lowat_set;    /* SO_RCVLOWAT applied to src: a short tail raises no event */
-	uint64_t bytes;       /* written to dst */
+	uint64_t bytes;       /* written to dst (its send queue took them); never decreases */
 	int err;              /* errno that ended the direction, 0 if none */
 	uint8_t err_at_dst;   /* err came from writing (1) or reading (0) */
 	/* the engine's own state (engine.h: ENGINE_STATE), opaque here */
@@ -92,6 +92,9 @@ struct session {
 	uint8_t src_held;      /* counted against its source's limits (route_admit.h) */
 	uint8_t refused;       /* closed by admission or queue_timeout: the client gets an RST */
 	uint8_t in_waitq;      /* in the worker's wait queue (S_QUEUED, or retrying) */
+	uint8_t cut;           /* closed for its backend going (on_backend_down = close): the
+				  backend side gets an RST (session_cut) */
+	uint32_t cut_seq;      /* its backend's cut_seq when it took the slot (backend.h) */
 	const char *fail;      /* the close reason of the first error a direction met */
 	int fail_err;          /* its errno (the access log's error=) */
 	int conn_err;          /* errno of the latest failed connect attempt */
@@ -160,5 +163,17 @@ void session_flush_bytes(struct worker *w);
 /* uring: the engine moved bytes, met EOF or failed on s; closes the session
  * when a direction failed or both are shut, as session_run() does. */
 void session_io_result(struct session *s);
+
+/* on_backend_down = close (backend.h: backend_cut): closes every session of
+ * w whose backend was cut since it took its slot. An open session ends as
+ * if its backend had reset the connection (semantics.md): the bytes
+ * already read from the backend are delivered to the client, then the
+ * client gets an RST (its stream was cut, not finished: a FIN would let a
+ * truncated reply pass for a whole one), and the backend an RST at once
+ * (it is down or gone: no FIN handshake to wait for, and a live one
+ * learns at once that its client left). A session still connecting to it
+ * goes on to its next backend. Counted on the route (cut_down,
+ * cut_removed). w's thread. */
+void session_cut_sweep(struct worker *w);
 
 #endif

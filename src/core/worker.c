@@ -34,14 +34,6 @@
 			     * a scrape is at most this stale; only sessions that
 			     * moved bytes are visited */
 
-uint64_t now_monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* The precise clock, read only when busy polling needs microseconds. */
 static uint64_t now_precise_us(void)
 {
@@ -592,6 +584,10 @@ void *worker_main(void *arg)
 		}
 		run_queue(w);
 		waitq_run(w);
+		if (w->cut_seen != backend_cut_gen()) { /* on_backend_down = close */
+			w->cut_seen = backend_cut_gen(); /* first: a cut meanwhile sweeps again */
+			session_cut_sweep(w);
+		}
 		run_timers(w);
 		FOR_ENGINES(w, e)
 			if (e->each_turn)

@@ -40,7 +40,9 @@ struct counters {
 	uint64_t connect_retries;   /* attempts on a further backend after a failure */
 	uint64_t no_backend;        /* clients closed because every backend failed */
 	uint64_t all_down;          /* clients closed at once: every backend marked down */
-	uint64_t idle_timeouts;     /* sessions closed by --idle-timeout */
+	uint64_t idle_timeouts;     /* sessions closed by --idle-timeout (both directions open) */
+	uint64_t half_close_timeouts; /* sessions closed by --half-close-timeout (one direction
+				       * over, or waiting to deliver before an RST) */
 	uint64_t resets_sent;       /* sides closed with RST (undelivered data or aborted peer) */
 	uint64_t accept_fd_pauses;  /* accepts paused on EMFILE/ENFILE/ENOBUFS/ENOMEM */
 	uint64_t max_conns_pauses;  /* accepts paused at --max-conns */
@@ -128,6 +130,7 @@ struct worker {
 	struct session *wq_head, *wq_tail; /* waiting for a backend slot (waitq.h) */
 	unsigned wq_len;                   /* atomic: other workers read it */
 	int wq_kicked;                     /* atomic: a slot may have freed */
+	uint32_t cut_seen;                 /* backend_cut_gen() at its last sweep (backend.h) */
 	struct counters ctr;
 	uint8_t engine_on[ENGINE_MAX]; /* engines a route of this worker uses (worker_init done) */
 	void *engine_priv[ENGINE_MAX];  /* each engine's own per-worker state, by id */
@@ -167,8 +170,6 @@ void worker_destroy(struct worker *w);
  * never runs. */
 int worker_call(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg,
 		int timeout_ms);
-
-uint64_t now_monotonic_ms(void);
 
 char *buf_pool_get(struct buf_pool *bp);
 void buf_pool_put(struct buf_pool *bp, char *buf);

@@ -50,7 +50,9 @@
 
 /* A counter of an engine's own, kept per worker, shown in /metrics as
  * splicer_NAME. Every engine also has ENGINE_CTR_BYTES (slot 0: bytes it
- * moved, splicer_engine_bytes_total{engine=...}); its own start at slot 1. */
+ * moved, splicer_engine_bytes_total{engine=...}: counted as they are added
+ * to the direction's bytes, once written, and never taken back); its own
+ * start at slot 1. Counters only ever grow. */
 struct engine_counter {
 	const char *name, *help;
 };

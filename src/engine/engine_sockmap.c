@@ -28,8 +28,13 @@
  *   side we have shut for writing is ignored (sm_spurious_epipe).
  *
  * - Time and counts. Idle timeout, log and metrics take the program's
- *   counters (shared memory) each time the session's timer looks (100 ms); a session's byte counts
- *   are what was redirected, less what was still in flight at close.
+ *   counters (shared memory) each time the session's timer looks (100 ms).
+ *   A redirected byte is counted once it is on the destination's send
+ *   queue (as the other engines count a byte once send() took it), not
+ *   when the program redirected it: the peer's redirect queue may still
+ *   hold it, and a reset drops what it holds. So no count is ever taken
+ *   back (a published counter never goes down), and a session's bytes
+ *   end as what its destinations took (doc/engines.md).
  *
  * Sessions that cannot use it (not TCP on both sides, no counter slot, the
  * insert refused) carry on as `auto` (copy, then splice). */
@@ -58,7 +63,8 @@ struct sm_dir {
 	struct copy_dir copy;
 	unsigned slot;     /* counter slot (bpf/sockmap_abi.h) */
 	uint64_t user;     /* bytes user space wrote to dst since insertion */
-	uint64_t seen;     /* the slot's `redirected` already added to bytes */
+	uint64_t seen;     /* the slot's `redirected` at the last look (activity) */
+	uint64_t counted;  /* of those, added to bytes: on dst's send queue */
 	uint64_t base;     /* dst's bytes written (acked + queued) at insertion */
 	uint64_t inflight; /* at close: redirected bytes not yet on dst's send queue */
 	uint64_t acked;    /* dst's bytes acknowledged at the last drain check */
@@ -297,6 +303,7 @@ static void sm_try_start(struct session *s)
 	SD(&s->up)->acked = rd_up.acked;
 	SD(&s->down)->acked = rd_down.acked;
 	SD(&s->up)->user = SD(&s->down)->user = SD(&s->up)->seen = SD(&s->down)->seen = 0;
+	SD(&s->up)->counted = SD(&s->down)->counted = 0;
 	s->up.eng = s->down.eng = &engine_sockmap;
 	s->up.stream = s->down.stream = NULL;
 	SS(s)->state = SM_ON;
@@ -335,10 +342,37 @@ static void sm_update_events(struct session *s)
 	}
 }
 
-static int sync_dir(struct session *s, struct dir *d)
+/* Of the `red` bytes the program redirected for d, how many are not on
+ * d->dst's send queue yet, per a reading taken now (red was read before
+ * it: bytes redirected since can only make it look more drained, never
+ * less); -1 when not known (no socket, or a torn reading). */
+static int64_t red_left(struct dir *d, uint64_t red)
 {
-	uint64_t red = __atomic_load_n(&sm_ctr(SD(d)->slot)->redirected, __ATOMIC_RELAXED);
-	uint64_t delta = red - SD(d)->seen;
+	struct tcpw now;
+	int64_t left;
+
+	if (d->dst->fd < 0 || tcpw_read(d->dst->fd, &now))
+		return -1;
+	left = tcpw_left(SD(d)->base, &now, red + SD(d)->user);
+	if (left < 0)
+		return -1;
+	/* more than red left: the reading shows fewer bytes than user space
+	 * itself wrote (a low reading), so none of red is known to be queued */
+	return (uint64_t)left > red ? (int64_t)red : left;
+}
+
+/* Brings d's counts up to date: what the program redirected since the last
+ * look is activity; what of it reached d->dst's send queue is added to the
+ * direction's bytes and the engine's and worker's totals, never more than
+ * once and never taken back (a lower reading counts nothing). Returns 1
+ * when either moved (the caller marks the session active and reports its
+ * bytes), 0 otherwise. *left (if asked, with a reading whatever the
+ * counts): the redirected bytes not on the send queue, -1 not known. */
+static int sync_dir(struct session *s, struct dir *d, int64_t *left)
+{
+	uint64_t red = __atomic_load_n(&sm_ctr(SD(d)->slot)->redirected, __ATOMIC_SEQ_CST);
+	uint64_t on, delta;
+	int64_t l = -1;
 	int moved = 0;
 
 	if (__atomic_load_n(&sm_ctr(SD(d)->slot)->passed, __ATOMIC_RELAXED) != SD(d)->user && !d->eof &&
@@ -346,11 +380,22 @@ static int sync_dir(struct session *s, struct dir *d)
 		d->src->can_read = 1; /* bytes passed without an edge we listen to */
 		moved = 1;
 	}
-	if (!delta)
+	if (red != SD(d)->seen) {
+		SD(d)->seen = red;
+		dir_used(d, &engine_sockmap);
+		moved = 1;
+	}
+	/* a reading costs two or three calls: only with something to count */
+	if (SD(d)->counted < red || left)
+		l = red_left(d, red);
+	if (left)
+		*left = l;
+	on = l < 0 ? SD(d)->counted : red - (uint64_t)l;
+	if (on <= SD(d)->counted)
 		return moved;
-	SD(d)->seen = red;
+	delta = on - SD(d)->counted;
+	SD(d)->counted = on;
 	d->bytes += delta;
-	dir_used(d, &engine_sockmap);
 	engine_count(s->w, &engine_sockmap, ENGINE_CTR_BYTES, delta);
 	if (d == &s->up)
 		CTR_ADD(s->w, bytes_up, delta);
@@ -363,7 +408,7 @@ static int sm_sync(struct session *s)
 {
 	if (SS(s)->state != SM_ON)
 		return 0;
-	return sync_dir(s, &s->up) | sync_dir(s, &s->down);
+	return sync_dir(s, &s->up, NULL) | sync_dir(s, &s->down, NULL);
 }
 
 /* Bytes meant for d->dst since the insertion: what the program redirected
@@ -387,14 +432,6 @@ static int64_t in_flight(struct dir *d, uint64_t *acked)
 	if (acked)
 		*acked = now.acked;
 	return tcpw_left(SD(d)->base, &now, want);
-}
-
-/* At close: what never reached the send queue, all of it when unknown. */
-static uint64_t lost_at_close(struct dir *d)
-{
-	int64_t n = in_flight(d, NULL);
-
-	return n >= 0 ? (uint64_t)n : owed(d);
 }
 
 static void smwait_add(struct session *s)
@@ -486,12 +523,16 @@ static void sm_end(struct session *s)
 
 	if (SS(s)->state != SM_ON)
 		return;
-	sm_sync(s);
-	/* what never reached a send queue was not delivered: RST, and not counted */
-	SD(&s->up)->inflight = lost_at_close(&s->up);
-	SD(&s->down)->inflight = lost_at_close(&s->down);
-	s->up.bytes -= SD(&s->up)->inflight < s->up.bytes ? SD(&s->up)->inflight : s->up.bytes;
-	s->down.bytes -= SD(&s->down)->inflight < s->down.bytes ? SD(&s->down)->inflight : s->down.bytes;
+	/* The last count. What never reached a send queue was not delivered:
+	 * it was never counted (sync_dir), and it is pending, so its side
+	 * gets an RST; with a torn reading, all not known to be queued is. */
+	for (int i = 0; i < 2; i++) {
+		struct dir *d = i ? &s->down : &s->up;
+		int64_t left;
+
+		sync_dir(s, d, &left);
+		SD(d)->inflight = left >= 0 ? (uint64_t)left : SD(d)->seen - SD(d)->counted;
+	}
 	if (log_level >= LOG_DEBUG) {
 		struct dir *ds[2] = { &s->up, &s->down };
 		for (int i = 0; i < 2; i++) {

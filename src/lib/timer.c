@@ -2,6 +2,8 @@
 /* timer: see timer.h. */
 #include "timer.h"
 
+#include <time.h>
+
 #include <stdlib.h>
 
 static void put(struct timer_heap *th, unsigned i, struct timer *t)
@@ -105,4 +107,12 @@ void timer_heap_free(struct timer_heap *th)
 	free(th->h);
 	th->h = NULL;
 	th->n = th->cap = 0;
+}
+
+uint64_t now_monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }

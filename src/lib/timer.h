@@ -25,6 +25,10 @@ struct timer_heap {
 	unsigned n, cap;
 };
 
+/* CLOCK_MONOTONIC_COARSE in milliseconds: the loop's clock (a jiffy's
+ * resolution, read through the vDSO without a system call). */
+uint64_t now_monotonic_ms(void);
+
 /* Puts t in the heap at due_ms (moves it when it is in already). Returns 0,
  * or -1 when the heap cannot grow (t is then left as it was). */
 int timer_set(struct timer_heap *th, struct timer *t, uint64_t due_ms);

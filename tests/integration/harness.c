@@ -1656,6 +1656,20 @@ const char *h_conf_write(const char *name, const char *text)
 	return p;
 }
 
+int h_port_listening(int port)
+{
+	char want[48], line[256];
+	FILE *f = fopen("/proc/net/tcp", "re");
+	int found = 0;
+
+	snprintf(want, sizeof want, ": 0100007F:%04X 00000000:0000 0A ", port);
+	while (f && !found && fgets(line, sizeof line, f))
+		found = strstr(line, want) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
 int h_admin_connect(const char *path)
 {
 	struct sockaddr_un un = { .sun_family = AF_UNIX };
@@ -1671,7 +1685,14 @@ int h_admin_connect(const char *path)
 
 const char *h_admin_cmd(int fd, const char *line, char *ans, size_t cap)
 {
-	int64_t deadline = h_now_ms() + 5000;
+	h_admin_try(fd, line, ans, cap);
+	H_CHECK(strncmp(ans, "error", 5), "admin: '%s': %s", line, ans);
+	return ans;
+}
+
+const char *h_admin_try(int fd, const char *line, char *ans, size_t cap)
+{
+	int64_t deadline = h_now_ms() + 25000; /* a ctl backend add waits for a swap */
 	size_t n = 0;
 
 	H_CHECK(h_send_all(fd, line, strlen(line), deadline) == 0 &&
@@ -1686,7 +1707,6 @@ const char *h_admin_cmd(int fd, const char *line, char *ans, size_t cap)
 		H_CHECK(n < cap - 1, "admin: '%s': an answer over %zu bytes", line, cap);
 	}
 	ans[n] = '\0';
-	H_CHECK(strncmp(ans, "error", 5), "admin: '%s': %s", line, ans);
 	return ans;
 }
 

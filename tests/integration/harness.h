@@ -289,6 +289,10 @@ void h_epoll_arm(int ep, int fd, uint32_t id, uint32_t *cur, uint32_t want);
 /* A TCP port on 127.0.0.1 that nobody uses right now (asserts). */
 int h_free_port(void);
 
+/* Whether a socket listens on 127.0.0.1:port. /proc/net/tcp, not a
+ * connect: a server started by a test logs no half-made connection. */
+int h_port_listening(int port);
+
 /* 1 if an AF_INET6 socket can bind ::1. */
 int h_ipv6_available(void);
 
@@ -425,5 +429,7 @@ int h_admin_connect(const char *path);
  * line that ends it) into ans, NUL-terminated, within 5 s; asserts that it
  * came and is not an error ("error: ..."). Returns ans. */
 const char *h_admin_cmd(int fd, const char *line, char *ans, size_t cap);
+/* The same, error answers included (they start with "error: "). */
+const char *h_admin_try(int fd, const char *line, char *ans, size_t cap);
 
 #endif

@@ -3,12 +3,15 @@
  * verified every byte, and every figure of every case must be present and
  * positive (the proxy figures are null only for `direct`, which has none);
  * the output has its tables, conclusions, scaling and doc, and the TLS
- * passthrough rows theirs. */
+ * passthrough rows theirs; a --baseline build runs beside its case with its
+ * "x NAME" columns, never timed. */
 #define _GNU_SOURCE
 #include "harness.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -259,6 +262,118 @@ Test(integ, bench_veth_link, .init = h_init, .fini = h_fini, .timeout = 120)
 	free(err);
 	free(ns);
 	free(nserr);
+}
+
+/* --baseline: another build (here this one, and an "old" one whose --help
+ * lacks --sandbox) runs as CASE@NAME beside its case in every repetition.
+ * Every table and conclusion has its "x NAME" column, both builds verify
+ * every byte, and a case whose options the old build lacks is skipped for
+ * it with the option named, not failed. Structure only, never a speed. */
+Test(integ, bench_baseline_columns, .init = h_init, .fini = h_fini, .timeout = 240)
+{
+	char bin[PATH_MAX], script[2 * PATH_MAX + 300], json[256], doc[256], base[PATH_MAX + 16];
+	char old[PATH_MAX + 16], *out = NULL, *err = NULL;
+	H_CHECK(realpath(h_binary(0), bin), "realpath %s", h_binary(0));
+	/* an older build: the same binary, but its --help knows no --sandbox */
+	snprintf(script, sizeof script,
+		 "#!/bin/sh\nif [ \"$1\" = --help ]; then '%s' --help | grep -v -e --sandbox; exit 0; fi\n"
+		 "exec '%s' \"$@\"\n", bin, bin);
+	const char *oldpath = h_conf_write("old-splicer", script);
+	H_CHECK(chmod(oldpath, 0755) == 0, "chmod %s", oldpath);
+	snprintf(base, sizeof base, "base=%s", bin);
+	snprintf(old, sizeof old, "old=%s", oldpath);
+	snprintf(json, sizeof json, "%s/bench-base.json", h_tmpdir());
+	snprintf(doc, sizeof doc, "%s/perf-base.md", h_tmpdir());
+	const char *args[] = { "bench", "--cases", "direct,auto,auto-nosandbox", "--links", "loopback",
+			       "--workloads", "bulk1,rr,conn,tls", "--seconds", "0.5", "--reps", "2",
+			       "--conns", "4", "--ref", "direct", "--baseline", base, "--baseline", old,
+			       "--baseline-cases", "auto,auto-nosandbox", "--json", json, "--doc", doc,
+			       NULL };
+	int st = h_run_capture(h_binary(0), args, 200000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d:\n%s\n%s", st,
+		out ? out : "", err ? err : "");
+	const char *v = strstr(out, "verified: ");
+	H_CHECK(v && strtoull(v + 10, NULL, 10) > 0 && strstr(v, " 0 mismatches"),
+		"no verified bytes, or mismatches:\n%s", out);
+	/* the twins ran in every repetition, right after their case */
+	const char *order[] = { "rep 1/2, loopback, auto (", "rep 1/2, loopback, auto@base (",
+				"rep 1/2, loopback, auto@old (", "rep 1/2, loopback, auto-nosandbox (",
+				"rep 1/2, loopback, auto-nosandbox@base (", "rep 2/2, loopback, auto (",
+				"rep 2/2, loopback, auto@base (", "rep 2/2, loopback, auto@old (", NULL };
+	for (const char *at = err, **o = order; *o; o++)
+		H_CHECK((at = strstr(at, *o)), "'%s' missing or out of order:\n%s", *o, err);
+	H_CHECK(strstr(out, "auto-nosandbox@old: skipped: the baseline old (") &&
+			strstr(out, ") has no --sandbox option"),
+		"the old build's missing option is not a clear skip:\n%s", out);
+	/* a column per baseline in every table, and its conclusions */
+	const char *tables[] = { "Bulk uploads", "short connections x4", "Request/response, 4", NULL };
+	for (int i = 0; tables[i]; i++) {
+		const char *t = strstr(out, tables[i]), *hdr = t ? strstr(t, "x base") : NULL;
+		H_CHECK(hdr && strstr(hdr, "x old") && strstr(hdr, "\n") > hdr,
+			"table '%s' lacks its baseline columns:\n%s", tables[i], out);
+	}
+	const char *cb = strstr(out, "Conclusions: this build against the baseline base");
+	const char *co = cb ? strstr(cb, "Conclusions: this build against the baseline old") : NULL;
+	H_CHECK(cb && co && strstr(cb, "bulk, 1 stream: auto ") && strstr(cb, "auto@base's") &&
+			strstr(cb, "short connections, 4 at a time: auto-nosandbox ") < co &&
+			strstr(co, "short connections, 4 at a time: auto ") &&
+			!strstr(co, ": auto-nosandbox "),
+		"conclusions against each baseline, for each case that has a twin:\n%s", out);
+
+	/* both builds' figures present and positive */
+	char *buf = slurp(json);
+	H_CHECK(buf, "no JSON at %s", json);
+	const char *figs[] = { "bulk1_gbit_s", "bulk1_proxy_cpu_s_per_gb", "rr64_d1_req_s",
+			       "rr64_d1_proxy_cpu_us", "conn_per_s", "conn_proxy_cpu_us", NULL };
+	const char *runs[] = { "auto", "auto@base", "auto@old", "auto-nosandbox@base", NULL };
+	for (int c = 0; runs[c]; c++)
+		for (int i = 0; figs[i]; i++) {
+			double x = median_of(buf, runs[c], figs[i]);
+			H_CHECK(x > 0, "%s: %s is %g (absent: -1, null: nan)\n%s", runs[c], figs[i], x, out);
+		}
+	/* the TLS rows' twins too, with their columns */
+	const char *tjs = strstr(buf, "\"tls\"");
+	const char *trows[] = { "bulk-sni@base", "bulk-plain@old", "conn-sni@base", "conn-plain@old", NULL };
+	for (int i = 0; trows[i]; i++)
+		H_CHECK(tjs && median_of(tjs, trows[i], i < 2 ? "gbit_s" : "conn_per_s") > 0,
+			"tls row %s: no positive rate\n%s", trows[i], out);
+	const char *tt = strstr(out, "== TLS passthrough");
+	H_CHECK(tt && strstr(tt, "x base") && strstr(tt, "x old") &&
+			strstr(tt, "tls bulk, 1 stream: the sni route ") && strstr(tt, "bulk-sni@base's"),
+		"the TLS tables lack their baseline columns or conclusions:\n%s", out);
+	H_CHECK(strstr(buf, "\"baseline\": \"old\"") && strstr(buf, "\"baseline_of\": \"auto\"") &&
+			strstr(buf, "\"baselines\": ["),
+		"the JSON does not name the baselines");
+	char *d = slurp(doc);
+	H_CHECK(d && strstr(d, "| goal | measured | | baseline base | baseline old |") &&
+			strstr(d, "- baseline `base`: ") &&
+			strstr(d, "### Conclusions: this build against the baseline base") &&
+			strstr(d, "| 1 stream: x base | 1 stream: x old |"),
+		"the doc lacks its baseline columns:\n%s", d ? d : "(none)");
+	free(out);
+	free(err);
+}
+
+/* A baseline that is not there, or not a splicer, is a clear error before
+ * anything runs. */
+Test(integ, bench_baseline_bad_path, .init = h_init, .fini = h_fini)
+{
+	struct {
+		const char *arg, *want;
+	} bad[] = {
+		{ "/nonexistent/splicer", "--baseline': /nonexistent/splicer: No such file or directory" },
+		{ "/bin/true", "/bin/true does not look like splicer" },
+		{ "a b=/bin/true", "invalid name 'a b'" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char *out = NULL, *err = NULL;
+		const char *args[] = { "bench", "--baseline", bad[i].arg, NULL };
+		int st = h_run_capture(h_binary(0), args, 20000, &out, &err);
+		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(err, bad[i].want),
+			"--baseline %s: status %d, stderr:\n%s", bad[i].arg, st, err);
+		free(out);
+		free(err);
+	}
 }
 
 Test(integ, bench_rejects_unknown_link, .init = h_init, .fini = h_fini)

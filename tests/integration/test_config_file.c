@@ -50,26 +50,29 @@ static const struct {
 	  "3: unknown key 'nonsense' in [global]; expects engine, balance, workers, buffer_size, "
 	  "pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, idle_timeout, "
 	  "half_close_timeout, log, log_interval, log_connect, proxy_protocol, accept_proxy, proxy_timeout, check, "
-	  "check_interval, check_timeout, rise, fall, stats, user, sandbox, admin, verbose, drain_timeout, lameduck, "
+	  "check_interval, check_timeout, rise, fall, on_backend_down, slowstart, stats, user, "
+	  "sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
 	  "queue_timeout, resolvers" },
 	{ "unknown-route-key.conf", "", "bogus = 1\n",
 	  "4: unknown key 'bogus' in a route; expects listen, backend, sni, alpn, allow, deny, engine, "
 	  "balance, lowat, connect_timeout, idle_timeout, half_close_timeout, proxy_protocol, "
 	  "accept_proxy, proxy_timeout, check, check_interval, check_timeout, rise, fall, "
-	  "source_max_conns, source_conn_rate, tls_hello_timeout, tls_hello_max, queue_timeout" },
+	  "on_backend_down, slowstart, source_max_conns, source_conn_rate, tls_hello_timeout, "
+	  "tls_hello_max, queue_timeout" },
 	/* issue 14: a typo gets the key it is most likely of, in a route and in [global] */
 	{ "typo-route-key.conf", "", "idle_timout = 5s\n",
 	  "4: unknown key 'idle_timout' in a route (did you mean 'idle_timeout'?); expects listen, "
 	  "backend, sni, alpn, allow, deny, engine, balance, lowat, connect_timeout, idle_timeout, "
 	  "half_close_timeout, proxy_protocol, accept_proxy, proxy_timeout, check, check_interval, "
-	  "check_timeout, rise, fall, source_max_conns, source_conn_rate, tls_hello_timeout, "
-	  "tls_hello_max, queue_timeout" },
+	  "check_timeout, rise, fall, on_backend_down, slowstart, source_max_conns, source_conn_rate, "
+	  "tls_hello_timeout, tls_hello_max, queue_timeout" },
 	{ "typo-global-key.conf", "[global]\nwrokers = 2\n", "",
 	  "2: unknown key 'wrokers' in [global] (did you mean 'workers'?); expects engine, balance, "
 	  "workers, buffer_size, pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, "
 	  "idle_timeout, half_close_timeout, log, log_interval, log_connect, proxy_protocol, accept_proxy, proxy_timeout, check, "
-	  "check_interval, check_timeout, rise, fall, stats, user, sandbox, admin, verbose, drain_timeout, lameduck, "
+	  "check_interval, check_timeout, rise, fall, on_backend_down, slowstart, stats, user, "
+	  "sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
 	  "queue_timeout, resolvers" },
 	/* issue 14: a number without a unit is refused with both readings */

@@ -834,7 +834,7 @@ Test(integ, dns_config_errors, .init = h_init, .fini = h_fini, .timeout = 60)
 		  "'app.dns.test': missing ':port'" },
 		{ "backend = app.dns.test:80 resolve=1s ttl=3",
 		  ":5: backend: unknown backend option 'ttl=3' (expects weight=N, maxconn=N, "
-		  "resolve=DURATION or srv[=yes|no])" },
+		  "backup, resolve=DURATION or srv[=yes|no])" },
 		{ "backend = app.dns.test:80 srv=yes",
 		  ":5: backend app.dns.test:80: srv needs resolve=DURATION" },
 		{ "backend = _a._tcp.dns.test resolve=1s srv=maybe",

@@ -3,8 +3,8 @@
  * three instances behind a Linux router's multipath route (resilient
  * nexthop group, L4 hashing) and five backends, each in its own network
  * namespace in 10.200.0.0/16, the route to the VIP BGP's alone (BIRD 2 with
- * contrib/bgp on each instance, FRR with BFD on the router), and the
- * container image of contrib/.
+ * contrib/bgp on each instance, FRR with BFD on the router). (The container
+ * image of contrib/ has its own cases: tests/integration/test_image.c.)
  *
  *   fleet_short   every scenario's row and the summary line: no scenario
  *                 failed or skipped, agreement 100 %, the proper leave
@@ -17,8 +17,6 @@
  *   fleet_cleanup SIGHUP to a running fleet.sh: it stops its driver at once
  *                 (not after the run), and no namespace of its own is left,
  *                 nor one a dead run left behind (fl<dead PID>-*)
- *   fleet_image   builds contrib/Containerfile where a container tool
- *                 answers here, runs `splicer --version` in it
  *
  * The script exits 77 when this host cannot run it (not root, no
  * namespaces, no resilient nexthop groups, no FRR or BIRD 2), saying why: the test is
@@ -286,61 +284,4 @@ Test(integ, fleet_cleanup, .init = h_init, .fini = h_fini, .timeout = 120)
 		"the driver did not stop in order on the signal passed on:\n%s", out ? out : "");
 	remove_kept_logs(out);
 	free(out);
-}
-
-/* The first container tool whose daemon or runtime answers here, or NULL
- * with the reason in why. */
-static const char *container_tool(char *why, size_t len)
-{
-	static const char *const tools[] = { "docker", "podman", "buildah", NULL };
-	size_t n = 0;
-
-	why[0] = '\0';
-	for (int i = 0; tools[i]; i++) {
-		char cmd[128];
-		snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", tools[i]);
-		if (system(cmd) != 0) {
-			n += (size_t)snprintf(why + n, len - n, "%s%s: not installed", n ? "; " : "",
-					      tools[i]);
-			continue;
-		}
-		snprintf(cmd, sizeof(cmd), "timeout 20 %s info >/dev/null 2>&1", tools[i]);
-		if (system(cmd) == 0)
-			return tools[i];
-		n += (size_t)snprintf(why + n, len - n, "%s%s: installed, `%s info` fails (no daemon or runtime)",
-				      n ? "; " : "", tools[i], tools[i]);
-		if (n >= len)
-			break;
-	}
-	return NULL;
-}
-
-Test(integ, fleet_image, .init = h_init, .fini = h_fini, .timeout = 900)
-{
-	char why[512], cmd[512], *out = NULL, *err = NULL;
-	const char *tool = container_tool(why, sizeof(why));
-	const char *sh_args[] = { "-c", cmd, NULL };
-	int st;
-
-	if (!tool)
-		cr_skip_test("container image not built: %s", why);
-	H_CHECK(access("contrib/Containerfile", R_OK) == 0, "contrib/Containerfile not found");
-	/* buildah builds but does not run containers: the build is the test */
-	if (!strcmp(tool, "buildah"))
-		snprintf(cmd, sizeof(cmd),
-			 "buildah bud -t splicer-test:fleet -f contrib/Containerfile . && echo splicer built");
-	else
-		snprintf(cmd, sizeof(cmd),
-			 "%s build -t splicer-test:fleet -f contrib/Containerfile . && "
-			 "%s run --rm splicer-test:fleet --version && "
-			 "%s run --rm --entrypoint id splicer-test:fleet -u",
-			 tool, tool, tool);
-	st = h_run_capture("/bin/sh", sh_args, 840000, &out, &err);
-	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "`%s` failed (status %d):\n%s%s", cmd,
-		st, out ? out : "", err ? err : "");
-	H_CHECK(strstr(out, "splicer"), "no version line from the image:\n%s", out);
-	/* the last line is the user id the image runs as: not root */
-	H_CHECK(!strstr(out, "\n0\n"), "the image runs as root:\n%s", out);
-	free(out);
-	free(err);
 }

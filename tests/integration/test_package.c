@@ -11,7 +11,9 @@
  *   containerfile   contrib/Containerfile's packages: Build-Depends, the
  *                   packages of the libraries build/splicer names
  *   deploy_files    contrib/'s fleet files agree (ports, probes, admin socket,
- *                   timeouts, user) and their configs pass splicer check */
+ *                   timeouts, user) and their configs pass splicer check;
+ *                   the image make test built has the pod's user, SIGTERM
+ *                   as its stop signal and the preStop's splicer */
 #define _GNU_SOURCE
 #include "harness.h"
 

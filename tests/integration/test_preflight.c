@@ -279,7 +279,7 @@ Test(integ, preflight_every_problem_once, .init = h_init, .fini = h_fini, .timeo
 		 "%1$s:10: unknown key 'chek' in a route (did you mean 'check'?); expects listen, "
 		 "backend, sni, alpn, allow, deny, engine, balance, lowat, connect_timeout, idle_timeout, "
 		 "half_close_timeout, proxy_protocol, accept_proxy, proxy_timeout, check, check_interval, "
-		 "check_timeout, rise, fall, source_max_conns, source_conn_rate, tls_hello_timeout, "
+		 "check_timeout, rise, fall, on_backend_down, slowstart, source_max_conns, source_conn_rate, tls_hello_timeout, "
 		 "tls_hello_max, queue_timeout\n"
 		 "%1$s:2: user no-such-user-14: no such user\n"
 		 "%1$s:12: listen 192.0.2.1:1: Cannot assign requested address (not an address of this "

@@ -1373,14 +1373,16 @@ static void case_random_ops(const char *bin, const char *engine, enum ro_rules r
 	long active = ro_metric(body, "splicer_route_sessions_active{route=\"rand\"}");
 	long total = ro_metric(body, "splicer_route_sessions_total{route=\"rand\"}");
 	long idle = ro_metric(body, "splicer_idle_timeouts_total");
+	long half = ro_metric(body, "splicer_half_close_timeouts_total");
 	long resets = ro_metric(body, "splicer_resets_sent_total");
 	RO_CHECK(in_use == 0 && active == 0 && total == (long)ro.nsess,
 		 "/metrics after every session ended: pipes in use %ld, sessions active %ld, sessions "
 		 "%ld (expected 0, 0 and %u)",
 		 in_use, active, total, ro.nsess);
-	/* keepalives keep live sessions busy: an idle timeout is a session the
-	 * proxy failed to end when its ends did */
-	RO_CHECK(idle == 0, "/metrics: %ld sessions ended by the idle timeout (expected 0)", idle);
+	/* keepalives keep live sessions busy: an idle or half-close timeout is
+	 * a session the proxy failed to end when its ends did */
+	RO_CHECK(idle == 0 && half == 0, "/metrics: %ld sessions ended by the idle timeout, %ld by "
+		 "the half-close timeout (expected 0 and 0)", idle, half);
 	RO_CHECK(nfree >= 0 && pipes - base_pipes == 2 * nfree,
 		 "the proxy holds %d pipe descriptors (%d at the start), but its pools hold %ld free "
 		 "pipes (2 descriptors each)",

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Integration cases: session semantics of issue 12 that the differential
  * suite (tests/peer) does not pin down against a peer.
- *   - half_close_timeout bounds a half-closed session's silence (15);
+ *   - half_close_timeout bounds a half-closed session's silence (15), and
+ *     is counted apart from idle_timeout (hardening issue 9);
  *   - this host's connect errors never mark a backend down (14);
  *   - a connection loop through two routes is stopped at run time (13);
  *   - urgent bytes reach the far end as urgent, at their place (2). */
@@ -47,8 +48,11 @@ static void case_half_close_timeout(const char *bin, const char *engine)
 	H_CHECK(h_server_start(&be, "127.0.0.1:0", 16, hold_after_eof, &release) == 0, "backend");
 	snprintf(baddr, sizeof baddr, "127.0.0.1:%d", h_addr_port(&be.addr));
 	const char *backends[] = { baddr, NULL };
-	const char *extra[] = { "--half-close-timeout", "1s", "--idle-timeout", "60s", "-v", NULL };
+	const char *extra[] = { "--half-close-timeout", "1s", "--idle-timeout", "60s", "-v",
+				"--stats", "127.0.0.1:0", NULL };
+	struct h_addr stats;
 	h_proxy_up(&p, bin, engine, "127.0.0.1:0", backends, extra);
+	H_CHECK(h_stats_addr(&p, &stats) == 0, "no stats address in %s", p.log);
 
 	int fd = h_connect(&p.addr, 2000);
 	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
@@ -62,14 +66,178 @@ static void case_half_close_timeout(const char *bin, const char *engine)
 	H_CHECK(took >= 900 && took < 3000, "ended after %lld ms, expected about 1 s", (long long)took);
 	atomic_store(&release, 1);
 	H_CHECK(h_server_wait_done(&be, 1, 3000) == 0, "the backend handler did not end");
+	/* the log has a writer thread of its own: the line may follow the close */
+	for (int64_t end = h_now_ms() + 2000; h_now_ms() < end; h_sleep_ms(10))
+		if (h_log_lines(&p, "reason=half-close-timeout", NULL) == 1)
+			break;
 	H_CHECK(h_log_lines(&p, "reason=half-close-timeout", NULL) == 1,
 		"no close line with reason=half-close-timeout");
+	/* counted as what it is, and only so */
+	long long half = h_metric(&stats, "splicer_half_close_timeouts_total"),
+		  idle = h_metric(&stats, "splicer_idle_timeouts_total");
+	H_CHECK(half == 1 && idle == 0, "a half-close timeout counted as %lld half-close and %lld "
+		"idle timeouts (1 and 0 expected)", half, idle);
 	close(fd);
 	h_proxy_down(&p);
 	h_server_stop(&be);
 }
 H_ENGINE_CASES(half_close_timeout, 60)
 H_TINY_CASE(half_close_timeout, 60)
+
+/* A backend that sends what the sockets take at once (at most *arg bytes,
+ * 0: no limit), then resets: with a client that reads nothing, the proxy
+ * holds bytes it cannot deliver, in its own hands (a lot) or only in the
+ * client socket's send queue (a little). */
+static void fill_then_reset(struct h_server *s, int fd, int index, void *arg)
+{
+	static char buf[64 * 1024];
+	struct linger lg = { 1, 0 };
+	size_t most = *(const size_t *)arg, n = 0;
+	ssize_t k;
+
+	(void)s, (void)index;
+	memset(buf, 'r', sizeof buf);
+	for (size_t len = most && most < sizeof buf ? most : sizeof buf;
+	     n < 256 * sizeof buf && (!most || n < most) &&
+	     (k = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL)) > 0;
+	     n += (size_t)k)
+		;
+	h_sleep_ms(200); /* the proxy reads what is in flight */
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg); /* the harness closes: RST */
+}
+
+static long long sem_metric(const struct h_addr *stats, const char *name)
+{
+	long long v = h_metric(stats, name);
+
+	H_CHECK(v >= 0, "no %s in /metrics", name);
+	return v;
+}
+
+/* Waits (up to 5 s) until the two timeout counters read half and idle. */
+static void sem_wait_timeouts(const struct h_addr *stats, const char *what, long long half,
+			      long long idle)
+{
+	long long h = -1, i = -1;
+
+	for (int64_t end = h_now_ms() + 5000; h_now_ms() < end; h_sleep_ms(20)) {
+		h = h_metric(stats, "splicer_half_close_timeouts_total"); /* -1: absent */
+		i = sem_metric(stats, "splicer_idle_timeouts_total");
+		if (h == half && i == idle)
+			return;
+	}
+	H_CHECK(0, "%s: half_close_timeouts_total %lld (%lld expected), idle_timeouts_total %lld "
+		"(%lld expected)", what, h, half, i, idle);
+}
+
+static int sem_count(const char *path, const char *needle, const char *also)
+{
+	char line[4096];
+	int n = 0;
+	FILE *f = fopen(path, "re");
+
+	while (f && fgets(line, sizeof line, f))
+		n += strstr(line, needle) && (!also || strstr(line, also));
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* Issue "splicer_idle_timeouts_total also counts half-close timeouts": each
+ * timeout has its own counter, in /metrics and the exit line; the access
+ * log says which by its reason. A half-closed session, an idle one, and one
+ * whose backend reset with bytes the client never takes (the proxy holds
+ * them for half_close_timeout, then cuts). */
+Test(integ, half_close_and_idle_timeouts_counted_apart, .init = h_init, .fini = h_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_server holder, resetter;
+	static struct h_proxy p;
+	struct h_addr stats, a_hold, a_reset;
+	atomic_int release = 0;
+	static size_t most; /* fill_then_reset's limit */
+	char conf[1024], log[300], at[64];
+	int hport = h_free_port(), rport = h_free_port();
+
+	most = 0;
+	H_CHECK(h_server_start(&holder, "127.0.0.1:0", 16, hold_after_eof, &release) == 0 &&
+			h_server_start(&resetter, "127.0.0.1:0", 16, fill_then_reset, &most) == 0,
+		"backends");
+	snprintf(log, sizeof log, "%s/access.log", h_tmpdir());
+	snprintf(conf, sizeof conf,
+		 "[global]\nworkers = 2\nstats = 127.0.0.1:0\nlog = %s\n\n"
+		 "[route hold]\nlisten = 127.0.0.1:%d\nbackend = %s\n"
+		 "half_close_timeout = 1s\nidle_timeout = 2s\n\n"
+		 "[route reset]\nlisten = 127.0.0.1:%d\nbackend = %s\n"
+		 "half_close_timeout = 1s\nidle_timeout = 30s\n",
+		 log, hport, holder.addr.text, rport, resetter.addr.text);
+	const char *args[] = { "-c", h_conf_write("timeouts.conf", conf), NULL };
+	char why[512];
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+	H_CHECK(h_stats_addr(&p, &stats) == 0, "no stats address in %s", p.log);
+	snprintf(at, sizeof at, "127.0.0.1:%d", hport);
+	H_CHECK(h_addr_parse(at, &a_hold) == 0, "address %s", at);
+	snprintf(at, sizeof at, "127.0.0.1:%d", rport);
+	H_CHECK(h_addr_parse(at, &a_reset) == 0, "address %s", at);
+	H_CHECK(sem_metric(&stats, "splicer_idle_timeouts_total") == 0, "idle timeouts before any");
+
+	/* half-closed: the client's FIN, the backend silent */
+	int fd = h_connect(&a_hold, 2000);
+	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
+	H_CHECK(h_send_all(fd, "request", 7, h_now_ms() + 2000) == 0 && shutdown(fd, SHUT_WR) == 0,
+		"send, shutdown");
+	int r = h_expect_eof(fd, h_now_ms() + 5000);
+	H_CHECK(r == 0 || r == -ECONNRESET, "the half-closed session did not end: %s", strerror(-r));
+	close(fd);
+	sem_wait_timeouts(&stats, "a half-closed session timed out", 1, 0);
+
+	/* idle: both directions open, nothing moves */
+	fd = h_connect(&a_hold, 2000);
+	H_CHECK(fd >= 0 && h_send_all(fd, "x", 1, h_now_ms() + 2000) == 0, "connect, send");
+	r = h_expect_eof(fd, h_now_ms() + 6000);
+	H_CHECK(r == 0 || r == -ECONNRESET, "the idle session did not end: %s", strerror(-r));
+	close(fd);
+	sem_wait_timeouts(&stats, "an idle session timed out", 1, 1);
+
+	/* the backend resets; the client never reads what the proxy holds for it */
+	fd = h_connect(&a_reset, 2000);
+	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
+	H_CHECK(h_server_wait_done(&resetter, 1, 5000) == 0, "the resetting backend did not end");
+	sem_wait_timeouts(&stats, "undeliverable bytes timed out", 2, 1);
+	close(fd);
+
+	/* the same with a little: all of it written to the client's socket,
+	 * whose small window keeps it in the send queue, where an RST would
+	 * discard it; the session waits, then gives up (reason backend-reset) */
+	int small = 4096;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	H_CHECK(fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small) == 0 &&
+			connect(fd, (const struct sockaddr *)&a_reset.ss, a_reset.len) == 0,
+		"a client with a small receive buffer: %s", strerror(errno));
+	most = 64 * 1024;
+	H_CHECK(h_server_wait_done(&resetter, 2, 5000) == 0, "the resetting backend did not end");
+	sem_wait_timeouts(&stats, "bytes in the send queue timed out", 3, 1);
+	close(fd);
+
+	atomic_store(&release, 1);
+	h_proxy_down(&p);
+	h_server_stop(&holder);
+	h_server_stop(&resetter);
+	/* ended_by says who ended it first (the client's FIN, the backend's
+	 * RST); a reset session's reason is the reset when the proxy had
+	 * written all it held (it waited on the send queue), else the timeout */
+	int nhalf = sem_count(log, "reason=half-close-timeout", "ended_by=client"),
+	    nidle = sem_count(log, "reason=idle-timeout", "ended_by=timeout"),
+	    nrst = sem_count(log, "reason=backend-reset", "ended_by=backend") +
+		   sem_count(log, "reason=half-close-timeout", "ended_by=backend");
+	H_CHECK(nhalf == 1 && nidle == 1 && nrst == 2, "the access log does not tell the timeouts "
+		"apart by reason: %d half-close-timeout ended by the client (1 expected), %d "
+		"idle-timeout (1), %d backend-reset or half-close-timeout ended by the backend (2) "
+		"in %s", nhalf, nidle, nrst, log);
+	H_CHECK(h_log_lines(&p, "stopped: sessions", "idle-timeout 1, half-close-timeout 3)", NULL) == 1,
+		"the exit line does not count 1 idle and 3 half-close timeouts apart (log %s)", p.log);
+}
 
 /* ---- a local connect error (out of ephemeral ports: EADDRNOTAVAIL) ----- */
 

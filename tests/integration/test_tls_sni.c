@@ -426,22 +426,6 @@ static char *tool_run(const char *bin, const char *const *args, const char *what
 	return all;
 }
 
-/* Whether a socket listens on 127.0.0.1:port. /proc/net/tcp, not a
- * connect: the server logs no failed handshake. */
-static int port_listening(int port)
-{
-	char want[48], line[256];
-	FILE *f = fopen("/proc/net/tcp", "re");
-	int found = 0;
-
-	snprintf(want, sizeof want, ": 0100007F:%04X 00000000:0000 0A ", port);
-	while (f && !found && fgets(line, sizeof line, f))
-		found = strstr(line, want) != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 static void tls_backend_start(struct tls_backend *b, const char *name, const char *alpn)
 {
 	char subj[80], accept[32];
@@ -472,7 +456,7 @@ static void tls_backend_start(struct tls_backend *b, const char *name, const cha
 	close(logfd);
 	close(nullfd);
 	H_CHECK(b->pid > 0, "fork: %s", strerror(errno));
-	for (int64_t deadline = h_now_ms() + 10000; !port_listening(b->port);) {
+	for (int64_t deadline = h_now_ms() + 10000; !h_port_listening(b->port);) {
 		H_CHECK(waitpid(b->pid, NULL, WNOHANG) == 0, "s_server %s exited (log %s)", name,
 			b->log);
 		H_CHECK(h_now_ms() < deadline, "s_server %s not listening on %s after 10 s (log %s)",

@@ -1,8 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # containerfile.sh [BIN]: contrib/Containerfile installs what the build and
-# the binary need, checked without a container tool (none runs on hosts
-# like the project's own): its build stage every package of debian/control's
+# the binary need, checked without a container tool (test_image.c runs the
+# image where one is): its build stage every package of debian/control's
 # Build-Depends, its runtime stage the Debian package that owns each shared
 # library BIN (build/splicer) names (NEEDED), libc6 excepted (in every base image).
 # Exit 0, 1 with what is missing, or 77 when BIN or dpkg is not here.

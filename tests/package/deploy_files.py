@@ -12,8 +12,15 @@
 #     drain_timeout; the Service targets the route's port with
 #     externalTrafficPolicy Local (maglev needs the client's address);
 #   - splicer@.service's TimeoutStopSec covers fleet.conf's lameduck plus
-#     drain_timeout.
+#     drain_timeout;
+#   - where `make test` built the image (SPLICER_IMAGE_STATE says "ok ID"),
+#     the image itself, as podman inspects it: its USER is the pod's
+#     runAsUser:runAsGroup, its STOPSIGNAL SIGTERM (the container runtimes
+#     under Kubernetes send the image's: anything else skips the drain),
+#     its entrypoint the splicer the preStop hook runs. (Running it is
+#     tests/integration/test_image.c's.)
 # Exit 0, 1 with every disagreement, or 77 when PyYAML is not here.
+import json
 import os
 import re
 import subprocess
@@ -153,8 +160,42 @@ if not missing:
     if not any(p.get("targetPort") == "tcp" for p in svc.get("ports", [])):
         fail("Service: no port targets the container's tcp port")
 
+
+
+def image_config():
+    """The built image's config (podman image inspect), or None and why."""
+    path = os.environ.get("SPLICER_IMAGE_STATE", "")
+    try:
+        state = open(path).read().split(None, 1) if path else []
+    except OSError:
+        state = []
+    if len(state) != 2 or state[0] != "ok":
+        return None, " ".join(state).strip() or "SPLICER_IMAGE_STATE names no outcome"
+    r = subprocess.run(["sh", "tools/podman.sh", "image", "inspect", "--format", "{{json .Config}}",
+                        state[1].strip()], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail("the image %s that make test built: podman image inspect: %s"
+             % (state[1].strip()[:12], r.stderr.strip()))
+        return None, "inspect failed"
+    return json.loads(r.stdout), None
+
+
+image, image_why = image_config()
+if image is not None and not missing:
+    if image.get("User") != "%s:%s" % (sc.get("runAsUser"), sc.get("runAsGroup")):
+        fail("the image runs as %r, the Deployment as %s:%s"
+             % (image.get("User"), sc.get("runAsUser"), sc.get("runAsGroup")))
+    if image.get("StopSignal", "SIGTERM") != "SIGTERM":
+        fail("the image's STOPSIGNAL is %s: the runtime sends it at the pod's stop, and only "
+             "SIGTERM drains" % image.get("StopSignal"))
+    ep = image.get("Entrypoint") or []
+    if not ep or ("%s ctl " % ep[0]) not in pre or "command" in c:
+        fail("the image's entrypoint %s is not the splicer the preStop hook runs (%s)" % (ep, pre))
+
 if problems:
     for p in problems:
         print("FAIL: " + p, file=sys.stderr)
     sys.exit(1)
-print("deployment files agree: fleet.conf, splicer@.service, Containerfile, kubernetes/splicer.yaml")
+print("deployment files agree: fleet.conf, splicer@.service, Containerfile, kubernetes/splicer.yaml%s"
+      % ("; and the image as built" if image is not None else
+         "; the image itself not checked: %s" % image_why))

@@ -282,18 +282,23 @@ static int pr_listening(int port)
 	return found;
 }
 
-static void pr_peer_stop(struct pr_col *c)
+void pr_pid_stop(pid_t pid)
 {
-	if (c->pid <= 0)
+	if (pid <= 0)
 		return;
 	int st;
-	kill(c->pid, SIGTERM);
+	kill(pid, SIGTERM);
 	int64_t deadline = h_now_ms() + 3000;
-	while (waitpid(c->pid, &st, WNOHANG) == 0 && h_now_ms() < deadline)
+	while (waitpid(pid, &st, WNOHANG) == 0 && h_now_ms() < deadline)
 		h_sleep_ms(5);
 	/* the master (or HAProxy) is gone or stuck: nothing of its group survives */
-	kill(-c->pid, SIGKILL);
-	waitpid(c->pid, &st, WNOHANG);
+	kill(-pid, SIGKILL);
+	waitpid(pid, &st, WNOHANG);
+}
+
+static void pr_peer_stop(struct pr_col *c)
+{
+	pr_pid_stop(c->pid);
 	c->pid = 0;
 }
 
@@ -447,6 +452,32 @@ static void pr_peer_start(struct pr_col *c)
 	char text[64];
 	snprintf(text, sizeof text, "127.0.0.1:%d", port);
 	h_addr_parse(text, &c->front);
+}
+
+pid_t pr_haproxy_start(const char *name, const char *conf, int port, char *log, size_t loglen)
+{
+	char exe[512], cfg[320];
+	pid_t pid;
+
+	snprintf(log, loglen, "%s/%s.log", h_tmpdir(), name);
+	snprintf(cfg, sizeof cfg, "%s/%s.conf", h_tmpdir(), name);
+	H_CHECK(pr_find("haproxy", "SPLICER_HAPROXY", exe, sizeof exe),
+		"haproxy not found ($SPLICER_HAPROXY, PATH, /usr/sbin): the differential suite needs "
+		"it (`make peer-deps`)");
+	H_CHECK(pr_write_file(cfg, conf) == 0, "cannot write %s", cfg);
+	char *argv[] = { exe, "-f", cfg, "-db", NULL };
+	pid = pr_spawn(log, argv);
+	H_CHECK(pid > 0, "%s: cannot start %s", name, exe);
+	for (int64_t deadline = h_now_ms() + 5000; !pr_listening(port);) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid || h_now_ms() > deadline) {
+			h_print_tail(log, 20);
+			pr_pid_stop(pid);
+			H_CHECK(0, "%s did not listen on port %d (log %s)", name, port, log);
+		}
+		h_sleep_ms(5);
+	}
+	return pid;
 }
 
 void pr_fini(void)
@@ -679,7 +710,7 @@ static int pr_count(const struct pr_col *c, int reps, int bad)
 
 /* With SPLICER_PEER_TABLE set (make test), the rows also go to that file,
  * under one header, so the whole table can be printed after the run. */
-static void pr_table_append(const char *head, const char *row)
+void pr_table_append(const char *head, const char *row)
 {
 	const char *path = getenv("SPLICER_PEER_TABLE");
 	if (!path || !*path)

@@ -116,6 +116,16 @@ void pr_run(const struct pr_scenario *sc);
  * no connection within timeout_ms. */
 const struct pr_side *pr_backend_wait(struct pr_col *c, int rep, int timeout_ms);
 
+/* For scenarios that need a peer of their own config (health checks):
+ * starts HAProxy with conf (written to NAME.conf in the temp dir, its log
+ * into log) and waits for it to listen on 127.0.0.1:port. Returns its pid
+ * (asserts); pr_pid_stop() stops it (SIGTERM, then its group SIGKILL). */
+pid_t pr_haproxy_start(const char *name, const char *conf, int port, char *log, size_t loglen);
+void pr_pid_stop(pid_t pid);
+/* With SPLICER_PEER_TABLE set (make test), appends a row (and, to an empty
+ * file, the header) to the table printed after the run. */
+void pr_table_append(const char *head, const char *row);
+
 /* ---- I/O helpers --------------------------------------------------------- */
 
 /* Sends and receives at once on fd (made non-blocking) until both sides are

@@ -269,11 +269,14 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 
 	switch (c->kind) {
 	case PX_SPLICER: {
-		/* this binary through a link to /proc/PID/exe: the proxy is the
+		/* this binary through a link to /proc/PID/exe (or a baseline's
+		 * through /proc/PID/fd/N): the proxy is the
 		 * bench's own build even when the file was rebuilt (replaced)
 		 * during a run, and is still named splicer (ps, top, perf) */
 		snprintf(exe, sizeof(exe), "%s/splicer", p->dir);
 		snprintf(tmpl, sizeof(tmpl), "/proc/%d/exe", (int)getpid());
+		if (c->exe) /* a baseline's binary, held open by the bench */
+			snprintf(tmpl, sizeof(tmpl), "%s", c->exe);
 		if (symlink(tmpl, exe)) {
 			snprintf(err, errlen, "%s: symlink %s: %s", c->name, exe, strerror(errno));
 			return -1;

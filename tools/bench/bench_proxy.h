@@ -18,6 +18,9 @@ struct bench_case {
 				    of haproxy.cfg or of splicer's -l/-b (splicer runs with
 				    -c and its other options) */
 	const char *what;        /* one line for the legend */
+	const char *exe;         /* splicer: the binary to run (a --baseline build), NULL: this one */
+	const char *base;        /* that baseline's name, or NULL */
+	const struct bench_case *of; /* the case this one runs with the baseline's binary, or NULL */
 };
 
 struct bench_proxy {

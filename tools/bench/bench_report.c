@@ -5,7 +5,9 @@
  *
  * Every ratio column is named after the workload group above it and the
  * case it divides by ("x haproxy"); all figures are medians of the
- * repetitions, [min-max] where a range is shown. */
+ * repetitions, [min-max] where a range is shown. With --baseline, each
+ * ratio to the reference is followed by one to each baseline ("x NAME"):
+ * the row's figure over its twin's (the same case run by that build). */
 #include "bench_run.h"
 
 #include <math.h>
@@ -20,6 +22,18 @@ const struct case_run *bench_find_run(const struct case_run *runs, int n,
 	for (int i = 0; i < n; i++)
 		if (runs[i].link == l && !runs[i].skip && name && !strcmp(runs[i].c->name, name) &&
 		    (!workers || runs[i].workers == workers))
+			return &runs[i];
+	return NULL;
+}
+
+const struct case_run *bench_find_twin(const struct case_run *runs, int n, const struct case_run *r,
+				       const char *base)
+{
+	const struct bench_case *c = r->c->of ? r->c->of : r->c;
+
+	for (int i = 0; i < n; i++)
+		if (&runs[i] != r && runs[i].link == r->link && !runs[i].skip && runs[i].c->of == c &&
+		    !strcmp(runs[i].c->base, base) && runs[i].workers == r->workers)
 			return &runs[i];
 	return NULL;
 }
@@ -69,12 +83,47 @@ static const struct case_run *ref_of(const struct view *v, const struct case_run
 	return bench_find_run(v->runs, v->n, v->l, v->o->ref, r->workers);
 }
 
+/* A column "x NAME" per baseline, in group grp. */
+static void base_cols(struct btable *t, const char *grp, const struct view *v)
+{
+	char head[48];
+
+	for (int b = 0; b < v->o->nbase; b++) {
+		snprintf(head, sizeof(head), "x %s", v->o->base[b].name);
+		btable_col(t, grp, head);
+	}
+}
+
+/* The cells of base_cols for row r and figure f, from column col; returns
+ * the column after them. "-" where r has no twin (or is one of them). */
+static int set_base(struct btable *t, int row, int col, const struct view *v,
+		    const struct case_run *r, int f)
+{
+	for (int b = 0; b < v->o->nbase; b++)
+		setv(t, row, col++, "%.2fx",
+		     ratio(r, bench_find_twin(v->runs, v->n, r, v->o->base[b].name), f));
+	return col;
+}
+
 static int any_fig(const struct view *v, int f)
 {
 	for (int i = 0; i < v->n; i++)
 		if (v->runs[i].link == v->l && !v->runs[i].skip && !isnan(v->runs[i].med[f]))
 			return 1;
 	return 0;
+}
+
+/* A figure's cell, its ratio to the reference and to each baseline, from
+ * column col (with [min-max] when range); returns the column after them. */
+static int set_fig(struct btable *t, int row, int col, const struct view *v, const struct case_run *r,
+		   const struct case_run *ref, int f, const char *fmt, int range)
+{
+	if (range)
+		set_range(t, row, col, fmt, r, f);
+	else
+		setv(t, row, col, fmt, r->med[f]);
+	setv(t, row, col + 1, "%.2fx", ratio(r, ref, f));
+	return set_base(t, row, col + 2, v, r, f);
 }
 
 static void bulk_table(FILE *f, int md, const struct view *v)
@@ -86,9 +135,11 @@ static void bulk_table(FILE *f, int md, const struct view *v)
 	for (int s = 0; s < 2; s++) {
 		btable_col(t, grp[s], "Gbit/s [min-max]");
 		btable_col(t, grp[s], v->x);
+		base_cols(t, grp[s], v);
 		btable_col(t, grp[s], "/direct");
 		btable_col(t, grp[s], "CPU-s/GB");
 		btable_col(t, grp[s], v->x);
+		base_cols(t, grp[s], v);
 		if (!s) {
 			btable_col(t, grp[s], "busy/GB");
 			btable_col(t, grp[s], "sysc/MB");
@@ -108,11 +159,9 @@ static void bulk_table(FILE *f, int md, const struct view *v)
 		btable_set(t, row, 0, "%s", r->label);
 		for (int s = 0; s < 2; s++) {
 			int g = s ? F_B4_GBPS : F_B1_GBPS, c = s ? F_B4_CPU : F_B1_CPU;
-			set_range(t, row, col++, "%.2f", r, g);
-			setv(t, row, col++, "%.2fx", ratio(r, ref, g));
+			col = set_fig(t, row, col, v, r, ref, g, "%.2f", 1);
 			setv(t, row, col++, "%.2f", ratio(r, direct, g));
-			setv(t, row, col++, "%.3f", r->med[c]);
-			setv(t, row, col++, "%.2fx", ratio(r, ref, c));
+			col = set_fig(t, row, col, v, r, ref, c, "%.3f", 0);
 			if (!s) {
 				setv(t, row, col++, "%.3f", r->med[F_B1_BUSY]);
 				setv(t, row, col++, "%.1f", r->med[F_B1_SYSC]);
@@ -138,10 +187,13 @@ static void lat_conn_table(FILE *f, int md, const struct view *v)
 	btable_col(t, "64 B ping-pong", "p99.9");
 	btable_col(t, "64 B ping-pong", "added p50");
 	btable_col(t, "64 B ping-pong", v->x);
+	base_cols(t, "64 B ping-pong", v);
 	btable_col(t, cgrp, "conn/s [min-max]");
 	btable_col(t, cgrp, v->x);
+	base_cols(t, cgrp, v);
 	btable_col(t, cgrp, "proxy CPU-us");
 	btable_col(t, cgrp, v->x);
+	base_cols(t, cgrp, v);
 	btable_col(t, cgrp, "machine CPU-us");
 	btable_col(t, cgrp, v->x);
 	btable_col(t, cgrp, "load CPU-us");
@@ -149,24 +201,25 @@ static void lat_conn_table(FILE *f, int md, const struct view *v)
 	for (int i = 0; i < v->n; i++) {
 		const struct case_run *r = &v->runs[i], *ref = ref_of(v, r);
 		const struct case_run *direct = bench_find_run(v->runs, v->n, v->l, "direct", 0);
-		int row;
+		int row, col = 1;
 		if (r->link != v->l || r->skip)
 			continue;
 		row = btable_row(t);
 		btable_set(t, row, 0, "%s", r->label);
-		setv(t, row, 1, "%.1f", r->med[F_RR_P50]);
-		setv(t, row, 2, "%.1f", r->med[F_RR_P99]);
-		setv(t, row, 3, "%.1f", r->med[F_RR_P999]);
-		setv(t, row, 4, "%+.1f", direct ? r->med[F_RR_P50] - direct->med[F_RR_P50] : NAN);
-		setv(t, row, 5, "%.2fx", added_ratio(r, ref, direct));
-		set_range(t, row, 6, "%.0f", r, F_CONN_RATE);
-		setv(t, row, 7, "%.2fx", ratio(r, ref, F_CONN_RATE));
-		setv(t, row, 8, "%.1f", r->med[F_CONN_CPU_US]);
-		setv(t, row, 9, "%.2fx", ratio(r, ref, F_CONN_CPU_US));
-		setv(t, row, 10, "%.1f", r->med[F_CONN_MCPU]);
-		setv(t, row, 11, "%.2fx", ratio(r, ref, F_CONN_MCPU));
-		setv(t, row, 12, "%.1f", r->med[F_CONN_LCPU]);
-		setv(t, row, 13, "%.1f", r->med[F_RSS_MIB]);
+		setv(t, row, col++, "%.1f", r->med[F_RR_P50]);
+		setv(t, row, col++, "%.1f", r->med[F_RR_P99]);
+		setv(t, row, col++, "%.1f", r->med[F_RR_P999]);
+		setv(t, row, col++, "%+.1f", direct ? r->med[F_RR_P50] - direct->med[F_RR_P50] : NAN);
+		setv(t, row, col++, "%.2fx", added_ratio(r, ref, direct));
+		for (int b = 0; b < v->o->nbase; b++)
+			setv(t, row, col++, "%.2fx",
+			     added_ratio(r, bench_find_twin(v->runs, v->n, r, v->o->base[b].name), direct));
+		col = set_fig(t, row, col, v, r, ref, F_CONN_RATE, "%.0f", 1);
+		col = set_fig(t, row, col, v, r, ref, F_CONN_CPU_US, "%.1f", 0);
+		setv(t, row, col++, "%.1f", r->med[F_CONN_MCPU]);
+		setv(t, row, col++, "%.2fx", ratio(r, ref, F_CONN_MCPU));
+		setv(t, row, col++, "%.1f", r->med[F_CONN_LCPU]);
+		setv(t, row, col++, "%.1f", r->med[F_RSS_MIB]);
 	}
 	btable_print(t, f, md);
 	btable_free(t);
@@ -185,27 +238,27 @@ static void rr_table(FILE *f, int md, const struct view *v)
 	btable_col(t, NULL, "case");
 	btable_col(t, "requests/s", "req/s [min-max]");
 	btable_col(t, "requests/s", v->x);
+	base_cols(t, "requests/s", v);
 	btable_col(t, "proxy CPU", "us/req");
 	btable_col(t, "proxy CPU", v->x);
+	base_cols(t, "proxy CPU", v);
 	btable_col(t, "machine CPU", "us/req");
 	btable_col(t, "machine CPU", v->x);
+	base_cols(t, "machine CPU", v);
 	btable_col(t, "load CPU", "us/req");
 	for (int k = 0; k < RR_VARIANTS; k++)
 		for (int i = 0; i < v->n; i++) {
 			const struct case_run *r = &v->runs[i], *ref = ref_of(v, r);
-			int b = F_RRV + RRV_NFIG * k, row;
+			int b = F_RRV + RRV_NFIG * k, row, col = 2;
 			if (r->link != v->l || r->skip || isnan(r->med[b + RRV_RATE]))
 				continue;
 			row = btable_row(t);
 			btable_set(t, row, 0, "%u B, depth %u", rr_size[k], rr_depth[k]);
 			btable_set(t, row, 1, "%s", r->label);
-			set_range(t, row, 2, "%.0f", r, b + RRV_RATE);
-			setv(t, row, 3, "%.2fx", ratio(r, ref, b + RRV_RATE));
-			setv(t, row, 4, "%.2f", r->med[b + RRV_PCPU]);
-			setv(t, row, 5, "%.2fx", ratio(r, ref, b + RRV_PCPU));
-			setv(t, row, 6, "%.2f", r->med[b + RRV_MCPU]);
-			setv(t, row, 7, "%.2fx", ratio(r, ref, b + RRV_MCPU));
-			setv(t, row, 8, "%.2f", r->med[b + RRV_LCPU]);
+			col = set_fig(t, row, col, v, r, ref, b + RRV_RATE, "%.0f", 1);
+			col = set_fig(t, row, col, v, r, ref, b + RRV_PCPU, "%.2f", 0);
+			col = set_fig(t, row, col, v, r, ref, b + RRV_MCPU, "%.2f", 0);
+			setv(t, row, col++, "%.2f", r->med[b + RRV_LCPU]);
 		}
 	btable_print(t, f, md);
 	btable_free(t);
@@ -221,29 +274,31 @@ static void real_table(FILE *f, int md, const struct view *v)
 	btable_col(t, NULL, "case");
 	btable_col(t, rgrp, "SET req/s");
 	btable_col(t, rgrp, v->x);
+	base_cols(t, rgrp, v);
 	btable_col(t, rgrp, "GET req/s");
 	btable_col(t, rgrp, v->x);
+	base_cols(t, rgrp, v);
 	btable_col(t, rgrp, "proxy CPU-us/req");
+	base_cols(t, rgrp, v);
 	btable_col(t, "pgbench -S", "tps [min-max]");
 	btable_col(t, "pgbench -S", v->x);
+	base_cols(t, "pgbench -S", v);
 	btable_col(t, "pgbench -S", "proxy CPU-us/txn");
 	btable_col(t, "pgbench -S", v->x);
+	base_cols(t, "pgbench -S", v);
 	for (int i = 0; i < v->n; i++) {
 		const struct case_run *r = &v->runs[i], *ref = ref_of(v, r);
-		int row;
+		int row, col = 1;
 		if (r->link != v->l || r->skip)
 			continue;
 		row = btable_row(t);
 		btable_set(t, row, 0, "%s", r->label);
-		set_range(t, row, 1, "%.0f", r, F_REDIS_SET);
-		setv(t, row, 2, "%.2fx", ratio(r, ref, F_REDIS_SET));
-		set_range(t, row, 3, "%.0f", r, F_REDIS_GET);
-		setv(t, row, 4, "%.2fx", ratio(r, ref, F_REDIS_GET));
-		setv(t, row, 5, "%.2f", r->med[F_REDIS_CPU]);
-		set_range(t, row, 6, "%.0f", r, F_PG_TPS);
-		setv(t, row, 7, "%.2fx", ratio(r, ref, F_PG_TPS));
-		setv(t, row, 8, "%.1f", r->med[F_PG_CPU]);
-		setv(t, row, 9, "%.2fx", ratio(r, ref, F_PG_CPU));
+		col = set_fig(t, row, col, v, r, ref, F_REDIS_SET, "%.0f", 1);
+		col = set_fig(t, row, col, v, r, ref, F_REDIS_GET, "%.0f", 1);
+		setv(t, row, col++, "%.2f", r->med[F_REDIS_CPU]);
+		col = set_base(t, row, col, v, r, F_REDIS_CPU);
+		col = set_fig(t, row, col, v, r, ref, F_PG_TPS, "%.0f", 1);
+		col = set_fig(t, row, col, v, r, ref, F_PG_CPU, "%.1f", 0);
 	}
 	btable_print(t, f, md);
 	btable_free(t);
@@ -365,9 +420,41 @@ static const char *subject_of(const struct case_run *runs, int n, const struct b
 		if (!runs[i].skip && !strcmp(runs[i].c->name, "auto"))
 			return "auto";
 	for (int i = 0; i < n; i++)
-		if (!runs[i].skip && runs[i].c->kind == PX_SPLICER)
+		if (!runs[i].skip && runs[i].c->kind == PX_SPLICER && !runs[i].c->of)
 			return runs[i].c->name;
 	return NULL;
+}
+
+/* The conclusions of s against r on one link, a line per workload. */
+static void conclude_link(FILE *f, int md, const struct case_run *s, const struct case_run *r,
+			  const struct case_run *d, const struct bench_link *lk,
+			  const struct bench_opts *o)
+{
+	const char *ln = lk->mtu ? lk->name : NULL;
+	char name[120];
+
+	snprintf(name, sizeof(name), "%s%sbulk, 1 stream", ln ? ln : "", ln ? " " : "");
+	conclude(f, md, name, s, r, F_B1_GBPS, "throughput", F_B1_CPU, "CPU per GB");
+	snprintf(name, sizeof(name), "%s%sbulk, 4 streams", ln ? ln : "", ln ? " " : "");
+	conclude(f, md, name, s, r, F_B4_GBPS, "throughput", F_B4_CPU, "CPU per GB");
+	double x = added_ratio(s, r, d);
+	if (!isnan(x))
+		fprintf(f, "%s64 B ping-pong: %s adds %.2fx %s's p50 latency\n", md ? "- " : "  ",
+			s->label, x, r->label);
+	for (int k = 0; k < RR_VARIANTS; k++) {
+		int b = F_RRV + RRV_NFIG * k;
+		snprintf(name, sizeof(name), "rr %u conns, %u B, depth %u", o->conns, rr_size[k],
+			 rr_depth[k]);
+		conclude(f, md, name, s, r, b + RRV_RATE, "requests/s", b + RRV_MCPU,
+			 "machine CPU per request");
+	}
+	snprintf(name, sizeof(name), "short connections, %u at a time", o->conns);
+	conclude(f, md, name, s, r, F_CONN_RATE, "connections/s", F_CONN_CPU_US,
+		 "proxy CPU per connection");
+	conclude(f, md, "redis-benchmark GET", s, r, F_REDIS_GET, "requests/s", F_REDIS_CPU,
+		 "proxy CPU per request");
+	conclude(f, md, "pgbench -S", s, r, F_PG_TPS, "transactions/s", F_PG_CPU,
+		 "proxy CPU per transaction");
 }
 
 void bench_conclusions(FILE *f, int md, const struct case_run *runs, int n,
@@ -375,40 +462,38 @@ void bench_conclusions(FILE *f, int md, const struct case_run *runs, int n,
 {
 	const char *subj = subject_of(runs, n, o);
 	unsigned w = o->workers[0];
-	char name[120];
 
-	if (!subj || !o->ref || !strcmp(subj, o->ref))
-		return;
-	fprintf(f, md ? "\n### Conclusions: %s against %s\n\n" : "\nConclusions: %s against %s "
-		"(medians; \"within noise\": the min-max ranges overlap)\n", subj, o->ref);
-	for (int l = 0; l < nlinks; l++) {
-		const struct case_run *s = bench_find_run(runs, n, &links[l], subj, w);
-		const struct case_run *r = bench_find_run(runs, n, &links[l], o->ref, w);
-		const struct case_run *d = bench_find_run(runs, n, &links[l], "direct", 0);
-		const char *ln = links[l].mtu ? links[l].name : NULL;
-		if (!s || !r)
-			continue;
-		snprintf(name, sizeof(name), "%s%sbulk, 1 stream", ln ? ln : "", ln ? " " : "");
-		conclude(f, md, name, s, r, F_B1_GBPS, "throughput", F_B1_CPU, "CPU per GB");
-		snprintf(name, sizeof(name), "%s%sbulk, 4 streams", ln ? ln : "", ln ? " " : "");
-		conclude(f, md, name, s, r, F_B4_GBPS, "throughput", F_B4_CPU, "CPU per GB");
-		double x = added_ratio(s, r, d);
-		if (!isnan(x))
-			fprintf(f, "%s64 B ping-pong: %s adds %.2fx %s's p50 latency\n", md ? "- " : "  ",
-				s->label, x, r->label);
-		for (int k = 0; k < RR_VARIANTS; k++) {
-			int b = F_RRV + RRV_NFIG * k;
-			snprintf(name, sizeof(name), "rr %u conns, %u B, depth %u", o->conns, rr_size[k],
-				 rr_depth[k]);
-			conclude(f, md, name, s, r, b + RRV_RATE, "requests/s", b + RRV_MCPU,
-				 "machine CPU per request");
+	if (subj && o->ref && strcmp(subj, o->ref)) {
+		fprintf(f, md ? "\n### Conclusions: %s against %s\n\n" : "\nConclusions: %s against %s "
+			"(medians; \"within noise\": the min-max ranges overlap)\n", subj, o->ref);
+		for (int l = 0; l < nlinks; l++) {
+			const struct case_run *s = bench_find_run(runs, n, &links[l], subj, w);
+			const struct case_run *r = bench_find_run(runs, n, &links[l], o->ref, w);
+			if (s && r)
+				conclude_link(f, md, s, r, bench_find_run(runs, n, &links[l], "direct", 0),
+					      &links[l], o);
 		}
-		snprintf(name, sizeof(name), "short connections, %u at a time", o->conns);
-		conclude(f, md, name, s, r, F_CONN_RATE, "connections/s", F_CONN_CPU_US,
-			 "proxy CPU per connection");
-		conclude(f, md, "redis-benchmark GET", s, r, F_REDIS_GET, "requests/s", -1, NULL);
-		conclude(f, md, "pgbench -S", s, r, F_PG_TPS, "transactions/s", F_PG_CPU,
-			 "proxy CPU per transaction");
+	}
+	/* this build against each baseline: every case that has a twin */
+	for (int b = 0; b < o->nbase; b++) {
+		int head = 0;
+		for (int i = 0; i < n; i++) {
+			const struct case_run *s = &runs[i], *t;
+			if (s->skip || s->c->of || s->workers != w ||
+			    !(t = bench_find_twin(runs, n, s, o->base[b].name)))
+				continue;
+			if (!head++)
+				fprintf(f, md ? "\n### Conclusions: this build against the baseline %s\n\n"
+					      : "\nConclusions: this build against the baseline %s (each case "
+						"against its twin CASE@%s; medians; \"within noise\": the "
+						"min-max ranges overlap)\n", o->base[b].name, o->base[b].name);
+			conclude_link(f, md, s, t, bench_find_run(runs, n, s->link, "direct", 0), s->link, o);
+		}
+		if (!head && n) /* (only the tls rows ran: theirs say it) */
+			fprintf(f, md ? "\n### Conclusions: this build against the baseline %s\n\n- no case "
+				      "ran with it (skipped: see the tables)\n"
+				      : "\nConclusions: this build against the baseline %s: no case ran with "
+					"it (skipped: see the tables)\n", o->base[b].name);
 	}
 }
 
@@ -429,85 +514,130 @@ static const struct case_run *best_haproxy(const struct case_run *runs, int n,
 	return best;
 }
 
-static void goal_row(FILE *f, const char *goal, const char *measured, int met)
+/* One goal, as measured for one run. */
+struct goal {
+	char goal[200], m[200];
+	int met;                /* 1 met, 0 not met, -1 not measured */
+};
+
+#define MAX_GOALS (2 + RR_VARIANTS + 3)
+
+static void goal_set(struct goal *g, const char *m, int met)
 {
-	fprintf(f, "| %s | %s | %s |\n", goal, met < 0 && strstr(measured, "nan") ? "-" : measured,
-		met < 0 ? "not measured" : met ? "met" : "not met");
+	g->met = met;
+	snprintf(g->m, sizeof(g->m), "%s", met < 0 && strstr(m, "nan") ? "-" : m);
+}
+
+/* The goals of doc/performance.md for run s on link lk (its own case's
+ * two-worker run for the scaling goal); returns how many are in g. */
+static int goals_of(struct goal *g, const struct case_run *runs, int n, const struct bench_link *lk,
+		    const struct case_run *s, const struct bench_opts *o)
+{
+	const struct case_run *h = bench_find_run(runs, n, lk, "haproxy", s->workers);
+	const struct case_run *d = bench_find_run(runs, n, lk, "direct", 0);
+	char m[200];
+	int k = 0;
+
+	for (int st = 0; st < 2; st++, k++) {
+		int fg = st ? F_B4_GBPS : F_B1_GBPS, c = st ? F_B4_CPU : F_B1_CPU;
+		const struct case_run *b = best_haproxy(runs, n, lk, s->workers, fg);
+		double xg = b ? stats_ratio(s->med[fg], b->med[fg]) : NAN;
+		double xc = b ? stats_ratio(s->med[c], b->med[c]) : NAN;
+		snprintf(g[k].goal, sizeof(g[k].goal), "%s, bulk %d stream%s: >= 1.25x the throughput of "
+			 "HAProxy's best mode at <= 0.5x its CPU per GB", lk->name, st ? 4 : 1,
+			 st ? "s" : "");
+		snprintf(m, sizeof(m), "%.2fx / %.2fx (best: %s)", xg, xc, b ? b->label : "-");
+		goal_set(&g[k], m, isnan(xg) || isnan(xc) ? -1 : xg >= 1.25 && xc <= 0.5);
+	}
+	if (s->bulk_only)
+		return k;
+	for (int v = 0; v < RR_VARIANTS; v++, k++) {
+		int b = F_RRV + RRV_NFIG * v;
+		double xr = ratio(s, h, b + RRV_RATE), xm = ratio(s, h, b + RRV_MCPU);
+		snprintf(g[k].goal, sizeof(g[k].goal), "rr %u conns, %u B, depth %u: >= 1.15x requests/s "
+			 "at <= 0.85x the machine's CPU per request", o->conns, rr_size[v], rr_depth[v]);
+		snprintf(m, sizeof(m), "%.2fx / %.2fx", xr, xm);
+		goal_set(&g[k], m, isnan(xr) || isnan(xm) ? -1 : xr >= 1.15 && xm <= 0.85);
+	}
+	double xc = ratio(s, h, F_CONN_RATE), xp = ratio(s, h, F_CONN_CPU_US);
+	snprintf(g[k].goal, sizeof(g[k].goal), "short connections (%u at a time): >= 1.25x "
+		 "connections/s at <= 0.7x the proxy CPU per connection", o->conns);
+	snprintf(m, sizeof(m), "%.2fx / %.2fx", xc, xp);
+	goal_set(&g[k], m, isnan(xc) || isnan(xp) ? -1 : xc >= 1.25 && xp <= 0.7);
+	k++;
+	double xl = added_ratio(s, h, d);
+	snprintf(g[k].goal, sizeof(g[k].goal), "one connection, 64 B ping-pong: added p50 <= 0.6x "
+		 "HAProxy's");
+	snprintf(m, sizeof(m), "%.2fx", xl);
+	goal_set(&g[k], m, isnan(xl) ? -1 : xl <= 0.6);
+	k++;
+	/* two workers: every workload at least as fast as with one, or within
+	 * noise of it */
+	const struct case_run *s2 = NULL;
+	for (int w = 1; w < o->nworkers && !s2; w++)
+		if (o->workers[w] == 2 && s->workers == 1)
+			s2 = bench_find_run(runs, n, lk, s->c->name, 2);
+	double worst = NAN;
+	int met = s2 ? 1 : -1;
+	for (int v = 0; s2 && v < NSCALED; v++) {
+		int fg = scaled[v].fig;
+		double x = stats_ratio(s2->med[fg], s->med[fg]);
+		if (isnan(x))
+			continue;
+		if (isnan(worst) || x < worst)
+			worst = x;
+		if (x < 1 && s2->hi[fg] < s->lo[fg])
+			met = 0;
+	}
+	snprintf(g[k].goal, sizeof(g[k].goal), "two workers on two CPUs: no workload slower than with one");
+	snprintf(m, sizeof(m), !s2 ? "(run --workers 1,2)"
+			   : met == 1 && worst < 1 ? "slowest workload: %.2fx of one worker's, "
+						     "within noise (the ranges overlap)"
+						   : "slowest workload: %.2fx of one worker's",
+		 worst);
+	goal_set(&g[k], m, met);
+	return k + 1;
+}
+
+static const char *met_word(int met)
+{
+	return met < 0 ? "not measured" : met ? "met" : "not met";
 }
 
 void bench_goals(FILE *f, const struct case_run *runs, int n, const struct bench_link *links,
 		 int nlinks, const struct bench_opts *o)
 {
 	const char *subj = subject_of(runs, n, o);
-	unsigned w = o->workers[0];
-	char goal[200], m[200];
+	struct goal g[MAX_GOALS], t[MAX_BASELINES][MAX_GOALS];
 
 	if (!subj)
 		return;
-	fprintf(f, "\n## Goals: %s against HAProxy, same run\n\n"
-		   "| goal | measured | |\n| --- | --- | --- |\n", subj);
+	fprintf(f, "\n## Goals: %s against HAProxy, same run\n\n| goal | measured | |", subj);
+	for (int b = 0; b < o->nbase; b++)
+		fprintf(f, " baseline %s |", o->base[b].name);
+	fprintf(f, "\n| --- | --- | --- |");
+	for (int b = 0; b < o->nbase; b++)
+		fprintf(f, " --- |");
+	fprintf(f, "\n");
 	for (int l = 0; l < nlinks; l++) {
 		const struct bench_link *lk = &links[l];
-		const struct case_run *s = bench_find_run(runs, n, lk, subj, w);
-		const struct case_run *h = bench_find_run(runs, n, lk, "haproxy", w);
-		const struct case_run *d = bench_find_run(runs, n, lk, "direct", 0);
-		if (!s)
+		const struct case_run *s = bench_find_run(runs, n, lk, subj, o->workers[0]);
+		int ng, nt[MAX_BASELINES];
+		if (!s || (lk->mtu && lk->mtu != 1500))
 			continue;
-		if (lk->mtu && lk->mtu != 1500)
-			continue;
-		for (int st = 0; st < 2; st++) {
-			int g = st ? F_B4_GBPS : F_B1_GBPS, c = st ? F_B4_CPU : F_B1_CPU;
-			const struct case_run *b = best_haproxy(runs, n, lk, w, g);
-			double xg = b ? stats_ratio(s->med[g], b->med[g]) : NAN;
-			double xc = b ? stats_ratio(s->med[c], b->med[c]) : NAN;
-			snprintf(goal, sizeof(goal), "%s, bulk %d stream%s: >= 1.25x the throughput of "
-				 "HAProxy's best mode at <= 0.5x its CPU per GB", lk->name, st ? 4 : 1,
-				 st ? "s" : "");
-			snprintf(m, sizeof(m), "%.2fx / %.2fx (best: %s)", xg, xc, b ? b->label : "-");
-			goal_row(f, goal, m, isnan(xg) || isnan(xc) ? -1 : xg >= 1.25 && xc <= 0.5);
+		ng = goals_of(g, runs, n, lk, s, o);
+		for (int b = 0; b < o->nbase; b++) {
+			const struct case_run *tw = bench_find_twin(runs, n, s, o->base[b].name);
+			nt[b] = tw ? goals_of(t[b], runs, n, lk, tw, o) : 0;
 		}
-		if (s->bulk_only)
-			continue;
-		for (int k = 0; k < RR_VARIANTS; k++) {
-			int b = F_RRV + RRV_NFIG * k;
-			double xr = ratio(s, h, b + RRV_RATE), xm = ratio(s, h, b + RRV_MCPU);
-			snprintf(goal, sizeof(goal), "rr %u conns, %u B, depth %u: >= 1.15x requests/s at "
-				 "<= 0.85x the machine's CPU per request", o->conns, rr_size[k], rr_depth[k]);
-			snprintf(m, sizeof(m), "%.2fx / %.2fx", xr, xm);
-			goal_row(f, goal, m, isnan(xr) || isnan(xm) ? -1 : xr >= 1.15 && xm <= 0.85);
+		for (int k = 0; k < ng; k++) {
+			fprintf(f, "| %s | %s | %s |", g[k].goal, g[k].m, met_word(g[k].met));
+			for (int b = 0; b < o->nbase; b++)
+				if (k < nt[b])
+					fprintf(f, " %s (%s) |", t[b][k].m, met_word(t[b][k].met));
+				else
+					fprintf(f, " - |");
+			fprintf(f, "\n");
 		}
-		double xc = ratio(s, h, F_CONN_RATE), xp = ratio(s, h, F_CONN_CPU_US);
-		snprintf(goal, sizeof(goal), "short connections (%u at a time): >= 1.25x connections/s at "
-			 "<= 0.7x the proxy CPU per connection", o->conns);
-		snprintf(m, sizeof(m), "%.2fx / %.2fx", xc, xp);
-		goal_row(f, goal, m, isnan(xc) || isnan(xp) ? -1 : xc >= 1.25 && xp <= 0.7);
-		double xl = added_ratio(s, h, d);
-		snprintf(m, sizeof(m), "%.2fx", xl);
-		goal_row(f, "one connection, 64 B ping-pong: added p50 <= 0.6x HAProxy's", m,
-			 isnan(xl) ? -1 : xl <= 0.6);
-		/* two workers: every workload at least as fast as with one, or
-		 * within noise of it */
-		const struct case_run *s2 = NULL;
-		for (int k = 1; k < o->nworkers && !s2; k++)
-			if (o->workers[k] == 2 && w == 1)
-				s2 = bench_find_run(runs, n, lk, subj, 2);
-		double worst = NAN;
-		int met = s2 ? 1 : -1;
-		for (int k = 0; s2 && k < NSCALED; k++) {
-			int fg = scaled[k].fig;
-			double x = stats_ratio(s2->med[fg], s->med[fg]);
-			if (isnan(x))
-				continue;
-			if (isnan(worst) || x < worst)
-				worst = x;
-			if (x < 1 && s2->hi[fg] < s->lo[fg])
-				met = 0;
-		}
-		snprintf(m, sizeof(m), !s2 ? "(run --workers 1,2)"
-				       : met == 1 && worst < 1 ? "slowest workload: %.2fx of one worker's, "
-								 "within noise (the ranges overlap)"
-							       : "slowest workload: %.2fx of one worker's",
-			 worst);
-		goal_row(f, "two workers on two CPUs: no workload slower than with one", m, met);
 	}
 }

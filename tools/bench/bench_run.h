@@ -11,6 +11,7 @@
 #define SPLICER_BENCH_RUN_H
 #include <stdio.h>
 
+#include "bench_baseline.h"
 #include "bench_link.h"
 #include "bench_proxy.h"
 
@@ -69,11 +70,18 @@ struct bench_opts {
 	double seconds;
 	unsigned long long files; /* bytes per file-row run; 0: no file rows */
 	const char *cases, *peers, *ref, *json, *chart, *links, *doc, *subject;
+	struct bench_baseline base[MAX_BASELINES]; /* --baseline: other builds, as twins */
+	int nbase;
+	const char *base_cases;  /* --baseline-cases: the cases they run (default: the subject) */
 };
 
 /* The run of a case (by name, and worker count; 0: the base) on a link. */
 const struct case_run *bench_find_run(const struct case_run *runs, int n,
 				      const struct bench_link *l, const char *name, unsigned workers);
+/* r's twin run by baseline `base` (the same case, link and workers), or
+ * NULL (none, skipped, or r is that twin). */
+const struct case_run *bench_find_twin(const struct case_run *runs, int n, const struct case_run *r,
+				       const char *base);
 
 /* Reports (bench_report.c): the tables of every link, the scaling and real
  * tables, the one-line conclusions; markdown for --doc. */

@@ -16,7 +16,7 @@
 #define SPLICER_BENCH_TABLE_H
 #include <stdio.h>
 
-#define BT_MAXCOL 16
+#define BT_MAXCOL 32
 #define BT_CELL   48
 
 struct btable;

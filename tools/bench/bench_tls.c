@@ -31,11 +31,12 @@
 #define MSG        64    /* the handshake rows' request and reply */
 
 static const struct bench_case splicer_sni = {
-	"splicer-sni", PX_SPLICER, { "conf:splicer-sni.conf", NULL },
-	"splicer (default engine), an sni route and a plain route in one process"
+	.name = "splicer-sni", .kind = PX_SPLICER, .opts = { "conf:splicer-sni.conf", NULL },
+	.what = "splicer (default engine), an sni route and a plain route in one process"
 };
 static const struct bench_case haproxy_sni = {
-	"haproxy-sni", PX_HAPROXY, { "conf:haproxy-sni.cfg", NULL }, "HAProxy routing on req.ssl_sni"
+	.name = "haproxy-sni", .kind = PX_HAPROXY, .opts = { "conf:haproxy-sni.cfg", NULL },
+	.what = "HAProxy routing on req.ssl_sni"
 };
 
 /* ---- contexts ------------------------------------------------------------ */
@@ -527,33 +528,63 @@ out:
 
 /* ---- rows ---------------------------------------------------------------- */
 
+/* The proxy of rows with proxy index h: 0 this splicer, 1 HAProxy, 2 + b
+ * baseline b's splicer. */
+static const struct bench_case *proxy_case(const struct tls_bench *tb, int h)
+{
+	return h == 0 ? &splicer_sni : h == 1 ? &haproxy_sni : &tb->twin[h - 2].c;
+}
+
+static int proxy_of(const struct tls_row *r)
+{
+	return r->base ? 1 + r->base : r->haproxy;
+}
+
 static void add_row(struct tls_bench *tb, const char *name, int conn, int haproxy, int plain,
-		    const char *what)
+		    const char *what, int base)
 {
 	struct tls_row *r = &tb->row[tb->nrows++];
 
 	*r = (struct tls_row){ .name = name, .what = what, .conn = conn, .haproxy = haproxy,
-			       .plain = plain };
+			       .plain = plain, .base = base };
+	snprintf(r->label, sizeof(r->label), "%s%s%s", name, base ? "@" : "",
+		 base ? tb->bases[base - 1].name : "");
 	for (int k = 0; k < TLS_MAX_REPS; k++)
 		for (int f = 0; f < TF_N; f++)
 			r->v[k][f] = NAN;
-	r->skip = bench_case_unavailable(haproxy ? &haproxy_sni : &splicer_sni);
+	r->skip = bench_case_unavailable(proxy_case(tb, proxy_of(r)));
+	/* an older build without sni routes cannot read the template */
+	if (!r->skip && base && !tb->twin_why[base - 1][0] &&
+	    !bench_baseline_knows(&tb->bases[base - 1], "sni"))
+		snprintf(tb->twin_why[base - 1], sizeof(tb->twin_why[0]),
+			 "the baseline %s (%s) has no sni routes", tb->bases[base - 1].name,
+			 tb->bases[base - 1].path);
+	if (!r->skip && base && tb->twin_why[base - 1][0])
+		r->skip = tb->twin_why[base - 1];
 }
 
 int bench_tls_setup(struct tls_bench *tb, double seconds, unsigned workers, unsigned conns, int pin,
-		    int with_haproxy)
+		    int with_haproxy, const struct bench_baseline *bases, int nbase)
 {
 	memset(tb, 0, sizeof(*tb));
 	tb->seconds = seconds;
 	tb->workers = workers;
 	tb->conns = conns;
 	tb->pin = pin;
-	add_row(tb, "bulk-sni", 0, 0, 0, "one TLS stream through splicer's sni route");
-	add_row(tb, "bulk-plain", 0, 0, 1, "the same through a plain route of the same splicer");
-	add_row(tb, "conn-sni", 1, 0, 0, "full handshakes through splicer's sni route");
-	add_row(tb, "conn-plain", 1, 0, 1, "full handshakes through its plain route");
+	tb->bases = bases;
+	tb->nbase = nbase;
+	for (int b = 0; b <= nbase; b++) {
+		/* (a reason, if any, stays in twin_why: add_row skips on it) */
+		if (b)
+			bench_baseline_twin(&tb->twin[b - 1], &splicer_sni, &bases[b - 1],
+					    tb->twin_why[b - 1], sizeof(tb->twin_why[0]));
+		add_row(tb, "bulk-sni", 0, 0, 0, "one TLS stream through splicer's sni route", b);
+		add_row(tb, "bulk-plain", 0, 0, 1, "the same through a plain route of the same splicer", b);
+		add_row(tb, "conn-sni", 1, 0, 0, "full handshakes through splicer's sni route", b);
+		add_row(tb, "conn-plain", 1, 0, 1, "full handshakes through its plain route", b);
+	}
 	if (with_haproxy)
-		add_row(tb, "conn-haproxy-sni", 1, 1, 0, "full handshakes through HAProxy's req.ssl_sni");
+		add_row(tb, "conn-haproxy-sni", 1, 1, 0, "full handshakes through HAProxy's req.ssl_sni", 0);
 	tb->sctx = server_ctx();
 	tb->cctx = client_ctx();
 	tb->port = bench_free_port("127.0.0.1");
@@ -604,31 +635,36 @@ int bench_tls_rep(struct tls_bench *tb, int rep)
 	if (tb->skip[0])
 		return -1;
 	snprintf(backend, sizeof(backend), "127.0.0.1:%d", tb->port);
-	for (int h = 0; h < 2; h++) {
+	/* this splicer, each baseline's right after it, then HAProxy */
+	for (int o = 0; o < 2 + tb->nbase; o++) {
+		int h = o == 0 ? 0 : o <= tb->nbase ? o + 1 : 1;
 		struct bench_proxy p;
 		int any = 0;
 		for (int i = 0; i < tb->nrows; i++)
-			any |= !tb->row[i].skip && tb->row[i].haproxy == h;
+			any |= !tb->row[i].skip && proxy_of(&tb->row[i]) == h;
 		if (!any)
 			continue;
-		if (bench_proxy_start(&p, h ? &haproxy_sni : &splicer_sni, backend, "127.0.0.1",
-				      tb->workers, err, sizeof(err))) {
+		if (bench_proxy_start(&p, proxy_case(tb, h), backend, "127.0.0.1", tb->workers, err,
+				      sizeof(err))) {
 			for (int i = 0; i < tb->nrows; i++)
-				if (tb->row[i].haproxy == h && !tb->row[i].skip)
+				if (proxy_of(&tb->row[i]) == h && !tb->row[i].skip)
 					snprintf(tb->row[i].fail, sizeof(tb->row[i].fail), "%s", err);
 			failed = 1;
 			continue;
 		}
-		/* bulk rows in the opposite order every other rep: drift spreads */
+		/* a proxy's two bulk rows in the opposite order every other
+		 * rep: drift spreads */
 		for (int k = 0; k < tb->nrows; k++) {
-			int i = rep % 2 && k < 2 ? 1 - k : k;
+			int i = k;
+			if (rep % 2 && !tb->row[k].conn) /* bulk-sni, then bulk-plain: swapped */
+				i = tb->row[k].plain ? k - 1 : k + 1;
 			struct tls_row *r = &tb->row[i];
-			if (r->skip || r->haproxy != h)
+			if (r->skip || proxy_of(r) != h)
 				continue;
 			r->fail[0] = '\0';
 			row_run(tb, r, &p, rep);
 			if (r->fail[0]) {
-				fprintf(stderr, "splicer bench: tls %s, rep %d: %s\n", r->name, rep + 1, r->fail);
+				fprintf(stderr, "splicer bench: tls %s, rep %d: %s\n", r->label, rep + 1, r->fail);
 				failed = 1;
 			}
 		}
@@ -659,12 +695,24 @@ void bench_tls_finish(struct tls_bench *tb)
 
 /* ---- output -------------------------------------------------------------- */
 
+/* The row with label name (a twin: "bulk-sni@NAME") that ran, or NULL. */
 static const struct tls_row *find_row(const struct tls_bench *tb, const char *name)
 {
 	for (int i = 0; i < tb->nrows; i++)
-		if (!strcmp(tb->row[i].name, name) && !tb->row[i].skip && tb->row[i].nrep)
+		if (!strcmp(tb->row[i].label, name) && !tb->row[i].skip && tb->row[i].nrep)
 			return &tb->row[i];
 	return NULL;
+}
+
+/* r's twin run by baseline b, or NULL (none, or r is a twin). */
+static const struct tls_row *twin_row(const struct tls_bench *tb, const struct tls_row *r, int b)
+{
+	char label[96];
+
+	if (r->base || r->haproxy)
+		return NULL;
+	snprintf(label, sizeof(label), "%s@%s", r->name, tb->bases[b].name);
+	return find_row(tb, label);
 }
 
 /* The bulk rows (conn 0) or the handshake rows, with ratios to row `ref`. */
@@ -677,35 +725,49 @@ static void tls_table(FILE *f, int md, const struct tls_bench *tb, int conn, con
 	};
 	const struct tls_row *x = find_row(tb, ref);
 	struct btable *t = btable_new(title);
-	char xref[40];
+	char xref[40], xb[40];
 
 	snprintf(xref, sizeof(xref), "x %s", ref);
 	btable_col(t, NULL, "row");
-	btable_col(t, grp, heads[conn][0]);
-	btable_col(t, grp, xref);
-	btable_col(t, grp, heads[conn][1]);
-	btable_col(t, grp, xref);
+	for (int k = 0; k < 2; k++) {
+		btable_col(t, grp, heads[conn][k]);
+		btable_col(t, grp, xref);
+		for (int b = 0; b < tb->nbase; b++) {
+			snprintf(xb, sizeof(xb), "x %s", tb->bases[b].name);
+			btable_col(t, grp, xb);
+		}
+	}
 	btable_col(t, grp, heads[conn][2]);
 	for (int i = 0; i < tb->nrows; i++) {
 		const struct tls_row *r = &tb->row[i];
-		int row;
+		int row, col = 1;
 		if (r->conn != conn)
 			continue;
 		if (r->skip || !r->nrep) {
-			btable_note_row(t, "%s: %s: %s", r->name, r->skip ? "skipped" : "failed",
+			btable_note_row(t, "%s: %s: %s", r->label, r->skip ? "skipped" : "failed",
 					r->skip ? r->skip : r->fail);
 			continue;
 		}
 		row = btable_row(t);
-		btable_set(t, row, 0, "%s", r->name);
-		btable_set_range(t, row, 1, conn ? "%.0f" : "%.2f", r->med[TF_RATE], r->lo[TF_RATE],
-				 r->hi[TF_RATE], r->nrep);
-		btable_set(t, row, 3, heads[conn][3], r->med[TF_PCPU]);
-		btable_set(t, row, 5, heads[conn][3], r->med[TF_MCPU]);
-		if (!x)
-			continue;
-		btable_set(t, row, 2, "%.2fx", stats_ratio(r->med[TF_RATE], x->med[TF_RATE]));
-		btable_set(t, row, 4, "%.2fx", stats_ratio(r->med[TF_PCPU], x->med[TF_PCPU]));
+		btable_set(t, row, 0, "%s", r->label);
+		for (int k = 0; k < 2; k++) {
+			int fig = k ? TF_PCPU : TF_RATE;
+			if (k)
+				btable_set(t, row, col++, heads[conn][3], r->med[fig]);
+			else
+				btable_set_range(t, row, col++, conn ? "%.0f" : "%.2f", r->med[fig],
+						 r->lo[fig], r->hi[fig], r->nrep);
+			if (x)
+				btable_set(t, row, col, "%.2fx", stats_ratio(r->med[fig], x->med[fig]));
+			col++;
+			for (int b = 0; b < tb->nbase; b++, col++) {
+				const struct tls_row *tw = twin_row(tb, r, b);
+				if (tw)
+					btable_set(t, row, col, "%.2fx",
+						   stats_ratio(r->med[fig], tw->med[fig]));
+			}
+		}
+		btable_set(t, row, col, heads[conn][3], r->med[TF_MCPU]);
 	}
 	btable_print(t, f, md);
 	btable_free(t);
@@ -730,7 +792,15 @@ void bench_tls_print(FILE *f, int md, const struct tls_bench *tb)
 	tls_table(f, md, tb, 1, title, grp, "conn-haproxy-sni");
 	fprintf(f, "\n");
 	for (int i = 0; i < tb->nrows; i++)
-		fprintf(f, md ? "- `%s`: %s\n" : "  %-18s %s\n", tb->row[i].name, tb->row[i].what);
+		if (!tb->row[i].base)
+			fprintf(f, md ? "- `%s`: %s\n" : "  %-18s %s\n", tb->row[i].name, tb->row[i].what);
+	for (int b = 0; b < tb->nbase; b++) {
+		char label[48];
+		snprintf(label, sizeof(label), "ROW@%s", tb->bases[b].name);
+		fprintf(f, md ? "- `%s`: the row through the baseline %s's splicer\n"
+			      : "  %-18s the row through the baseline %s's splicer\n", label,
+			tb->bases[b].name);
+	}
 	fprintf(f, md ? "\nTLS's record MAC checked every byte end to end; the server's byte count "
 		"equalled the client's.\n" : "  TLS's record MAC checked every byte end to end; the "
 		"server's byte count equalled the client's.\n");
@@ -750,7 +820,7 @@ void bench_tls_conclusions(FILE *f, int md, const struct tls_bench *tb)
 	const struct tls_row *cs = find_row(tb, "conn-sni"), *h = find_row(tb, "conn-haproxy-sni");
 	char a[48], b[48];
 
-	if (!(s && p) && !(cs && h))
+	if (!(s && p) && !(cs && h) && !tb->nbase)
 		return;
 	fprintf(f, md ? "\n### Conclusions: TLS passthrough\n\n" : "\nConclusions: TLS passthrough "
 		"(medians)\n");
@@ -770,6 +840,24 @@ void bench_tls_conclusions(FILE *f, int md, const struct tls_bench *tb)
 			"connections/s, %s its proxy CPU per connection\n", md ? "- " : "  ", tb->conns,
 			a, b);
 	}
+	/* this build's sni route against each baseline's */
+	for (int k = 0; k < tb->nbase; k++) {
+		const struct tls_row *ts = s ? twin_row(tb, s, k) : NULL;
+		const struct tls_row *tc = cs ? twin_row(tb, cs, k) : NULL;
+		if (ts) {
+			rel(a, sizeof(a), s, ts, TF_RATE);
+			rel(b, sizeof(b), s, ts, TF_PCPU);
+			fprintf(f, "%stls bulk, 1 stream: the sni route %s %s's throughput, %s its CPU per "
+				"GB\n", md ? "- " : "  ", a, ts->label, b);
+		}
+		if (tc) {
+			rel(a, sizeof(a), cs, tc, TF_RATE);
+			rel(b, sizeof(b), cs, tc, TF_PCPU);
+			fprintf(f, "%stls handshakes, %u at a time: the sni route %s %s's connections/s, "
+				"%s its proxy CPU per connection\n", md ? "- " : "  ", tb->conns, a,
+				tc->label, b);
+		}
+	}
 }
 
 void bench_tls_json(struct json *j, const struct tls_bench *tb)
@@ -787,8 +875,10 @@ void bench_tls_json(struct json *j, const struct tls_bench *tb)
 	for (int i = 0; i < tb->nrows; i++) {
 		const struct tls_row *r = &tb->row[i];
 		json_obj_begin(j, NULL);
-		json_str(j, "name", r->name);
+		json_str(j, "name", r->label);
 		json_str(j, "what", r->what);
+		if (r->base)
+			json_str(j, "baseline", tb->bases[r->base - 1].name);
 		if (r->skip)
 			json_str(j, "skipped", r->skip);
 		if (r->fail[0])

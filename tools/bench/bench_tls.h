@@ -19,16 +19,20 @@
  *          like the other load threads (--pin), so the proxies get the
  *          other CPUs.
  *
+ * With --baseline, each splicer row has a twin run by that build
+ * ("bulk-sni@NAME"), right after this build's rows in every repetition.
+ *
  * TLS's record MAC checks every byte end to end: a proxy that changed one
  * fails the run, and the server's count of bytes must equal the client's. */
 #ifndef SPLICER_BENCH_TLS_H
 #define SPLICER_BENCH_TLS_H
 #include <stdio.h>
 
+#include "bench_baseline.h"
 #include "json.h"
 
 #define TLS_MAX_REPS 20
-#define TLS_ROWS     5
+#define TLS_ROWS     (5 + 4 * MAX_BASELINES)
 
 /* Figures of a row: bulk: Gbit/s, proxy CPU-s/GB, machine CPU-s/GB; conn:
  * handshakes/s, proxy CPU-us per connection, machine CPU-us per connection. */
@@ -40,6 +44,8 @@ struct tls_row {
 	int conn;             /* a handshake row (else bulk) */
 	int haproxy;          /* through HAProxy (else splicer) */
 	int plain;            /* splicer's plain route (else its sni route) */
+	int base;             /* 0: this build; b + 1: the twin run by baseline b */
+	char label[64];       /* name, or name@BASELINE for a twin */
 	const char *skip;     /* why it does not run, or NULL */
 	double v[TLS_MAX_REPS][TF_N];
 	int nrep;
@@ -56,12 +62,17 @@ struct tls_bench {
 	void *sctx, *cctx;    /* SSL_CTX of the server and of the clients */
 	int port;             /* the TLS server's port on 127.0.0.1 */
 	char skip[300];       /* why nothing ran, or "" */
+	const struct bench_baseline *bases; /* --baseline builds (their twins' rows) */
+	int nbase;
+	struct bench_twin twin[MAX_BASELINES]; /* splicer-sni run by each */
+	char twin_why[MAX_BASELINES][PATH_MAX + 100];
 };
 
-/* The rows (HAProxy's when with_haproxy and installed), the certificate
- * and the contexts. Returns 0, or -1 with tb->skip saying why. */
+/* The rows (HAProxy's when with_haproxy and installed; the splicer rows'
+ * twins for each of nbase baselines), the certificate and the contexts.
+ * Returns 0, or -1 with tb->skip saying why. */
 int bench_tls_setup(struct tls_bench *tb, double seconds, unsigned workers, unsigned conns, int pin,
-		    int with_haproxy);
+		    int with_haproxy, const struct bench_baseline *bases, int nbase);
 /* One repetition of every row. Returns 0, or -1 if a row failed (its fail
  * says why). */
 int bench_tls_rep(struct tls_bench *tb, int rep);

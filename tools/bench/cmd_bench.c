@@ -6,6 +6,7 @@
  *                 [--seconds S] [--workers N[,N...]] [--conns N]
  *                 [--workloads LIST] [--real] [--ref CASE] [--files SIZE]
  *                 [--json FILE] [--chart FILE.png|.svg] [--doc FILE.md]
+ *                 [--baseline [NAME=]PATH ... [--baseline-cases LIST]]
  *
  * Each case (a proxy and its settings, or `direct`, the ceiling) runs the
  * workloads against the built-in sink: one bulk stream, four bulk streams,
@@ -19,7 +20,11 @@
  * all of them; every figure is the median of the repetitions, with min-max,
  * and ratios are taken against `direct` and against a reference case of
  * the same run. A --workers list runs every case at each count, for a
- * scaling table. With --files, the file rows (bench_file.c) follow. */
+ * scaling table. With --files, the file rows (bench_file.c) follow.
+ * With --baseline, another build runs each of --baseline-cases (and the
+ * TLS rows) as a twin (CASE@NAME) right after the case in every
+ * repetition, and every table and conclusion says how this build compares
+ * with it (bench_baseline.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -46,7 +51,7 @@
 
 #define RR_MAX_N  2000000
 #define MAX_LINKS 8
-#define MAX_RUNS  (MAX_LINKS * 64)
+#define MAX_RUNS  (MAX_LINKS * 96)
 
 const unsigned rr_size[RR_VARIANTS] = { 64, 64, 1024, 1024 };
 const unsigned rr_depth[RR_VARIANTS] = { 1, 16, 1, 16 };
@@ -80,36 +85,43 @@ const struct fig_info bench_figs[NFIG] = {
 #define VETH_CASES "direct,copy,splice-64k,splice,splice-1m,haproxy,haproxy-splice"
 
 static const struct bench_case all_cases[] = {
-	{ "direct", PX_DIRECT, { NULL }, "no proxy: client to sink, the ceiling" },
-	{ "copy", PX_SPLICER, { "--engine", "copy", NULL }, "splicer, recv/send through 64k buffers" },
-	{ "splice-64k", PX_SPLICER, { "--engine", "splice", "--pipe-size", "64k", NULL },
-	  "splicer, splice with the kernel's default 64k pipes" },
-	{ "splice", PX_SPLICER, { "--engine", "splice", NULL }, "splicer, splice with its default 512k pipes" },
-	{ "splice-256k", PX_SPLICER, { "--engine", "splice", "--pipe-size", "256k", NULL },
-	  "splicer, splice with 256k pipes" },
-	{ "splice-1m", PX_SPLICER, { "--engine", "splice", "--pipe-size", "1m", NULL },
-	  "splicer, splice with 1m pipes (the seeds' naive size)" },
-	{ "splice-lowat64k", PX_SPLICER, { "--engine", "splice", "--lowat", "64k", NULL },
-	  "splicer, splice + SO_RCVLOWAT 64k" },
-	{ "splice-lowat256k", PX_SPLICER, { "--engine", "splice", "--lowat", "256k", NULL },
-	  "splicer, splice + SO_RCVLOWAT 256k" },
-	{ "auto", PX_SPLICER, { "--engine", "auto", NULL }, "splicer, its default: copy, then splice for streams" },
-	{ "sockmap", PX_SPLICER, { "--engine", "sockmap", NULL },
-	  "splicer, experimental: eBPF sockmap redirects in the kernel (needs CAP_BPF)" },
-	{ "uring", PX_SPLICER, { "--engine", "uring", NULL },
-	  "splicer, io_uring recvs into provided buffers (one each) + sendmsg (experimental)" },
-	{ "auto-nosandbox", PX_SPLICER, { "--engine", "auto", "--sandbox", "no", NULL },
-	  "splicer auto without its sandbox (seccomp, Landlock): what the sandbox costs" },
-	{ "auto-busypoll", PX_SPLICER, { "--engine", "auto", "--busy-poll", "50", NULL },
-	  "splicer auto, polling 50 us after each event before sleeping" },
-	{ "haproxy", PX_HAPROXY, { NULL }, "HAProxy mode tcp, its defaults (no splicing)" },
-	{ "haproxy-splice-auto", PX_HAPROXY, { "option splice-auto", NULL }, "HAProxy, option splice-auto" },
-	{ "haproxy-splice", PX_HAPROXY, { "option splice-request", "option splice-response", NULL },
-	  "HAProxy, splice forced both ways" },
-	{ "haproxy-busypoll", PX_HAPROXY, { "global:busy-polling", NULL },
-	  "HAProxy defaults + busy-polling (never sleeps)" },
-	{ "nginx", PX_NGINX, { NULL }, "nginx stream proxy_pass" },
-	{ "socat", PX_SOCAT, { NULL }, "socat TCP-LISTEN,fork (a process per connection)" },
+	{ .name = "direct", .kind = PX_DIRECT, .opts = { NULL },
+	  .what = "no proxy: client to sink, the ceiling" },
+	{ .name = "copy", .kind = PX_SPLICER, .opts = { "--engine", "copy", NULL },
+	  .what = "splicer, recv/send through 64k buffers" },
+	{ .name = "splice-64k", .kind = PX_SPLICER, .opts = { "--engine", "splice", "--pipe-size", "64k", NULL },
+	  .what = "splicer, splice with the kernel's default 64k pipes" },
+	{ .name = "splice", .kind = PX_SPLICER, .opts = { "--engine", "splice", NULL },
+	  .what = "splicer, splice with its default 512k pipes" },
+	{ .name = "splice-256k", .kind = PX_SPLICER, .opts = { "--engine", "splice", "--pipe-size", "256k", NULL },
+	  .what = "splicer, splice with 256k pipes" },
+	{ .name = "splice-1m", .kind = PX_SPLICER, .opts = { "--engine", "splice", "--pipe-size", "1m", NULL },
+	  .what = "splicer, splice with 1m pipes (the seeds' naive size)" },
+	{ .name = "splice-lowat64k", .kind = PX_SPLICER, .opts = { "--engine", "splice", "--lowat", "64k", NULL },
+	  .what = "splicer, splice + SO_RCVLOWAT 64k" },
+	{ .name = "splice-lowat256k", .kind = PX_SPLICER, .opts = { "--engine", "splice", "--lowat", "256k", NULL },
+	  .what = "splicer, splice + SO_RCVLOWAT 256k" },
+	{ .name = "auto", .kind = PX_SPLICER, .opts = { "--engine", "auto", NULL },
+	  .what = "splicer, its default: copy, then splice for streams" },
+	{ .name = "sockmap", .kind = PX_SPLICER, .opts = { "--engine", "sockmap", NULL },
+	  .what = "splicer, experimental: eBPF sockmap redirects in the kernel (needs CAP_BPF)" },
+	{ .name = "uring", .kind = PX_SPLICER, .opts = { "--engine", "uring", NULL },
+	  .what = "splicer, io_uring recvs into provided buffers (one each) + sendmsg (experimental)" },
+	{ .name = "auto-nosandbox", .kind = PX_SPLICER, .opts = { "--engine", "auto", "--sandbox", "no", NULL },
+	  .what = "splicer auto without its sandbox (seccomp, Landlock): what the sandbox costs" },
+	{ .name = "auto-busypoll", .kind = PX_SPLICER, .opts = { "--engine", "auto", "--busy-poll", "50", NULL },
+	  .what = "splicer auto, polling 50 us after each event before sleeping" },
+	{ .name = "haproxy", .kind = PX_HAPROXY, .opts = { NULL },
+	  .what = "HAProxy mode tcp, its defaults (no splicing)" },
+	{ .name = "haproxy-splice-auto", .kind = PX_HAPROXY, .opts = { "option splice-auto", NULL },
+	  .what = "HAProxy, option splice-auto" },
+	{ .name = "haproxy-splice", .kind = PX_HAPROXY, .opts = { "option splice-request", "option splice-response", NULL },
+	  .what = "HAProxy, splice forced both ways" },
+	{ .name = "haproxy-busypoll", .kind = PX_HAPROXY, .opts = { "global:busy-polling", NULL },
+	  .what = "HAProxy defaults + busy-polling (never sleeps)" },
+	{ .name = "nginx", .kind = PX_NGINX, .opts = { NULL }, .what = "nginx stream proxy_pass" },
+	{ .name = "socat", .kind = PX_SOCAT, .opts = { NULL },
+	  .what = "socat TCP-LISTEN,fork (a process per connection)" },
 };
 #define NCASES (sizeof(all_cases) / sizeof(all_cases[0]))
 
@@ -475,6 +487,15 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 	json_str(&j, "reference", o->ref ? o->ref : "");
 	json_int(&j, "verified_bytes", (long long)verified);
 	json_int(&j, "mismatches", (long long)mism);
+	json_arr_begin(&j, "baselines");
+	for (int b = 0; b < o->nbase; b++) {
+		json_obj_begin(&j, NULL);
+		json_str(&j, "name", o->base[b].name);
+		json_str(&j, "path", o->base[b].path);
+		json_str(&j, "revision", o->base[b].rev);
+		json_obj_end(&j);
+	}
+	json_arr_end(&j);
 	json_arr_begin(&j, "cases");
 	for (int i = 0; i < n; i++) {
 		struct case_run *r = &runs[i];
@@ -484,6 +505,10 @@ static int write_json(const char *path, struct case_run *runs, int n, const stru
 		json_int(&j, "workers", r->workers);
 		json_str(&j, "link", r->link->name);
 		json_str(&j, "what", r->c->what);
+		if (r->c->base) {
+			json_str(&j, "baseline", r->c->base);
+			json_str(&j, "baseline_of", r->c->of->name);
+		}
 		if (r->skip)
 			json_str(&j, "skipped", r->skip);
 		if (r->fail[0])
@@ -559,6 +584,12 @@ static int write_doc(const char *path, int argc, char **argv, const struct case_
 		when, u.release, sysconf(_SC_NPROCESSORS_ONLN), SPLICER_VERSION, o->reps, o->seconds,
 		o->workers[0], o->nworkers > 1 ? " (and the --workers sweep)" : "", o->conns,
 		(unsigned long long)verified, (unsigned long long)mism, secs);
+	for (int b = 0; b < o->nbase; b++)
+		fprintf(f, "- baseline `%s`: %s%s%s%s, run as CASE@%s beside each case of %s; the \"x %s\"\n"
+			   "  columns divide this build's figure by that build's, from the same repetitions\n",
+			o->base[b].name, o->base[b].path, o->base[b].rev[0] ? " (" : "", o->base[b].rev,
+			o->base[b].rev[0] ? ")" : "", o->base[b].name, o->base_cases,
+			o->base[b].name);
 	bench_goals(f, runs, n, links, nlinks, o);
 	bench_conclusions(f, 1, runs, n, links, nlinks, o);
 	if (WL(o, W_TLS))
@@ -633,7 +664,17 @@ static void usage(void)
 	       "  --files SIZE       also the file rows (splicer recv/send), SIZE per run\n"
 	       "  --json FILE        every raw sample and the aggregates\n"
 	       "  --chart FILE       a chart (PNG, or SVG when FILE ends in .svg), via gnuplot\n"
-	       "  --doc FILE         a markdown results document: goals, conclusions, tables, chart\n");
+	       "  --doc FILE         a markdown results document: goals, conclusions, tables, chart\n"
+	       "  --baseline [NAME=]PATH\n"
+	       "                     another build of splicer (make perf-baseline REV=...) runs\n"
+	       "                     each of --baseline-cases (and the TLS rows) as CASE@NAME,\n"
+	       "                     interleaved with the case in every repetition; every table\n"
+	       "                     and conclusion gains an \"x NAME\" column (NAME: baseline).\n"
+	       "                     Up to %d times. A case whose options that build lacks is\n"
+	       "                     skipped for it, said why\n"
+	       "  --baseline-cases LIST\n"
+	       "                     the splicer cases the baselines run (default: auto, or the\n"
+	       "                     first splicer case of the run)\n", MAX_BASELINES);
 }
 
 static int parse_num(const char *a, const char *v, long lo, long hi, long *out)
@@ -739,6 +780,26 @@ static int parse_opts(struct bench_opts *o, int argc, char **argv)
 			o->chart = v;
 		else if (!strcmp(a, "--doc"))
 			o->doc = v;
+		else if (!strcmp(a, "--baseline-cases"))
+			o->base_cases = v;
+		else if (!strcmp(a, "--baseline")) {
+			char err[PATH_MAX + 200];
+			if (o->nbase == MAX_BASELINES) {
+				fprintf(stderr, "splicer bench: option '--baseline': at most %d\n", MAX_BASELINES);
+				return -1;
+			}
+			if (bench_baseline_open(&o->base[o->nbase], v, err, sizeof(err))) {
+				fprintf(stderr, "splicer bench: %s\n", err);
+				return -1;
+			}
+			for (int k = 0; k < o->nbase; k++)
+				if (!strcmp(o->base[k].name, o->base[o->nbase].name)) {
+					fprintf(stderr, "splicer bench: option '--baseline': the name '%s' is "
+						"given twice (NAME=PATH names each)\n", o->base[k].name);
+					return -1;
+				}
+			o->nbase++;
+		}
 		else if (!strcmp(a, "--files")) {
 			if (!strcmp(v, "off"))
 				o->files = 0;
@@ -806,6 +867,24 @@ static int parse_opts(struct bench_opts *o, int argc, char **argv)
 		}
 		p = comma ? comma + 1 : p + strlen(p);
 	}
+	if (o->base_cases && !o->nbase) {
+		fprintf(stderr, "splicer bench: option '--baseline-cases' needs --baseline\n");
+		return -1;
+	}
+	for (const char *p = o->base_cases; p && *p;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		int known = 0;
+		for (size_t k = 0; k < NCASES; k++)
+			known |= all_cases[k].kind == PX_SPLICER && strlen(all_cases[k].name) == len &&
+				 !strncmp(all_cases[k].name, p, len);
+		if (!known) {
+			fprintf(stderr, "splicer bench: option '--baseline-cases': '%.*s' is not a splicer "
+				"case (see splicer bench --help)\n", (int)len, p);
+			return -1;
+		}
+		p = comma ? comma + 1 : p + len;
+	}
 	if (o->cases) {
 		for (const char *p = o->cases; *p;) {
 			const char *comma = strchr(p, ',');
@@ -842,38 +921,80 @@ static void on_signal(int sig)
 
 /* The case-links-workers of the run, skipped ones included; returns how
  * many, and adds the seconds of work of one repetition to *work. */
+/* Whether case c is selected on link l (--cases, else the link's default). */
+static int case_selected(const struct bench_case *c, const struct bench_opts *o,
+			 const struct bench_link *l)
+{
+	const char *sel = o->cases ? o->cases : l->mtu ? VETH_CASES : NULL;
+
+	return sel ? in_list(sel, c->name) : peer_kind_selected(c, o->peers);
+}
+
+/* The cases the baselines run: --baseline-cases, else the subject (auto
+ * when it runs, else the first splicer case); "" when none. */
+static const char *baseline_cases(const struct bench_opts *o, const struct bench_link *links, int nlinks)
+{
+	const char *first = NULL;
+
+	if (o->base_cases)
+		return o->base_cases;
+	for (size_t i = 0; i < NCASES; i++)
+		for (int l = 0; l < nlinks; l++)
+			if (all_cases[i].kind == PX_SPLICER && case_selected(&all_cases[i], o, &links[l])) {
+				if (!strcmp(all_cases[i].name, "auto"))
+					return "auto";
+				if (!first)
+					first = all_cases[i].name;
+			}
+	return first ? first : "";
+}
+
+/* One case-link-workers of the plan (a twin when t is not NULL). */
+static void plan_one(struct case_run *cr, const struct bench_case *c, const struct bench_opts *o,
+		     struct bench_link *l, struct bench_sink *sink, unsigned workers, const char *skip)
+{
+	*cr = (struct case_run){ .c = c, .link = l, .sink = sink, .workers = workers,
+				 .bulk_only = l->mtu != 0,
+				 .skip = skip ? skip : bench_case_unavailable(c) };
+	if (o->nworkers > 1 && c->kind != PX_DIRECT)
+		snprintf(cr->label, sizeof(cr->label), "%s w%u", c->name, cr->workers);
+	else
+		snprintf(cr->label, sizeof(cr->label), "%s", c->name);
+	if (!cr->skip && (o->cases || l->mtu) && !o->quick && c->kind > PX_SPLICER &&
+	    !peer_kind_selected(c, o->peers))
+		cr->skip = "not in --peers";
+}
+
 static int plan_runs(struct case_run *runs, const struct bench_opts *o, struct bench_link *links,
 		     int nlinks, struct bench_sink **sinks, const char *const *link_skip, double *work,
 		     int *active)
 {
+	static struct bench_twin twins[NCASES][MAX_BASELINES];
+	static char twin_why[NCASES][MAX_BASELINES][PATH_MAX + 100];
+	const char *bcases = o->base_cases ? o->base_cases : "";
 	int n = 0;
 
 	for (int l = 0; l < nlinks; l++) {
-		const char *sel = o->cases ? o->cases : links[l].mtu ? VETH_CASES : NULL;
 		for (size_t i = 0; i < NCASES; i++) {
 			const struct bench_case *c = &all_cases[i];
-			if (sel ? !in_list(sel, c->name) : !peer_kind_selected(c, o->peers))
+			int nb = c->kind == PX_SPLICER && in_list(bcases, c->name) ? o->nbase : 0;
+			const char *bskip[MAX_BASELINES];
+			if (!case_selected(c, o, &links[l]))
 				continue;
-			/* direct has no workers: once */
-			for (int w = 0; w < (c->kind == PX_DIRECT ? 1 : o->nworkers) && n < MAX_RUNS; w++) {
-				struct case_run *cr = &runs[n++];
-				*cr = (struct case_run){ .c = c, .link = &links[l], .sink = sinks[l],
-							 .workers = o->workers[w],
-							 .bulk_only = links[l].mtu != 0,
-							 .skip = link_skip[l] ? link_skip[l]
-									      : bench_case_unavailable(c) };
-				if (o->nworkers > 1 && c->kind != PX_DIRECT)
-					snprintf(cr->label, sizeof(cr->label), "%s w%u", c->name, cr->workers);
-				else
-					snprintf(cr->label, sizeof(cr->label), "%s", c->name);
-				if (!cr->skip && sel && !o->quick && c->kind > PX_SPLICER &&
-				    !peer_kind_selected(c, o->peers))
-					cr->skip = "not in --peers";
-				if (!cr->skip) {
-					++*active;
-					*work += case_work(cr, o);
+			for (int b = 0; b < nb; b++)
+				bskip[b] = bench_baseline_twin(&twins[i][b], c, &o->base[b], twin_why[i][b],
+							       sizeof(twin_why[i][b]));
+			/* direct has no workers: once; each twin right after its case */
+			for (int w = 0; w < (c->kind == PX_DIRECT ? 1 : o->nworkers); w++)
+				for (int b = -1; b < nb && n < MAX_RUNS; b++) {
+					struct case_run *cr = &runs[n++];
+					plan_one(cr, b < 0 ? c : &twins[i][b].c, o, &links[l], sinks[l],
+						 o->workers[w], link_skip[l] ? link_skip[l] : b < 0 ? NULL : bskip[b]);
+					if (!cr->skip) {
+						++*active;
+						*work += case_work(cr, o);
+					}
 				}
-			}
 		}
 	}
 	return n;
@@ -927,11 +1048,13 @@ int cmd_bench(int argc, char **argv)
 			bench_link_teardown(lk);
 		}
 	}
+	if (o.nbase)
+		o.base_cases = baseline_cases(&o, links, nlinks);
 	/* only the tls rows: no case to run */
 	if ((o.wl & CASE_WORKLOADS) || o.real)
 		n = plan_runs(runs, &o, links, nlinks, sinks, link_skip, &all_work, &active);
 	if (WL(&o, W_TLS) && !bench_tls_setup(&tb, o.seconds, o.workers[0], o.conns, o.pin,
-					      in_list(o.peers, "haproxy")))
+					      in_list(o.peers, "haproxy"), o.base, o.nbase))
 		all_work += bench_tls_work(&tb);
 	for (int l = 0; l < nlinks; l++)
 		if (link_skip[l])
@@ -949,6 +1072,10 @@ int cmd_bench(int argc, char **argv)
 	for (int k = 1; k < o.nworkers; k++)
 		printf(",%u", o.workers[k]);
 	printf(" worker(s), %u connections for rr and conn\n", o.conns);
+	for (int b = 0; b < o.nbase; b++)
+		printf("baseline %s: %s%s%s%s, beside %s\n", o.base[b].name, o.base[b].path,
+		       o.base[b].rev[0] ? " (" : "", o.base[b].rev, o.base[b].rev[0] ? ")" : "",
+		       o.base_cases[0] ? o.base_cases : "no case of this run");
 	fflush(stdout);
 	all_work *= o.reps;
 	t_start = bench_now();

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "backend_edit.h"
 #include "ctl_server.h"
 #include "engine.h"
 #include "listener.h"
@@ -268,10 +269,17 @@ static const char *backend_state(const struct route *r, unsigned i)
 	return backend_is_up(r, i) ? "up" : "down";
 }
 
+/* Where a backend comes from: the file (or command line), a resolve= name,
+ * or `ctl backend add` (gone at the next reload). */
+static const char *backend_origin(const struct backend_conf *bc)
+{
+	return bc->runtime ? "ctl" : bc->dns ? "dns" : "file";
+}
+
 static void show_backends(struct buf *b, int json)
 {
 	const struct config *c = cfg_now();
-	struct table t = { .ncol = 10 };
+	struct table t = { .ncol = 12 };
 	char wt[48], act[24], maxc[24], errs[24], ses[24], up[24], down[24];
 	int first = 1;
 
@@ -279,18 +287,19 @@ static void show_backends(struct buf *b, int json)
 		put(b, "{\"backends\":[");
 	else
 		tab_row(&t, b, "ROUTE", "BACKEND", "STATE", "WEIGHT", "ACTIVE", "MAXCONN",
-			"CONNECT_ERRORS", "SESSIONS", "BYTES_UP", "BYTES_DOWN");
+			"CONNECT_ERRORS", "SESSIONS", "BYTES_UP", "BYTES_DOWN", "ROLE", "ORIGIN");
 	for (unsigned i = 0; i < c->nroutes; i++) {
 		const struct route *r = c->route[i];
 		for (unsigned k = 0; k < r->nbackend; k++) {
 			const struct backend_health *h = r->health[k];
-			unsigned w = backend_weight(r, k), fw = r->backend[k].weight;
+			unsigned w = backend_weight(r, k), fw = r->backend[k].weight, rp = backend_ramp(r, k);
 			uint64_t active = (uint64_t)__atomic_load_n(&h->active, __ATOMIC_RELAXED);
 			if (!json) {
+				size_t n = (size_t)snprintf(wt, sizeof(wt), "%u", w);
 				if (w != fw)
-					snprintf(wt, sizeof(wt), "%u (file: %u)", w, fw);
-				else
-					snprintf(wt, sizeof(wt), "%u", w);
+					n += (size_t)snprintf(wt + n, sizeof(wt) - n, " (file: %u)", fw);
+				if (rp < 1000 && n < sizeof(wt))
+					snprintf(wt + n, sizeof(wt) - n, " (slowstart %u%%)", rp / 10);
 				u64(act, sizeof(act), active);
 				u64(maxc, sizeof(maxc), r->backend[k].maxconn);
 				u64(errs, sizeof(errs), STAT_GET(h->connect_errors));
@@ -298,7 +307,8 @@ static void show_backends(struct buf *b, int json)
 				u64(up, sizeof(up), STAT_GET(h->bytes_up));
 				u64(down, sizeof(down), STAT_GET(h->bytes_down));
 				tab_row(&t, b, r->name, r->backend[k].addr.text, backend_state(r, k), wt, act,
-					r->backend[k].maxconn ? maxc : "-", errs, ses, up, down);
+					r->backend[k].maxconn ? maxc : "-", errs, ses, up, down,
+					r->backend[k].backup ? "backup" : "primary", backend_origin(&r->backend[k]));
 				continue;
 			}
 			put(b, "%s\n{\"route\":", first ? "" : ",");
@@ -310,13 +320,15 @@ static void show_backends(struct buf *b, int json)
 			json_str(b, r->backend[k].spec[0] ? r->backend[k].spec : r->backend[k].addr.text);
 			put(b, ",\"state\":\"%s\",\"health\":\"%s\",\"weight\":%u,\"file_weight\":%u,"
 			    "\"sessions_active\":%llu,\"maxconn\":%u,\"connect_errors\":%llu,"
-			    "\"sessions_total\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu}",
+			    "\"sessions_total\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu,"
+			    "\"backup\":%s,\"origin\":\"%s\",\"slowstart_permille\":%u}",
 			    backend_state(r, k), backend_is_up(r, k) ? "up" : "down", w, fw,
 			    (unsigned long long)active, r->backend[k].maxconn,
 			    (unsigned long long)STAT_GET(h->connect_errors),
 			    (unsigned long long)STAT_GET(h->sessions),
 			    (unsigned long long)STAT_GET(h->bytes_up),
-			    (unsigned long long)STAT_GET(h->bytes_down));
+			    (unsigned long long)STAT_GET(h->bytes_down),
+			    r->backend[k].backup ? "true" : "false", backend_origin(&r->backend[k]), rp);
 		}
 	}
 	if (json)
@@ -563,7 +575,52 @@ static void list_backends(const struct route *r, char *buf, size_t len)
 		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", r->backend[i].addr.text);
 }
 
-#define BACKEND_USAGE "backend ROUTE ADDR drain|disable [--kill]|enable|weight N"
+#define BACKEND_USAGE "backend ROUTE ADDR drain|disable [--kill]|enable|weight N, " \
+		      "backend ROUTE add ADDR [weight=N] [backup], backend ROUTE del ADDR"
+#define EDIT_MS 20000 /* an add or del: a config generation swapped in */
+
+/* backend ROUTE add ADDR [weight=N] [backup] | del ADDR: the main thread
+ * builds and swaps in the new generation (backend_edit.h). */
+static void backend_add_del(struct buf *b, int argc, char **argv)
+{
+	struct backend_edit e = { .del = !strcmp(argv[2], "del"), .weight = 1 };
+	int rc;
+
+	if (argc < 4 || (e.del && argc != 4)) {
+		fail(b, "usage: backend ROUTE add ADDR [weight=N] [backup], backend ROUTE del ADDR");
+		return;
+	}
+	for (int i = 4; i < argc; i++) {
+		uint64_t w;
+		if (!strcmp(argv[i], "backup")) {
+			e.backup = 1;
+		} else if (!strncmp(argv[i], "weight=", 7)) {
+			if (parse_uint(argv[i] + 7, &w) || w < 1 || w > MAX_WEIGHT) {
+				fail(b, "backend add: weight expects an integer 1..%d, not '%s'",
+				     MAX_WEIGHT, argv[i] + 7);
+				return;
+			}
+			e.weight = (unsigned)w;
+		} else {
+			fail(b, "backend add: unknown option '%s' (weight=N, backup)", argv[i]);
+			return;
+		}
+	}
+	if (__atomic_load_n(&st.sh->stopping, __ATOMIC_RELAXED)) {
+		fail(b, "backend %s: the proxy is stopping", argv[2]);
+		return;
+	}
+	snprintf(e.route, sizeof(e.route), "%s", argv[1]);
+	snprintf(e.addr, sizeof(e.addr), "%s", argv[3]);
+	if ((rc = backend_edit_ask(&e, EDIT_MS)))
+		fail(b, "backend %s: %s", argv[2], rc == -EBUSY ? "another add or del is under way"
+						  : "the main thread did not take it (an upgrade "
+						    "or a stop under way?)");
+	else if (e.rc)
+		fail(b, "%s", e.msg);
+	else
+		put(b, "%s\n", e.msg);
+}
 
 /* The backends of r that addr names (as configured, or as resolved): every
  * one, for an address listed twice. Returns how many went into idx. */
@@ -611,6 +668,10 @@ static void cmd_backend(struct buf *b, int argc, char **argv, int json)
 	char list[1024];
 
 	(void)json;
+	if (argc >= 3 && (!strcmp(argv[2], "add") || !strcmp(argv[2], "del"))) {
+		backend_add_del(b, argc, argv);
+		return;
+	}
 	if (argc < 4) {
 		fail(b, "usage: " BACKEND_USAGE);
 		return;
@@ -855,7 +916,9 @@ static const struct command {
 	const char *usage;
 } commands[] = {
 	{ "show", cmd_show, "show routes|backends|sessions|process [--json]" },
-	{ "backend", cmd_backend, BACKEND_USAGE },
+	{ "backend", cmd_backend, "backend ROUTE ADDR drain|disable [--kill]|enable|weight N" },
+	{ "backend", cmd_backend, "backend ROUTE add ADDR [weight=N] [backup]" },
+	{ "backend", cmd_backend, "backend ROUTE del ADDR" },
 	{ "session", cmd_session, "session kill ID" },
 	{ "reload", cmd_reload, "reload" },
 	{ "upgrade", cmd_upgrade, "upgrade" },

@@ -19,6 +19,9 @@
  *   backend ROUTE ADDR disable [--kill] no new sessions; --kill ends running ones
  *   backend ROUTE ADDR enable           back from drain or disable
  *   backend ROUTE ADDR weight N         1..MAX_WEIGHT, for every balance kind
+ *   backend ROUTE add ADDR [weight=N] [backup]
+ *   backend ROUTE del ADDR              in memory only (backend_edit.h): the next
+ *                                       reload keeps what the file says
  *   session kill ID                     ID as `show sessions` prints it (hex)
  *   reload                              SIGHUP to this process; answers its outcome
  *   upgrade                             SIGUSR2 to this process; answers its outcome

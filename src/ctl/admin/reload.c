@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "reload.h"
 
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,7 @@ void reload_last(int *ok, uint64_t *unix_ms)
 }
 
 static int reload_try(struct reload_ctx *r);
-static int swap_in(struct reload_ctx *r, struct config *nw, int sighup);
+static int swap_in(struct reload_ctx *r, struct config *nw, const char *who);
 
 int reload_run(struct reload_ctx *r)
 {
@@ -162,7 +163,7 @@ static int reload_try(struct reload_ctx *r)
 	if (raw[2] == SETTING_AUTO)
 		nw->max_pipes = old->max_pipes;
 	keep_process_settings(old, nw);
-	rc = swap_in(r, nw, 1);
+	rc = swap_in(r, nw, "SIGHUP");
 	notify_send("READY=1");
 	return rc;
 }
@@ -209,6 +210,7 @@ static struct config *config_clone(const struct config *old)
 		memset(&r->acl, 0, sizeof(r->acl));
 		r->sources = NULL;
 		r->has_queue = 0;
+		r->has_backup = 0;
 		for (unsigned b = 0; b < r->nbackend; b++)
 			if (!r->backend[b].dns)
 				r->backend[n++] = r->backend[b];
@@ -244,15 +246,66 @@ int reload_dns(struct reload_ctx *r)
 		free(nw);
 		return changed ? -1 : 0;
 	}
-	return swap_in(r, nw, 0);
+	return swap_in(r, nw, "DNS");
+}
+
+int reload_edit(struct reload_ctx *r, int (*edit)(struct config *nw, void *arg), void *arg)
+{
+	struct config *nw;
+	int rc;
+
+	reload_reap(r, now_monotonic_ms());
+	if (!(nw = config_clone(r->cfg))) {
+		log_err("ctl: out of memory; keeping the running backends");
+		return -ENOMEM;
+	}
+	dns_fill(nw, DNS_REGEN); /* the resolver thread's answers, as reload_dns */
+	if ((rc = edit(nw, arg)) || config_finalize(nw)) {
+		if (!rc)
+			log_warn("ctl: the change could not be put in force (the problems are above); "
+				 "keeping the running backends");
+		config_free(nw);
+		free(nw);
+		return rc ? rc : -EINVAL;
+	}
+	return swap_in(r, nw, "ctl") ? -ENOMEM : 0;
+}
+
+/* on_backend_down = close: the backends of old's routes that the route of
+ * the same name in nw no longer has (a reload, a DNS answer, ctl backend
+ * del) have their sessions closed, of every generation (the run-time state
+ * is the backend's: backend.h). A route nw no longer has keeps its
+ * sessions, as every route's sessions keep their route over a reload. */
+static void cut_removed(const struct config *old, const struct config *nw)
+{
+	for (unsigned i = 0; i < old->nroutes; i++) {
+		const struct route *o = old->route[i], *n = NULL;
+		for (unsigned j = 0; j < nw->nroutes && !n; j++)
+			if (!strcmp(nw->route[j]->name, o->name))
+				n = nw->route[j];
+		if (!n || n->o.on_backend_down != BACKEND_DOWN_CLOSE)
+			continue;
+		for (unsigned k = 0; k < o->nbackend; k++) {
+			int kept = 0;
+			for (unsigned b = 0; b < n->nbackend && !kept; b++)
+				kept = n->health[b] == o->health[k];
+			if (kept)
+				continue;
+			log_info("route %s: backend %s removed; its sessions are closed "
+				 "(on_backend_down = close)", o->name, o->backend[k].addr.text);
+			backend_cut(o->health[k], BACKEND_CUT_REMOVED);
+		}
+	}
 }
 
 /* Puts nw (finalized) in force: listeners kept or bound, the workers moved
- * to it, the old config retired until its sessions end. sighup: a reload
- * (its messages); else a DNS change. On failure nw is freed and the running
- * config stays. */
-static int swap_in(struct reload_ctx *r, struct config *nw, int sighup)
+ * to it, the old config retired until its sessions end. who: "SIGHUP" (a
+ * reload), "DNS" (a DNS change) or "ctl" (ctl backend add/del), for the
+ * messages. On failure nw is freed and the running config stays. */
+static int swap_in(struct reload_ctx *r, struct config *nw, const char *who)
 {
+	int sighup = !strcmp(who, "SIGHUP");
+
 	struct config *old = r->cfg;
 	int (*nfds)[MAX_LISTENERS] = NULL;
 	char used[MAX_LISTENERS] = { 0 }, err[256];
@@ -321,6 +374,7 @@ static int swap_in(struct reload_ctx *r, struct config *nw, int sighup)
 	for (unsigned w = 0; w < r->nw; w++)
 		while (__atomic_load_n(&r->ws[w].reload_ack, __ATOMIC_ACQUIRE) != r->gen)
 			usleep(1000); /* a loop turn: microseconds, at most SCAN_MS */
+	cut_removed(old, nw); /* no worker picks them any more */
 	/* the old listeners nobody took over */
 	for (k = 0; k < old->nlst; k++) {
 		if (used[k])
@@ -356,11 +410,11 @@ static int swap_in(struct reload_ctx *r, struct config *nw, int sighup)
 		log_info("SIGHUP: reloaded %s: %u route%s; listeners kept %u, opened %u, closed %u",
 			 nw->file, nw->nroutes, nw->nroutes == 1 ? "" : "s", kept, opened, closed);
 	else
-		log_info("DNS: new backends in force for new sessions; running sessions finish where "
-			 "they are");
+		log_info("%s: new backends in force for new sessions; running sessions finish where "
+			 "they are (on_backend_down = close: a removed backend's are closed)", who);
 	return 0;
 fail_mem:
-	log_err("%s: out of memory; keeping the running config", sighup ? "SIGHUP" : "DNS");
+	log_err("%s: out of memory; keeping the running config", who);
 fail_cfg:
 	config_free(nw);
 	free(nw);

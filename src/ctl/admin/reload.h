@@ -49,6 +49,13 @@ int reload_run(struct reload_ctx *r);
  * running config stays (logged). */
 int reload_dns(struct reload_ctx *r);
 
+/* `ctl backend ROUTE add|del` (backend_edit.h): builds a new generation
+ * from the running one, as reload_dns does, lets edit(nw, arg) change its
+ * routes (0, or -errno to give up: nothing changes), and swaps it in.
+ * Main thread. Returns 0, edit's -errno, -EINVAL when the result is not a
+ * valid config (said in the log), or -ENOMEM. */
+int reload_edit(struct reload_ctx *r, int (*edit)(struct config *nw, void *arg), void *arg);
+
 /* The outcome of the last SIGHUP, for /metrics: 1 when it runs the new
  * config, 0 when the old one stayed (also for a SIGHUP with routes from
  * the command line, which has nothing to reload); *unix_ms is when it

@@ -7,6 +7,7 @@
 #include "config_table.h"
 #include "backend.h"
 #include "config_doc.h"
+#include "check_spec.h"
 #include "config_listen.h"
 #include "route_admit.h"
 #include "route_hist.h"
@@ -30,8 +31,19 @@ static const char *const admin_forms[] = { "PATH|off", NULL };
 static const char *const resolver_forms[] = { "IP[:PORT] ...|system", NULL };
 static const char *const proxy_versions[] = { "off", "v1", "v2", NULL };
 static const char *const no_yes[] = { "no", "yes", NULL };
-static const char *const check_kinds[] = { "none", "tcp", NULL };
+static const char *const check_forms[] = { "none|tcp|redis|redis-primary|pgsql|mysql|smtp|tls|"
+					   "http[:[METHOD ]PATH[ STATUS]]|[send:\"...\"] expect:\"...\"",
+					   NULL };
+static const char *const down_actions[] = { "keep", "close", NULL };
 const char *const balance_names[] = { "roundrobin", "leastconn", "maglev", NULL };
+
+/* `check`: what check_spec_parse accepts, with its sentence. */
+static int check_valid(const char *val, char *why, size_t len)
+{
+	struct check_spec c;
+
+	return check_spec_parse(val, &c, why, len);
+}
 
 #define G(field) offsetof(struct config, field)
 #define R(field) offsetof(struct route_opts, field)
@@ -83,8 +95,13 @@ const struct setting settings[] = {
 	  "require a PROXY header (v1 or v2) from clients; its address is the one logged, hashed and forwarded" },
 	{ "proxy-timeout", 0, SET_DURATION, 1, DAY_MS, "3s", 0, NULL, SCOPE_ROUTE, R(proxy_timeout_ms),
 	  "accept-proxy: a client that has not sent its whole header by then is closed" },
-	{ "check", 0, SET_ENUM, 0, 0, "none", 0, check_kinds, SCOPE_ROUTE, R(check),
-	  "active health checks: tcp (a connect that succeeds within check-timeout); also enables passive marking" },
+	{ "check", 0, SET_TEXT, 0, 0, "none", 0, check_forms, SCOPE_ROUTE, R(check_text),
+	  "active health checks: tcp (a connect that succeeds within check-timeout); a protocol's: redis "
+	  "(PING, +PONG), redis-primary (INFO replication says role:master), pgsql (an SSLRequest answered), "
+	  "mysql (the server's greeting), smtp (220), tls (a ServerHello to a ClientHello), "
+	  "http:GET /health 2xx (a status of the list); or send:\"BYTES\" expect:\"BYTES\" "
+	  "(or expect-regex:\"RE\"), with escapes \\r \\n \\t \\0 \\xHH. Any of them also "
+	  "enables passive marking" },
 	{ "check-interval", 0, SET_DURATION, 10, DAY_MS, "2s", 0, NULL, SCOPE_ROUTE, R(check_interval_ms),
 	  "time between two checks of a backend" },
 	{ "check-timeout", 0, SET_DURATION, 1, DAY_MS, "1s", 0, NULL, SCOPE_ROUTE, R(check_timeout_ms),
@@ -93,6 +110,15 @@ const struct setting settings[] = {
 	  "good checks in a row that bring a down backend up" },
 	{ "fall", 0, SET_UINT, 1, 1000, "3", 0, NULL, SCOPE_ROUTE, R(fall),
 	  "failed checks, or failed session connects, in a row that mark a backend down" },
+	{ "on-backend-down", 0, SET_ENUM, 0, 0, "keep", 0, down_actions, SCOPE_ROUTE, R(on_backend_down),
+	  "what a backend's running sessions do when it is marked down or removed (reload, DNS, "
+	  "ctl backend del): keep (they finish) or close (within a check interval: the bytes "
+	  "already read from the backend reach the client, then the client gets an RST, the "
+	  "backend an RST; for failover of databases and Redis)" },
+	{ "slowstart", 0, SET_DURATION, 100, DAY_MS, "0", SET_ZERO_OK, NULL, SCOPE_ROUTE, R(slowstart_ms),
+	  "a backend that comes up (marked up by its checks, enabled, or added while running) takes a "
+	  "share of new sessions rising linearly to its weight's over this long (roundrobin and "
+	  "leastconn: its weight; maglev: its table slots; 0: at once)" },
 	{ "stats", 0, SET_TEXT, 0, 0, "off", 0, stats_forms, SCOPE_GLOBAL, G(stats),
 	  "serve GET /metrics (Prometheus) and GET /health over HTTP on this address" },
 	{ "user", 0, SET_TEXT, 0, 0, "off", 0, user_forms, SCOPE_GLOBAL, G(user),
@@ -133,7 +159,7 @@ const struct setting settings[] = {
 };
 const unsigned nsettings = sizeof(settings) / sizeof(settings[0]);
 _Static_assert(sizeof(settings) / sizeof(settings[0]) <= SETTINGS_MAX,
-	       "settings[] outgrew the 64-bit masks and line arrays (SETTINGS_MAX)");
+	       "settings[] outgrew the masks and line arrays (SETTINGS_MAX)");
 
 const struct setting *setting_find(const char *name)
 {
@@ -207,6 +233,22 @@ static void unit_readings(uint64_t v, char *ms, size_t mslen, char *s, size_t sl
 	}
 }
 
+/* A text setting whose value has a form of its own: 0, or -1 with why. */
+static int text_invalid(const struct setting *s, const char *val, char *why, size_t len)
+{
+	static const struct {
+		const char *name;
+		int (*valid)(const char *val, char *why, size_t len);
+	} forms[] = {
+		{ "check", check_valid },
+	};
+
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++)
+		if (!strcmp(s->name, forms[i].name))
+			return forms[i].valid(val, why, len);
+	return 0;
+}
+
 int setting_parse(const struct setting *s, const char *val, void *out, char *why, size_t len)
 {
 	uint64_t v = 0;
@@ -218,6 +260,8 @@ int setting_parse(const struct setting *s, const char *val, void *out, char *why
 			snprintf(why, len, "value longer than %d characters", SETTING_TEXT_MAX - 1);
 			return -1;
 		}
+		if (text_invalid(s, val, why, len))
+			return -1;
 		snprintf(out, SETTING_TEXT_MAX, "%s", val);
 		return 0;
 	}
@@ -554,7 +598,7 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 			return -1;
 		}
 		if (s->scope == SCOPE_ROUTE)
-			c->cli_set |= 1ULL << (s - settings);
+			c->cli_set |= SETTING_BIT(s - settings);
 		else
 			c->set_line[s - settings] = 0; /* the command line's, not the file's */
 	}
@@ -607,12 +651,20 @@ static void resolve_route_opts(struct config *c, struct route *r)
 {
 	for (unsigned k = 0; k < nsettings; k++) {
 		const struct setting *s = &settings[k];
-		uint64_t bit = 1ULL << k;
+		settings_mask bit = SETTING_BIT(k);
 		if (s->scope != SCOPE_ROUTE)
 			continue;
-		if ((c->cli_set & bit) || !(r->set & bit))
+		if (!(c->cli_set & bit) && (r->set & bit))
+			continue;
+		if (s->type == SET_TEXT)
+			memcpy(setting_field(c, &r->o, s), setting_field(c, &c->o, s), SETTING_TEXT_MAX);
+		else
 			*(uint64_t *)setting_field(c, &r->o, s) = *(uint64_t *)setting_field(c, &c->o, s);
 	}
+	/* the checker's kind, from the text every parser accepted (check_valid) */
+	struct check_spec cs;
+	char why[256];
+	r->o.check = check_spec_parse(r->o.check_text, &cs, why, sizeof(why)) ? CHECK_TCP : cs.kind;
 }
 
 /* A backend that is the route's own listener: each session would connect
@@ -647,6 +699,33 @@ static int check_loops(const struct config *c, const struct route *r)
 			break;
 		}
 	return bad;
+}
+
+/* A backup is used only while no primary is usable: a route whose every
+ * backend (and resolve= name) is a backup would use them as primaries, which
+ * is not what `backup` says. Refused at the first backup's line. */
+static int check_backups(const struct config *c, const struct route *r)
+{
+	unsigned line = 0, primaries = 0;
+	char at[300];
+
+	for (unsigned b = 0; b < r->nbackend; b++) {
+		primaries += !r->backend[b].backup && !r->backend[b].dns;
+		if (r->backend[b].backup && !line)
+			line = r->backend[b].line;
+	}
+	for (unsigned k = 0; k < r->ndns; k++) {
+		primaries += !r->dns[k].backup;
+		if (r->dns[k].backup && !line)
+			line = r->dns[k].line;
+	}
+	if (primaries || (!r->nbackend && !r->ndns) || !line)
+		return 0;
+	where(c, line, at, sizeof(at));
+	fprintf(stderr, "%sroute '%s': every backend is a backup; a backup takes sessions only "
+		"while no primary backend is usable, so at least one must be a primary\n", at,
+		r->name);
+	return 1;
 }
 
 static int check_routes(struct config *c)
@@ -701,6 +780,7 @@ static int check_routes(struct config *c)
 				}
 			}
 		bad += check_loops(c, r);
+		bad += check_backups(c, r);
 		bad += route_keys_check(c, r);
 	}
 	return bad ? -1 : 0;

@@ -39,7 +39,7 @@ static const struct {
 	{ "log", "/var/log/splicer/access.log" },
 	{ "log-interval", "1m" },        { "log-connect", "yes" },
 	{ "proxy-protocol", "v2" },      { "accept-proxy", "yes" },
-	{ "proxy-timeout", "5s" },       { "check", "tcp" },
+	{ "proxy-timeout", "5s" },       { "check", "http:GET /health 2xx" },
 	{ "check-interval", "5s" },      { "check-timeout", "500ms" },
 	{ "rise", "2" },                 { "fall", "3" },
 	{ "stats", "127.0.0.1:9180" },   { "user", "splicer" },
@@ -47,6 +47,7 @@ static const struct {
 	{ "source-max-conns", "100" },   { "source-conn-rate", "20" },
 	{ "source-table-size", "200000" }, { "tls-hello-timeout", "3s" },
 	{ "tls-hello-max", "32k" },      { "queue-timeout", "10s" },
+	{ "on-backend-down", "close" },  { "slowstart", "30s" },
 };
 
 static const char *example_of(const struct setting *s)
@@ -81,7 +82,7 @@ static void choices_text(const char *const *ch, char *buf, size_t len)
  * not parse: a reference whose example the proxy refuses is worse than none. */
 static int setting_doc(const struct setting *s, struct key_doc *d)
 {
-	char lo[32], hi[32], why[256], forms[128];
+	char lo[32], hi[32], why[256], forms[256];
 	union {
 		uint64_t v;
 		char text[SETTING_TEXT_MAX];
@@ -164,17 +165,20 @@ static const struct {
 	  "-l, --listen (one route only)", "listen = :8080 [::]:8080",
 	  "where the route accepts clients; required (routes with sni may share one)", MAX_LISTENS,
 	  MAX_LISTENERS, NULL, NULL },
-	{ "backend", "ADDRESS [weight=N] [maxconn=N] [resolve=DURATION [srv]] ...",
+	{ "backend", "ADDRESS [weight=N] [maxconn=N] [backup] [resolve=DURATION [srv]] ...",
 	  "one or more addresses, separated by spaces or commas, each optionally followed by "
-	  "weight=N (1 to %d, default 1), maxconn=N (1 to 10000000, default no limit) and, for a "
-	  "host name, resolve=DURATION (1s to 24h: looked up again at that interval) with srv "
-	  "(the name is an SRV name, without a port); the line may be repeated; at most %d per "
-	  "route",
+	  "weight=N (1 to %d, default 1), maxconn=N (1 to 10000000, default no limit), backup "
+	  "and, for a host name, resolve=DURATION (1s to 24h: looked up again at that interval) "
+	  "with srv (the name is an SRV name, without a port); the line may be repeated; at most "
+	  "%d per route",
 	  "-b, --backend (one route only; weight 1)",
-	  "backend = 10.0.0.1:80 weight=3 maxconn=200 10.0.0.2:80",
+	  "backend = 10.0.0.1:80 weight=3 maxconn=200 10.0.0.2:80 10.0.0.9:80 backup",
 	  "the route's backend pool; required. A weight is the backend's share of new sessions "
 	  "under roundrobin, leastconn and maglev alike. maxconn caps the backend's sessions: when "
 	  "every usable backend is at its cap, clients wait in the route's queue (queue_timeout). "
+	  "A backup takes sessions only while no other backend (a primary) is usable (up, not "
+	  "drained or disabled): the first usable backup in the file's order takes them all, the "
+	  "next one only while it is down too. At least one backend of a route must be a primary. "
 	  "A backend may not be its route's own listen address: its sessions would connect back to "
 	  "the proxy", MAX_WEIGHT, MAX_BACKENDS, NULL, NULL },
 	{ "sni", "NAME ...",

@@ -215,12 +215,12 @@ static void add_listens(struct file_ctx *x, struct route *r, char *val)
 }
 
 /* What a backend line's options may be, for the messages. */
-#define BACKEND_OPTIONS "weight=N, maxconn=N, resolve=DURATION or srv[=yes|no]"
+#define BACKEND_OPTIONS "weight=N, maxconn=N, backup, resolve=DURATION or srv[=yes|no]"
 
-/* A backend option: "key=value", or the bare word srv. */
+/* A backend option: "key=value", or the bare word srv or backup. */
 static int backend_option(const char *tok)
 {
-	return strchr(tok, '=') || !strcmp(tok, "srv");
+	return strchr(tok, '=') || !strcmp(tok, "srv") || !strcmp(tok, "backup");
 }
 
 /* srv, srv=yes or srv=no: 1 or 0 into *on; -1 when it is not srv at all,
@@ -236,8 +236,8 @@ static int srv_option(const char *tok, uint8_t *on)
 	return 0;
 }
 
-/* The options after one backend address: weight=N, maxconn=N, resolve=DURATION
- * and srv[=yes|no] into d (resolve= also sets d->every_ms). Returns 0, or -1
+/* The options after one backend address: weight=N, maxconn=N, backup,
+ * resolve=DURATION and srv[=yes|no] into d (resolve= also sets d->every_ms). Returns 0, or -1
  * after reporting the first bad one. */
 static int backend_options(struct file_ctx *x, const char *addr, char **opt, unsigned nopt,
 			   struct dns_name *d)
@@ -255,7 +255,9 @@ static int backend_options(struct file_ctx *x, const char *addr, char **opt, uns
 				   "is yes)", addr, t + 4);
 			return -1;
 		}
-		if (!strncmp(t, "weight=", 7)) {
+		if (!strcmp(t, "backup")) {
+			d->backup = 1;
+		} else if (!strncmp(t, "weight=", 7)) {
 			if (weighted) {
 				problem(x, "backend %s: weight given twice ('%s', then '%s')", addr,
 					weighted, t);
@@ -333,7 +335,7 @@ static void add_dns_name(struct file_ctx *x, struct route *r, const char *tok, s
 	r->dns[r->ndns++] = *d;
 }
 
-/* "ADDR [weight=N] [maxconn=N] [resolve=DURATION [srv[=yes|no]]] ADDR ...":
+/* "ADDR [weight=N] [maxconn=N] [backup] [resolve=DURATION [srv[=yes|no]]] ADDR ...":
  * the options apply to the address before them, and to every address of a
  * name (each is a backend of its own). A name with resolve= is looked up
  * again and again (dns.c); any other is resolved now. */
@@ -376,6 +378,7 @@ static void add_backends(struct file_ctx *x, struct route *r, char *val)
 		for (unsigned b = first; b < r->nbackend; b++) {
 			r->backend[b].weight = d.weight ? d.weight : 1;
 			r->backend[b].maxconn = d.maxconn;
+			r->backend[b].backup = d.backup;
 		}
 	}
 }
@@ -517,7 +520,7 @@ static int handler_value(struct file_ctx *x, const char *name, const char *value
 		return 1;
 	}
 	if (x->sec == SEC_ROUTE)
-		x->route->set |= 1ULL << k;
+		x->route->set |= SETTING_BIT(k);
 	else
 		x->c->set_line[k] = x->line;
 	return 1;

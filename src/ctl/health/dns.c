@@ -431,6 +431,7 @@ static void add_answer(struct route *r, unsigned k, const struct dns_answer *a, 
 		b->addr = a->v[i].a;
 		b->weight = q->weight ? q->weight : a->v[i].weight ? a->v[i].weight : 1;
 		b->maxconn = q->maxconn;
+		b->backup = q->backup;
 		b->line = q->line;
 		b->dns = (uint8_t)(k + 1);
 	}

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,31 +15,50 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "check_proto.h"
 #include "log.h"
 #include "worker.h"
 
 #define MAX_PROBES (MAX_ROUTES * MAX_BACKENDS)
+
+/* A route's check, parsed once per start (check_spec.h), its regex
+ * compiled once. */
+struct check_run {
+	struct check_spec spec;
+	regex_t re;
+	int has_re;
+};
+
+enum probe_phase { PH_IDLE, PH_CONNECT, PH_SEND, PH_READ };
 
 /* One per backend of a route with checks. Each has its own schedule: a
  * slow or silent backend holds only its own probe, never another's. */
 struct probe {
 	struct route *r;
 	unsigned b;
+	const struct check_run *run;
 	int fd;               /* -1: idle, waiting for due_ms */
+	uint8_t phase;        /* enum probe_phase */
 	uint64_t due_ms;      /* idle: when the next check starts */
 	uint64_t started_ms;  /* in flight: when it started */
 	uint64_t deadline_ms; /* in flight: when it fails as timed out */
+	uint8_t *req;         /* the request (check_request), sent from req_off on */
+	size_t req_len, req_off;
+	uint8_t *buf;         /* the answer so far (CHECK_READ_MAX) */
+	size_t n;
 };
 
 static pthread_t thread;
 static int started, stop_pipe[2] = { -1, -1 };
 static struct probe *probes;
 static unsigned nprobes;
+static struct check_run *runs;
+static unsigned nruns;
 
 static void record(struct route *r, unsigned b, int ok, const char *why)
 {
 	struct backend_health *h = r->health[b];
-	char text[160];
+	char text[400];
 
 	__atomic_add_fetch(ok ? &h->checks_ok : &h->checks_failed, 1, __ATOMIC_RELAXED);
 	/* down by sessions' failures: good checks from before do not count */
@@ -71,9 +91,95 @@ static void probe_done(struct probe *p, uint64_t now)
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;
+	p->phase = PH_IDLE;
+	free(p->req);
+	free(p->buf);
+	p->req = p->buf = NULL;
+	p->n = p->req_len = p->req_off = 0;
 	p->due_ms = p->started_ms + p->r->o.check_interval_ms;
 	if (p->due_ms < now)
 		p->due_ms = now;
+}
+
+/* The connection is up: a tcp check is over; the others send their
+ * request (or, for a server that speaks first, read). Returns 1 when the
+ * check ended (recorded), 0 when it goes on. */
+static int probe_connected(struct probe *p)
+{
+	const struct check_spec *c = &p->run->spec;
+
+	if (c->kind == CHECK_TCP) {
+		record(p->r, p->b, 1, NULL);
+		return 1;
+	}
+	p->req = malloc(CHECK_REQUEST_MAX);
+	p->buf = malloc(CHECK_READ_MAX);
+	if (!p->req || !p->buf) {
+		log_warn("health check of %s: out of memory; no verdict", p->r->backend[p->b].addr.text);
+		return 1;
+	}
+	p->req_len = check_request(c, addr_is_inet(&p->r->backend[p->b].addr)
+					      ? p->r->backend[p->b].addr.text : "localhost",
+				   p->req, CHECK_REQUEST_MAX);
+	p->phase = p->req_len ? PH_SEND : PH_READ;
+	return 0;
+}
+
+/* Sends what the kernel takes of the request. 1: the check ended. */
+static int probe_send(struct probe *p)
+{
+	while (p->req_off < p->req_len) {
+		ssize_t k = send(p->fd, p->req + p->req_off, p->req_len - p->req_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (k < 0) {
+			record(p->r, p->b, 0, strerror(errno));
+			return 1;
+		}
+		p->req_off += (size_t)k;
+	}
+	p->phase = PH_READ;
+	return 0;
+}
+
+/* Reads what came (bounded: CHECK_READ_MAX in all) and asks for the
+ * verdict. 1: the check ended. */
+static int probe_read(struct probe *p)
+{
+	const struct check_run *run = p->run;
+	char why[300];
+	int eof = 0;
+
+	for (;;) {
+		ssize_t k = recv(p->fd, p->buf + p->n, CHECK_READ_MAX - p->n, MSG_DONTWAIT);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno == EAGAIN)
+			break;
+		if (k < 0) {
+			/* a reset after a whole answer still has its verdict */
+			enum check_result v = p->n ? check_verdict(&run->spec, run->has_re ? &run->re : NULL,
+								  p->buf, p->n, 1, why, sizeof(why))
+						   : CHECK_BAD;
+			if (v == CHECK_OK)
+				record(p->r, p->b, 1, NULL);
+			else
+				record(p->r, p->b, 0, p->n ? why : strerror(errno));
+			return 1;
+		}
+		p->n += (size_t)k;
+		if (!k || p->n == CHECK_READ_MAX) {
+			eof = 1;
+			break;
+		}
+	}
+	enum check_result v = check_verdict(&run->spec, run->has_re ? &run->re : NULL, p->buf, p->n,
+					    eof, why, sizeof(why));
+	if (v == CHECK_MORE)
+		return 0;
+	record(p->r, p->b, v == CHECK_OK, why);
+	return 1;
 }
 
 /* Starts a check: a non-blocking connect. Leaves p in flight, or idle
@@ -85,11 +191,13 @@ static void probe_start(struct probe *p, uint64_t now)
 	p->started_ms = now;
 	p->deadline_ms = now + p->r->o.check_timeout_ms;
 	p->fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	p->phase = PH_CONNECT;
 	if (p->fd < 0) {
 		log_warn("health check of %s: socket: %s", a->text, strerror(errno));
 		/* our problem, not the backend's: no verdict */
 	} else if (connect(p->fd, (const struct sockaddr *)&a->ss, a->len) == 0) {
-		record(p->r, p->b, 1, NULL);
+		if (!probe_connected(p))
+			return;
 	} else if (errno == EINPROGRESS) {
 		return;
 	} else {
@@ -116,6 +224,27 @@ static uint64_t start_due(uint64_t now)
 	return next;
 }
 
+/* An in-flight probe's descriptor is ready: its next step. 1: it ended. */
+static int probe_step(struct probe *p, short revents)
+{
+	if (p->phase == PH_CONNECT) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+		getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			record(p->r, p->b, 0, strerror(err));
+			return 1;
+		}
+		if (probe_connected(p))
+			return 1;
+	}
+	if (p->phase == PH_SEND && probe_send(p))
+		return 1;
+	if (p->phase == PH_READ && (revents & (POLLIN | POLLHUP | POLLERR)))
+		return probe_read(p);
+	return 0;
+}
+
 static void *health_main(void *arg)
 {
 	static struct pollfd pfd[MAX_PROBES + 1];
@@ -129,7 +258,9 @@ static void *health_main(void *arg)
 		for (unsigned i = 0; i < nprobes; i++)
 			if (probes[i].fd >= 0) {
 				inflight[n] = &probes[i];
-				pfd[n++] = (struct pollfd){ .fd = probes[i].fd, .events = POLLOUT };
+				pfd[n++] = (struct pollfd){ .fd = probes[i].fd,
+							    .events = probes[i].phase == PH_READ ? POLLIN
+												 : POLLOUT };
 			}
 		pfd[n] = (struct pollfd){ .fd = stop_pipe[0], .events = POLLIN };
 		uint64_t wait = next > now ? next - now : 0;
@@ -143,20 +274,56 @@ static void *health_main(void *arg)
 		now = now_monotonic_ms();
 		for (unsigned k = 0; k < n; k++) {
 			struct probe *p = inflight[k];
-			if (rc > 0 && pfd[k].revents) {
-				int err = 0;
-				socklen_t len = sizeof(err);
-				getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-				record(p->r, p->b, !err, err ? strerror(err) : NULL);
+			if (rc > 0 && pfd[k].revents && probe_step(p, pfd[k].revents)) {
+				probe_done(p, now);
 			} else if (now >= p->deadline_ms) {
-				record(p->r, p->b, 0, "check timed out");
-			} else {
-				continue;
+				record(p->r, p->b, 0, p->phase == PH_CONNECT ? "check timed out (connect)"
+						      : p->phase == PH_SEND ? "check timed out (sending)"
+						      : "check timed out (no whole answer)");
+				probe_done(p, now);
 			}
-			probe_done(p, now);
 		}
 	}
 	return NULL;
+}
+
+/* The checks of cfg's routes, parsed (config_finalize accepted each). */
+static int runs_build(struct config *cfg)
+{
+	char why[300];
+
+	if (!(runs = calloc(cfg->nroutes, sizeof(*runs))))
+		return -ENOMEM;
+	nruns = cfg->nroutes;
+	for (unsigned i = 0; i < cfg->nroutes; i++) {
+		struct check_run *run = &runs[i];
+		if (!cfg->route[i]->o.check)
+			continue;
+		if (check_spec_parse(cfg->route[i]->o.check_text, &run->spec, why, sizeof(why))) {
+			log_warn("route %s: check: %s; tcp checks instead", cfg->route[i]->name, why);
+			run->spec.kind = CHECK_TCP; /* never: config_finalize refused it */
+		}
+		if (run->spec.regex) {
+			if (regcomp(&run->re, run->spec.expect, REG_EXTENDED | REG_NOSUB)) {
+				log_warn("route %s: check: the regex does not compile; tcp checks "
+					 "instead", cfg->route[i]->name);
+				run->spec.kind = CHECK_TCP;
+			} else {
+				run->has_re = 1;
+			}
+		}
+	}
+	return 0;
+}
+
+static void runs_free(void)
+{
+	for (unsigned i = 0; i < nruns; i++)
+		if (runs[i].has_re)
+			regfree(&runs[i].re);
+	free(runs);
+	runs = NULL;
+	nruns = 0;
 }
 
 int health_start(struct config *cfg)
@@ -169,17 +336,20 @@ int health_start(struct config *cfg)
 			n += cfg->route[i]->nbackend;
 	if (!n)
 		return 0;
-	if (!(probes = calloc(n, sizeof(*probes))))
+	if (runs_build(cfg) || !(probes = calloc(n, sizeof(*probes)))) {
+		runs_free();
 		return -ENOMEM;
+	}
 	nprobes = 0;
 	for (unsigned i = 0; i < cfg->nroutes; i++)
 		for (unsigned b = 0; cfg->route[i]->o.check && b < cfg->route[i]->nbackend; b++)
 			probes[nprobes++] = (struct probe){ .r = cfg->route[i], .b = b, .fd = -1,
-							    .due_ms = now };
+							    .run = &runs[i], .due_ms = now };
 	if (pipe2(stop_pipe, O_CLOEXEC)) {
 		int e = errno;
 		free(probes);
 		probes = NULL;
+		runs_free();
 		return -e;
 	}
 	if ((errno = pthread_create(&thread, NULL, health_main, NULL))) {
@@ -188,6 +358,7 @@ int health_start(struct config *cfg)
 		close(stop_pipe[1]);
 		free(probes);
 		probes = NULL;
+		runs_free();
 		return -e;
 	}
 	started = 1;
@@ -205,11 +376,15 @@ void health_stop(void)
 	close(stop_pipe[0]);
 	close(stop_pipe[1]);
 	/* checks in flight end without a verdict */
-	for (unsigned i = 0; i < nprobes; i++)
+	for (unsigned i = 0; i < nprobes; i++) {
 		if (probes[i].fd >= 0)
 			close(probes[i].fd);
+		free(probes[i].req);
+		free(probes[i].buf);
+	}
 	free(probes);
 	probes = NULL;
 	nprobes = 0;
+	runs_free();
 	started = 0;
 }

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* health: active TCP health checks. One thread for the process, but each
- * backend of each route with `check = tcp` has its own schedule: every
- * check_interval it gets a non-blocking connect that has check_timeout to
- * succeed. The thread polls every check in flight at once and sleeps until
+/* health: active health checks. One thread for the process, but each
+ * backend of each route with `check` has its own schedule: every
+ * check_interval it gets a non-blocking connect, then for a check that
+ * speaks (check_spec.h: redis, pgsql, tls, http, send/expect, ...) its
+ * request and a bounded read of the answer (check_proto.h says what
+ * passes), all within check_timeout. The thread polls every check in
+ * flight at once and sleeps until
  * the nearest start or deadline, so one route's silent backend and long
  * timeout never delay another's checks. `rise` successes in a row bring a
  * down backend up, `fall` failures in a row take an up one down. Workers

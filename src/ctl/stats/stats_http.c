@@ -349,9 +349,31 @@ size_t stats_http_metrics(char *buf, size_t len)
 	}
 	ROUTE_FAMILY("queue_timeouts_total", "counter", "Clients closed after queue_timeout without a slot.",
 		     STAT_GET(r->st->queue_timeouts));
+	family(&o, "splicer_route_backend_gone_closed_total", "counter",
+	       "Sessions closed because their backend went (on_backend_down = close): marked down "
+	       "(cause down) or removed by a reload, DNS or ctl backend del (cause removed).");
+	for (unsigned i = 0; i < c->nroutes; i++) {
+		struct route *r = c->route[i];
+		esc(r->name, rn, sizeof(rn));
+		put(&o, "splicer_route_backend_gone_closed_total{route=\"%s\",cause=\"down\"} %llu\n",
+		    rn, (unsigned long long)STAT_GET(r->st->cut_down));
+		put(&o, "splicer_route_backend_gone_closed_total{route=\"%s\",cause=\"removed\"} %llu\n",
+		    rn, (unsigned long long)STAT_GET(r->st->cut_removed));
+	}
 	histogram_metrics(&o, c);
 	BACKEND_FAMILY("up", "gauge", "1 when the backend takes sessions, 0 when marked down.",
 		       backend_is_up(r, b));
+	BACKEND_FAMILY("backup", "gauge", "1 for a backup (used only while no primary is usable).",
+		       r->backend[b].backup);
+	family(&o, "splicer_backend_slowstart_ratio", "gauge",
+	       "How far a backend that came up is in its slowstart ramp: its share of new sessions "
+	       "is this times its weight's (1: done, or no slowstart).");
+	for (unsigned i = 0; i < c->nroutes; i++)
+		for (unsigned b = 0; b < c->route[i]->nbackend; b++)
+			put(&o, "splicer_backend_slowstart_ratio{route=\"%s\",backend=\"%s\"} %.3f\n",
+			    esc(c->route[i]->name, rn, sizeof(rn)),
+			    esc(c->route[i]->backend[b].addr.text, bn, sizeof(bn)),
+			    backend_ramp(c->route[i], b) / 1000.0);
 	BACKEND_FAMILY("sessions_total", "counter", "Sessions connected to the backend.",
 		       STAT_GET(r->health[b]->sessions));
 	BACKEND_FAMILY("sessions_active", "gauge", "Sessions on (or connecting to) the backend.",
@@ -367,7 +389,12 @@ size_t stats_http_metrics(char *buf, size_t len)
 	dns_metrics(&o);
 	engine_metrics(&o, &t);
 	WORKER_COUNTER("auto_switches_total", "Directions auto moved from copy to splice.", auto_switches);
-	WORKER_COUNTER("idle_timeouts_total", "Sessions closed by idle_timeout.", idle_timeouts);
+	WORKER_COUNTER("idle_timeouts_total", "Sessions closed by idle_timeout (both directions open).",
+		       idle_timeouts);
+	WORKER_COUNTER("half_close_timeouts_total",
+		       "Sessions closed by half_close_timeout (one direction over, or bytes waiting "
+		       "to be delivered before a reset); never in idle_timeouts_total.",
+		       half_close_timeouts);
 	WORKER_COUNTER("resets_sent_total", "Sides closed with an RST.", resets_sent);
 	WORKER_COUNTER("connect_local_errors_total",
 		       "Backend connects failed by this host (ports, descriptors, memory, routes); not counted against backends.",
