@@ -5,7 +5,8 @@ namespace of the run, stopped by PID.
 
   router namespace   FRR: zebra (FIB; FPM to tests/fleet/fib_agent.py),
                      bgpd (iBGP to every instance, maximum-paths, weights
-                     from the link bandwidth community), bfdd (BFD 100 ms x 3)
+                     from the link bandwidth community), bfdd (BFD at
+                     contrib/bgp/bird.conf's intervals)
   each instance      contrib/bgp/splicer-bgp-health running BIRD 2 with
                      contrib/bgp/bird.conf (its defines set to the
                      instance's addresses): the VIP announced while the
@@ -16,6 +17,7 @@ The router's FIB for the VIP is what the agent logs (its next hops and
 weights, timed): Router.fib() reads it.
 """
 import glob
+import json
 import os
 import re
 import shutil
@@ -35,7 +37,6 @@ TABLE = 100          # the resilient group's table (ip rule to VIP lookup TABLE)
 GROUP = 1 << 30
 BUCKETS = 128
 HEALTH_EVERY = "100ms"   # splicer-bgp-health's poll
-BFD_MS, BFD_MULT = 100, 3
 
 
 def missing_daemons():
@@ -54,6 +55,18 @@ def bird_defines(text):
     return dict(re.findall(r"^define\s+(\w+)\s*=\s*(.*?);", text, re.M))
 
 
+def bfd_timers(text):
+    """(interval ms, multiplier) of bird.conf's protocol bfd: the router's
+    bfdd runs the same, so the shipped config's timing is what is measured."""
+    rx = re.search(r"min rx interval (\d+) ms;", text)
+    tx = re.search(r"min tx interval (\d+) ms;", text)
+    mult = re.search(r"multiplier (\d+);", text)
+    if not (rx and tx and mult) or rx.group(1) != tx.group(1):
+        raise RuntimeError("contrib/bgp/bird.conf: no protocol bfd with equal min rx/tx "
+                           "interval N ms and a multiplier")
+    return int(rx.group(1)), int(mult.group(1))
+
+
 def bird_config(text, **values):
     """contrib/bgp/bird.conf with the defines named set; every one must
     be there (the shipped config is what runs)."""
@@ -69,6 +82,8 @@ class Router:
 
     def __init__(self, ns, tmp, vip, neighbors, asn, idle_timer):
         self.ns, self.vip, self.neighbors, self.asn = ns, vip, neighbors, asn
+        with open(BIRD_CONF) as f:
+            self.bfd_ms, self.bfd_mult = bfd_timers(f.read())
         self.idle = idle_timer
         self.dir = os.path.join(tmp, "frr")
         self.fiblog = os.path.join(tmp, "fib.log")
@@ -87,8 +102,8 @@ class Router:
             # no business of zebra's
             "zebra": ["no zebra nexthop kernel enable",
                       "fpm address 127.0.0.1 port %d" % FPM_PORT, "no fpm use-next-hop-groups"],
-            "bfdd": ["bfd", " profile fleet", "  detect-multiplier %d" % BFD_MULT,
-                     "  receive-interval %d" % BFD_MS, "  transmit-interval %d" % BFD_MS,
+            "bfdd": ["bfd", " profile fleet", "  detect-multiplier %d" % self.bfd_mult,
+                     "  receive-interval %d" % self.bfd_ms, "  transmit-interval %d" % self.bfd_ms,
                      " exit", "exit"],
             "bgpd": ["router bgp %s" % self.asn, " bgp router-id 10.200.1.1", " bgp log-neighbor-changes",
                      " no bgp default ipv4-unicast", " timers bgp 1 3",
@@ -159,6 +174,27 @@ class Router:
         subprocess.run(["ip", "-n", self.ns, "rule", verb, "to", self.vip + "/32", "lookup",
                         str(TABLE), "pref", "100"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
+
+    def balanced(self):
+        """Whether the resilient group's buckets are shared as its weights
+        say, each member within one bucket of its share: the kernel gives
+        a new or reweighted member only buckets idle for idle_timer, so a
+        FIB change is not yet a balanced group."""
+        try:
+            grp = json.loads(self.ip_json("nexthop show id %d" % GROUP))[0]["group"]
+            buckets = json.loads(self.ip_json("nexthop bucket show id %d" % GROUP))
+        except (ValueError, IndexError, KeyError):
+            return False
+        total = sum(m["weight"] for m in grp)
+        count = {}
+        for b in buckets:
+            count[b["bucket"]["nhid"]] = count.get(b["bucket"]["nhid"], 0) + 1
+        return all(abs(count.get(m["id"], 0) - BUCKETS * m["weight"] / total) < 1 for m in grp)
+
+    def ip_json(self, args):
+        r = subprocess.run(["ip", "-j", "-n", self.ns] + args.split(), stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+        return r.stdout
 
     def fib_history(self):
         """[(monotonic seconds, {gateway: weight})] of every change."""
