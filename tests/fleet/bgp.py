@@ -16,7 +16,6 @@ namespace of the run, stopped by PID.
 The router's FIB for the VIP is what the agent logs (its next hops and
 weights, timed): Router.fib() reads it.
 """
-import glob
 import json
 import os
 import re
@@ -37,17 +36,6 @@ TABLE = 100          # the resilient group's table (ip rule to VIP lookup TABLE)
 GROUP = 1 << 30
 BUCKETS = 128
 HEALTH_EVERY = "100ms"   # splicer-bgp-health's poll
-
-
-def missing_daemons():
-    """What of FRR and BIRD this machine lacks: [] or the paths/names."""
-    need = [os.path.join(FRR, d) for d in ("zebra", "bgpd", "bfdd")]
-    out = [p for p in need if not os.access(p, os.X_OK)]
-    out += [b for b in ("bird", "vtysh") if not shutil.which(b)]
-    if not glob.glob("/usr/lib/*/frr/modules/dplane_fpm_nl.so") + \
-            glob.glob("/usr/lib/frr/modules/dplane_fpm_nl.so"):
-        out.append("FRR's dplane_fpm_nl module")
-    return out
 
 
 def bird_defines(text):

@@ -40,6 +40,12 @@ for d in zebra bgpd bfdd; do
 	[ -x /usr/lib/frr/$d ] || skip "no /usr/lib/frr/$d (Debian: frr; make fleet-deps)"
 done
 command -v vtysh >/dev/null || skip "no vtysh (Debian: frr; make fleet-deps)"
+# zebra streams its FIB to tests/fleet/fib_agent.py through this module
+fpm=
+for m in /usr/lib/*/frr/modules/dplane_fpm_nl.so /usr/lib/frr/modules/dplane_fpm_nl.so; do
+	[ -e "$m" ] && fpm=$m
+done
+[ -n "$fpm" ] || skip "no FRR module dplane_fpm_nl (Debian: frr; make fleet-deps)"
 command -v bird >/dev/null || skip "no bird (Debian: bird2; make fleet-deps)"
 id frr >/dev/null 2>&1 || skip "no user frr (Debian's frr package makes it)"
 
