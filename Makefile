@@ -245,8 +245,8 @@ soak: deps
 # network namespaces (tests/fleet/fleet.sh, doc/deployment.md), the VIP
 # announced over BGP (BIRD 2 on the instances, FRR on the router, BFD):
 # agreement, instances leaving, dying and joining, a backend removed, an
-# upgrade, a crash, a rolling upgrade, a health-driven withdrawal; a table
-# and a summary line. FLEET_ARGS=--short for the version make test runs.
+# upgrade, a crash, a rolling upgrade, a health-driven withdrawal, a speaker
+# stopped; a table and a summary line. FLEET_ARGS=--short for the version make test runs.
 .PHONY: fleet
 fleet: fleet-deps
 	$(Q)$(MAKE) --no-print-directory all

@@ -1157,10 +1157,34 @@ def sc_rolling(fl, srcs):
     return row
 
 
+def sc_speaker_stop(fl, srcs):
+    """Instance 1's speaker is stopped (SIGTERM to the health hook, as
+    `systemctl stop splicer-bgp@NAME` does) while the proxy stays healthy:
+    the VIP leaves the router's FIB at once, by BGP (the hook withdraws,
+    then stops BIRD, which closes with a Cease), not by BFD or a session
+    timing out. Started again, it announces."""
+    row = Row("i speaker stopped", fl.mode)
+    k = 1
+    fl.ensure_instances()
+    t0 = time.monotonic()
+    fl.speakers[k].stop()
+    t_gone = fl.wait_fib(lambda f: k not in f, 5, "i%d withdrawn" % k, since=t0)
+    why = fl.router.reset_reason(fl.inst_addr(k))
+    t1 = time.monotonic()
+    fl.speakers[k].start()
+    t_back = fl.wait_fib(fl.full(), 15, "i%d announced again" % k, since=t1)
+    row.note = "withdrawn %s after SIGTERM to the hook; session down: %s; back %s after the " \
+        "hook's start (BGP's connect retry: 1 s)" % (ms(t0, t_gone), why or "?", ms(t1, t_back))
+    row.expect(t_gone - t0 < 1, "withdrawn %s after the hook's SIGTERM" % ms(t0, t_gone))
+    row.expect("Administrative Shutdown" in why, "the session ended with '%s', not BIRD's "
+               "Cease (Administrative Shutdown)" % why)
+    return row
+
+
 # the letter of each scenario's row, for --only
 SCENARIO_LETTER = {"sc_leave_lameduck": "b", "sc_leave_kill": "b", "sc_join": "c",
                    "sc_backend_gone": "d", "sc_upgrade": "e", "sc_crash": "f", "sc_rolling": "g",
-                   "sc_health": "h"}
+                   "sc_health": "h", "sc_speaker_stop": "i"}
 
 
 # ---- backend process --------------------------------------------------------
@@ -1286,6 +1310,7 @@ def main():
             run(sc_crash)
             run(sc_rolling)
             run(sc_health)
+            run(sc_speaker_stop)
     except Exception as e:  # the table so far, and why it stopped
         r = Row("driver error", fl.mode or "-")
         r.verdict, r.note = "FAIL", str(e)

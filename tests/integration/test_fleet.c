@@ -13,7 +13,8 @@
  *                 removed backend's clients and no others move, a dead
  *                 instance is dropped by BFD and breaks no flow of the
  *                 others, a crash and unreachable backends withdraw the
- *                 instance, a rolling upgrade breaks no established flow
+ *                 instance, a rolling upgrade breaks no established flow,
+ *                 a speaker stopped withdraws with a BGP Cease
  *   fleet_cleanup SIGHUP to a running fleet.sh: it stops its driver at once
  *                 (not after the run), and no namespace of its own is left,
  *                 nor one a dead run left behind (fl<dead PID>-*)
@@ -94,6 +95,7 @@ Test(integ, fleet_short, .init = h_init, .fini = h_fini, .timeout = 240)
 	expect_row(out, "g rolling upgrade", " ok ");
 	expect_row(out, "g rolling upgrade", ", 0 broken;");
 	expect_row(out, "h backends unreachable", " ok ");
+	expect_row(out, "i speaker stopped", " ok ");
 	cr_log_info("%s", out);
 	free(out);
 	free(err);
