@@ -87,6 +87,10 @@ PKG_PKGS   := debhelper dpkg-dev lintian systemd
 # 120 MB to download with its libraries, some 450 MB installed; 1.5 minutes
 # to install on a 2-CPU machine with a nearby Debian mirror).
 BROWSER_PKGS := chromium
+# make fleet's control plane (and integ/fleet_short's): FRR (bgpd, bfdd,
+# zebra) on the router, BIRD 2 on each instance; their services stay off
+# (tools/deps.sh), the fleet runs them as its own children.
+FLEET_PKGS := bird2 frr
 # `make image` and the image's tests (tests/integration/test_image.c): podman
 # with the runc runtime, debootstrap for the Debian base images.
 IMAGE_PKGS := podman runc debootstrap
@@ -95,8 +99,8 @@ IMAGE      := splicer:$(VERSION)
 IMAGE_STATE:= $(B)/image/suite-state
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps peer-deps bench-deps pkg-deps browser-deps image-deps bench perf-doc perf-baseline install \
-	uninstall deb image clean asan fuzz soak
+.PHONY: all run test deps peer-deps bench-deps pkg-deps browser-deps fleet-deps image-deps bench perf-doc perf-baseline \
+	install uninstall deb image clean asan fuzz soak
 
 all: $(B)/layers.ok $(B)/splicer
 
@@ -151,6 +155,9 @@ deps:
 
 peer-deps:
 	@sh tools/deps.sh $(PEER_PKGS)
+
+fleet-deps:
+	@sh tools/deps.sh $(FLEET_PKGS)
 
 bench-deps:
 	@sh tools/deps.sh $(BENCH_PKGS)
@@ -220,7 +227,7 @@ TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 # container runtime can be installed or run, its tests are skipped with the
 # reason (tools/image-build.sh --state). Chromium likewise: where it cannot
 # be installed, the status page's browser test is skipped saying so.
-test: deps peer-deps pkg-deps
+test: deps peer-deps pkg-deps fleet-deps
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
 		$(DEB)
 	$(Q)sh tools/deps.sh $(IMAGE_PKGS) || echo "  IMAGE   $(IMAGE_PKGS) could not be installed"
@@ -245,11 +252,13 @@ soak: deps
 		$(B)/soak --jobs 1 --timeout $$(( $(SOAK_SECONDS) + 300 ))
 
 # make fleet: three instances behind a Linux ECMP router and five backends in
-# network namespaces (tests/fleet/fleet.sh, doc/deployment.md): agreement,
-# instances leaving and joining, a backend removed, an upgrade; a table and a
-# summary line. FLEET_ARGS=--short for the version make test runs.
+# network namespaces (tests/fleet/fleet.sh, doc/deployment.md), the VIP
+# announced over BGP (BIRD 2 on the instances, FRR on the router, BFD):
+# agreement, instances leaving, dying and joining, a backend removed, an
+# upgrade, a crash, a rolling upgrade, a health-driven withdrawal, a speaker
+# stopped; a table and a summary line. FLEET_ARGS=--short for the version make test runs.
 .PHONY: fleet
-fleet:
+fleet: fleet-deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)sh tests/fleet/fleet.sh $(FLEET_ARGS) $(B)/splicer
 

@@ -6,10 +6,14 @@ pairs in 10.200.0.0/16 (traffic never leaves the namespaces).
 
     client (200 addresses) -- router -- instance 1..3 (VIP on lo) -- router -- backend 1..5
 
-The router is Linux itself: a multipath route to the VIP with L4 hashing
-(fib_multipath_hash_policy=1), either a hash-threshold route or a resilient
-nexthop group. This program is also the router's health checker: it reads
-each instance's /health and changes the route.
+The route to the VIP is BGP's alone (tests/fleet/bgp.py): each instance runs
+contrib/bgp/splicer-bgp-health with BIRD 2 (contrib/bgp/bird.conf), which
+announces the VIP while the instance is healthy, weights it down in its lame
+duck and withdraws it otherwise; the router runs FRR (bgpd multipath, BFD)
+and forwards by L4 hash (fib_multipath_hash_policy=1) through either zebra's
+hash-threshold route or a resilient nexthop group that the FIB agent
+(tests/fleet/fib_agent.py) mirrors from zebra's FIB. This program starts
+and stops processes and counts; it never touches a route.
 
 Run by tests/fleet/fleet.sh (which owns the cleanup trap); see doc/deployment.md.
 Every scenario is counted: connections tried, served, broken, clients that
@@ -28,6 +32,9 @@ import tempfile
 import threading
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import bgp  # noqa: E402 (after the line above)
+
 NET = "10.200"
 VIP = NET + ".255.1"
 PORT = 8080          # splicer's listener (VIP and each instance's own address)
@@ -38,7 +45,7 @@ NBACK = 5
 IDLE_TIMER = 1       # resilient group: a bucket without traffic for 1 s may move
 PING_EVERY = 0.2     # held connections: one echo each per 200 ms keeps buckets busy
 ENDING = 16384       # held connections end with this many random bytes echoed back
-LAMEDUCK = "6s"     # > the router's drain below (about 3 s): nothing is refused
+LAMEDUCK = "4s"     # > BGP's reweight (about 0.2 s) + IDLE_TIMER + the new flows tried in it
 DRAIN = "10s"
 
 
@@ -63,7 +70,9 @@ class Fleet:
         self.balance = balance
         self.procs = {}       # instance index -> Popen
         self.backs = []       # backend Popen
-        self.members = []     # instances in the VIP route, in order
+        self.speakers = {}    # instance index -> bgp.Speaker
+        self.router = None    # bgp.Router
+        self.isolated = set() # instances whose packets are dropped (kill_instance)
         self.mode = None
         self.backends = list(range(1, NBACK + 1))
 
@@ -115,36 +124,56 @@ class Fleet:
             self.link(n, "r", "eth0", "ri%d" % i, self.inst_addr(i), "%s.%d.1" % (NET, 10 + i))
             self.nsx(n, "ip addr add %s/32 dev lo" % VIP)
             self.nsx(n, "ip route add default via %s.%d.1" % (NET, 10 + i))
-            self.nsx("r", "ip nexthop add id %d via %s dev ri%d" % (i, self.inst_addr(i), i))
+            self.speakers[i] = bgp.Speaker(self.ns(n), self.tmp, n, VIP, self.inst_addr(i),
+                                           "%s.%d.1" % (NET, 10 + i), STATS)
         for j in range(1, NBACK + 1):
             n = "b%d" % j
             self.link(n, "r", "eth0", "rb%d" % j, self.back_addr(j), "%s.%d.1" % (NET, 20 + j))
             self.nsx(n, "ip route add default via %s.%d.1" % (NET, 20 + j))
 
-    # ---- the VIP route: the router's only state -----------------------------
+    # ---- the router: BGP's FIB ----------------------------------------------
 
-    def route(self, members, drain=None):
-        """members: instance indices in the route; drain: one of them whose
-        share goes to the others for new flows only (resilient: weight 1
-        against 255, so its busy buckets stay until idle)."""
-        if self.mode == "threshold":
-            hops = " ".join("nexthop via %s dev ri%d" % (self.inst_addr(i), i)
-                            for i in members if i != drain)
-            self.nsx("r", "ip route replace %s/32 %s" % (VIP, hops))
-        else:
-            grp = "/".join("%d,%d" % (i, 1 if i == drain else 255) for i in members)
-            verb = "replace" if self.members else "add"
-            self.nsx("r", "ip nexthop %s id 100 group %s type resilient buckets 128 idle_timer %d "
-                     "unbalanced_timer 0" % (verb, grp, IDLE_TIMER))
-            if not self.members:
-                self.nsx("r", "ip route replace %s/32 nhid 100" % VIP)
-        self.members = list(members)
+    def start_router(self):
+        self.router = bgp.Router(self.ns("r"), self.tmp, VIP,
+                                 [self.inst_addr(i) for i in range(1, NINST + 1)],
+                                 self.speakers[1].asn, IDLE_TIMER)
+        self.router.start()
 
-    def route_reset(self, mode):
-        sh("ip -n %s route del %s/32" % (self.ns("r"), VIP), check=False)
-        sh("ip -n %s nexthop del id 100" % self.ns("r"), check=False)
+    def set_mode(self, mode):
+        """Which FIB the router forwards by: zebra's hash-threshold route,
+        or the resilient group mirrored from it. Both hold BGP's paths."""
+        self.router.resilient(mode == "resilient")
         self.mode = mode
-        self.members = []
+
+    def inst_of(self, gw):
+        return int(gw.split(".")[2]) - 10
+
+    def fib(self, hops=None):
+        """{instance: weight} of the router's FIB for the VIP (now, or of
+        one entry of the history)."""
+        hops = self.router.fib() if hops is None else hops
+        return {self.inst_of(gw): w for gw, w in hops.items()}
+
+    def fib_when(self, since, pred):
+        """When the FIB first satisfied pred at or after since (monotonic
+        seconds), or None."""
+        for t, hops in self.router.fib_history():
+            if t >= since and pred(self.fib(hops)):
+                return t
+        return None
+
+    def wait_fib(self, pred, secs, what, since=None):
+        """Waits until the FIB satisfies pred; when it first did (since
+        `since`, when given)."""
+        since = time.monotonic() if since is None else since
+        wait_for(lambda: pred(self.fib()), secs, "the router's FIB: " + what)
+        return self.fib_when(since, pred) or time.monotonic()
+
+    def full(self, members=None):
+        """A FIB predicate: exactly members (all instances by default),
+        each at the same weight."""
+        want = set(range(1, NINST + 1) if members is None else members)
+        return lambda f: set(f) == want and len(set(f.values())) == 1
 
     # ---- processes ----------------------------------------------------------
 
@@ -179,20 +208,71 @@ class Fleet:
         return os.path.join(self.tmp, "i%d.log" % i)
 
     def start_instance(self, i):
+        if i in self.isolated:
+            self.isolate(i, False)
         lg = open(self.ilog(i), "a")
         # ip netns exec execs splicer: the PID is the proxy's
         self.procs[i] = subprocess.Popen(
             ["ip", "netns", "exec", self.ns("i%d" % i), self.bin, "-c", self.conf(i)],
             stdout=subprocess.DEVNULL, stderr=lg)
         wait_for(lambda: health(self.inst_addr(i)) == 200, 10, "instance %d /health 200" % i)
+        # its speaker announces the VIP once /health has been 200 twice
+        self.speakers[i].start()
 
     def ensure_instances(self):
+        """Every instance up, seeing every backend, and announced: the
+        router's FIB has all of them at full weight."""
         for i in range(1, NINST + 1):
             p = self.procs.get(i)
             if p is None or p.poll() is not None:
                 self.start_instance(i)
             wait_for(lambda: health(self.inst_addr(i)) == 200, 10, "instance %d /health 200" % i)
+            self.speakers[i].start()
         self.wait_backends()
+        # a cold start: BGP sessions open (connect retry 1 s) and BFD comes up
+        self.wait_fib(self.full(), 20, "every instance announced")
+        if self.mode == "resilient":
+            # a member back in the group gets its buckets once they idle
+            wait_for(self.router.balanced, 5, "the resilient group's buckets balanced")
+
+    def kill_instance(self, i):
+        """The whole instance dies at once, as a host that hangs or loses
+        power behind a switch that keeps the link up: first it stops
+        answering anything (every packet in or out of its namespace
+        dropped: no TCP reset, no BGP goodbye), then SIGKILL to its
+        speaker, its proxy and anything else in its namespace. The router
+        can only notice by BFD (or, without it, the BGP hold time)."""
+        self.isolate(i, True)
+        self.speakers[i].kill()
+        self.kill_ns(i)
+        self.procs[i].poll()
+
+    def isolate(self, i, on):
+        """Drops every packet in or out of instance i's namespace; the
+        first rule counts the clients' packets for the VIP (reached())."""
+        verb = "-I" if on else "-D"
+        rules = ["OUTPUT -j DROP", "INPUT -j DROP", "INPUT -p tcp -d %s --dport %d -j DROP" % (VIP, PORT)]
+        for r in rules if on else reversed(rules):
+            sh("ip netns exec %s iptables -w %s %s" % (self.ns("i%d" % i), verb, r), check=on)
+        if on:
+            self.isolated.add(i)
+        else:
+            self.isolated.discard(i)
+
+    def reached(self, i):
+        """Packets for the VIP that reached isolated instance i (dropped)."""
+        out = sh("ip netns exec %s iptables -w -nvxL INPUT 1" % self.ns("i%d" % i), check=False)
+        try:
+            return int(out.split()[0])
+        except (IndexError, ValueError):
+            return -1
+
+    def kill_ns(self, i):
+        for pid in sh("ip netns pids %s" % self.ns("i%d" % i), check=False).split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
 
     def wait_backends(self):
         """Every instance sees every backend of its config up: until then
@@ -221,7 +301,10 @@ class Fleet:
         while time.monotonic() < end:
             self.procs[i].poll()  # reaps ours when it ends
             pids = [int(x) for x in sh("ip netns pids %s" % self.ns("i%d" % i), check=False).split()]
-            live = [x for x in pids if Adopted(x).poll() is None and proc_state(x) != "Z"]
+            sp = self.speakers[i]
+            speaker = set(sp.bird_pids() + ([sp.proc.pid] if sp.running() else []))
+            live = [x for x in pids if x not in speaker and Adopted(x).poll() is None and
+                    proc_state(x) != "Z"]
             # a proxy's own helper processes are its children: count the
             # top-level ones (the successor is the old one's child until
             # the old one has drained and gone). The old one's upgrade
@@ -253,16 +336,16 @@ class Fleet:
     def stop_all(self):
         """Ours only: the processes this driver started, and what they
         became (an upgrade's successor lives in the same namespace)."""
+        for s in self.speakers.values():
+            s.kill()
         for p in list(self.procs.values()) + self.backs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
         for i in range(1, NINST + 1):
-            for pid in sh("ip netns pids %s" % self.ns("i%d" % i), check=False).split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
+            self.kill_ns(i)
+        if self.router:
+            self.router.stop()
 
 
 class Adopted:
@@ -396,12 +479,12 @@ class Conn:
     (PEER: the instance's address, so which instance carried it) and
     echoes each line until EOF."""
 
-    def __init__(self, src, dst, port=PORT):
+    def __init__(self, src, dst, port=PORT, timeout=2):
         self.s = None
         self.backend = self.via = None
         self.err = None
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.settimeout(2)
+        s.settimeout(timeout)
         try:
             s.bind((src, 0))
             s.connect((dst, port))
@@ -428,13 +511,17 @@ class Conn:
         """A clean, byte-exact end: ENDING bytes echoed back unchanged,
         then shutdown and the backend's EOF."""
         data = os.urandom(ENDING)
+        self.end_err = None
         try:
             self.s.sendall(data)
             ok = self.f.read(len(data)) == data
             self.s.shutdown(socket.SHUT_WR)
             ok = self.f.read() == b"" and ok
-        except OSError:
+            if not ok:
+                self.end_err = "bytes differ"
+        except OSError as e:
             ok = False
+            self.end_err = err_kind(e)
         self.s.close()
         return ok
 
@@ -493,6 +580,81 @@ class Held:
         self.t.join()
         self.end(range(len(self.live)))
         return len(self.broken)
+
+
+class Loop:
+    """New connections through the VIP all along, until stopped: WORKERS
+    threads, each going through its share of the client addresses, GAP
+    apart. Each connection is kept for `hold` seconds and then ends
+    cleanly and byte-exact (Conn.close), or at once when hold is 0; one
+    thread of its own ends them on time, whatever the workers wait for: a
+    flow silent for longer than the router's idle timer may rightly be
+    moved (its bucket is idle). Records (start, via, what, seconds to the
+    greeting): what is None (served), "failed" (no greeting: refused,
+    reset, timed out) or "broken" (served, then its end failed: an
+    established flow broken)."""
+    GAP = 0.01
+    WORKERS = 4
+    TIMEOUT = 2.0  # a dead instance answers nothing: a worker waits this long
+
+    def __init__(self, srcs, hold=0.0):
+        self.hold = hold
+        self.rec = []
+        self.why = {}  # index in rec -> how and when a broken one ended
+        self.lock = threading.Lock()
+        self.held = []  # (deadline, index in rec, Conn), oldest first
+        self.stop_ev = threading.Event()
+        self.ts = [threading.Thread(target=self.run, args=(srcs[w::self.WORKERS],), daemon=True)
+                   for w in range(self.WORKERS)]
+        self.closer = threading.Thread(target=self.close_due, daemon=True)
+        for th in self.ts + [self.closer]:
+            th.start()
+
+    def run(self, srcs):
+        n = 0
+        while not self.stop_ev.is_set():
+            t0 = time.monotonic()
+            c = Conn(srcs[n % len(srcs)], VIP, timeout=self.TIMEOUT)
+            n += 1
+            with self.lock:
+                self.rec.append((t0, c.via, None if c.s else "failed", time.monotonic() - t0))
+                if c.s and self.hold > 0:
+                    self.held.append((time.monotonic() + self.hold, len(self.rec) - 1, c))
+            if c.s and self.hold <= 0:
+                c.s.close()
+            self.stop_ev.wait(self.GAP)
+
+    def close_due(self):
+        """Ends each held connection at its deadline (all of them once
+        the workers have stopped)."""
+        while True:
+            workers_done = not any(th.is_alive() for th in self.ts)
+            with self.lock:
+                self.held.sort(key=lambda x: x[0])
+                due = self.held[0] if self.held and (
+                    workers_done or self.held[0][0] <= time.monotonic()) else None
+                if due:
+                    self.held.pop(0)
+            if due:
+                _, k, c = due
+                c.s.settimeout(2)
+                if not c.close():
+                    with self.lock:
+                        self.rec[k] = self.rec[k][:2] + ("broken",) + self.rec[k][3:]
+                        self.why[k] = "%s at %.3f" % (c.end_err, time.monotonic())
+            elif workers_done:
+                return
+            else:
+                time.sleep(0.01)
+
+    def stop(self):
+        self.stop_ev.set()
+        for th in self.ts + [self.closer]:
+            th.join()
+        return self
+
+    def failed(self, since=0.0, until=1e18, what=("failed", "broken")):
+        return [r for r in self.rec if since <= r[0] < until and r[2] in what]
 
 
 # ---- the table --------------------------------------------------------------
@@ -587,7 +749,6 @@ def leave_start(fl, srcs, how):
     the VIP to all three instances."""
     row = Row("b leave " + how, fl.mode)
     fl.ensure_instances()
-    fl.route(range(1, NINST + 1))
     time.sleep(IDLE_TIMER + 0.5)
     return row, Held(srcs)
 
@@ -610,16 +771,26 @@ def leave_count(fl, row, held, k, new, refused):
         len(held.live), len(on_k), k, on_k_broken, broken - on_k_broken, refused)
 
 
+def ms(a, b):
+    return "%.0f ms" % ((b - a) * 1000) if a is not None and b is not None else "never"
+
+
+def weighted_down(k):
+    """A FIB predicate: k still there, at a weight below every other's."""
+    return lambda f: k in f and len(f) > 1 and all(f[k] < w for i, w in f.items() if i != k)
+
+
 def sc_leave_lameduck(fl, srcs):
     """Instance 3 leaves properly, as doc/deployment.md has it, while every
-    client holds a connection: SIGTERM; on its 503 the router reweights it
-    (1 against 255: new flows go to the others, its busy buckets stay); a
-    new connection per client, none refused. Then three groups of held
-    connections end, each cleanly and byte-exact: half of them in the lame
-    duck (their clients finish); half of those on instance 3 after its
+    client holds a connection: SIGTERM; on its 503 its speaker announces
+    the VIP weighted down (link bandwidth 1 against 100), so the router
+    sends new flows to the others and, resilient, keeps its busy buckets;
+    a new connection per client, none refused. Then three groups of held
+    connections end, each cleanly and byte-exact: a third in the lame duck
+    (their clients finish); half of those on instance 3 after its
     listeners have closed, in the drain, which ends with them (the process
-    exits); half of those elsewhere after the router has deleted the
-    instance's next hop."""
+    exits, its speaker withdraws the VIP); half of those elsewhere after
+    the router has dropped the instance."""
     row, held = leave_start(fl, srcs, "lameduck")
     k = NINST
     on_k = held.on(fl, k)
@@ -627,9 +798,9 @@ def sc_leave_lameduck(fl, srcs):
     through_delete = [x for x in range(len(held.live)) if x not in on_k][::2]
     early = [x for x in range(len(held.live)) if x not in through_drain + through_delete]
     closes = fl.log_count(k, "lame duck over")
+    t0 = time.monotonic()
     fl.signal(k, signal.SIGTERM)
-    wait_for(lambda: health(fl.inst_addr(k)) == 503, 5, "instance %d /health 503" % k)
-    fl.route(range(1, NINST + 1), drain=k)
+    t_down = fl.wait_fib(weighted_down(k), 5, "i%d weighted down" % k, since=t0)
     time.sleep(IDLE_TIMER + 0.5)
     new, refused = new_flows(srcs)
     held.end(early)
@@ -644,56 +815,137 @@ def sc_leave_lameduck(fl, srcs):
     held.end(through_drain)
     ended = time.monotonic()
     exited = fl.wait_exit(k, 15)
-    exit_after = time.monotonic() - ended
-    fl.route([i for i in range(1, NINST + 1) if i != k])
+    t_exit = time.monotonic()
+    exit_after = t_exit - ended
+    t_gone = fl.wait_fib(lambda f: k not in f, 5, "i%d withdrawn" % k, since=ended)
     time.sleep(IDLE_TIMER + 0.5)
     held.finish()
     row.note = leave_count(fl, row, held, k, new, refused) + (
-        "; through the drain: %d on i%d (broken %d; exit %.1f s after), through the next hop's "
-        "deletion: %d (broken %d); after the listeners closed: %d of %d new refused" % (
+        "; through the drain: %d on i%d (broken %d; exit %.1f s after), through the withdrawal: "
+        "%d (broken %d); after the listeners closed: %d of %d new refused; BGP: weighted down "
+        "%s after SIGTERM, withdrawn %s after the exit" % (
             len(through_drain), k, len(held.broken & set(through_drain)), exit_after,
-            len(through_delete), len(held.broken & set(through_delete)), late_refused, late_new))
+            len(through_delete), len(held.broken & set(through_delete)), late_refused, late_new,
+            ms(t0, t_down), ms(min(t_exit, t_gone), t_gone)))
     row.expect(exited, "instance did not exit after lame duck and drain")
     if fl.mode != "resilient":
         if not row.fails:
-            row.verdict = "info"  # hash-threshold can only delete the next hop
+            row.verdict = "info"  # hash-threshold moves flows on any change of weights
         return row
     row.expect(row.broken == 0, "flows broken by a proper leave")
     row.expect(through_drain and through_delete, "no held connection to keep through the drain "
-               "(on i%d) or the next hop's deletion (elsewhere)" % k)
+               "(on i%d) or the withdrawal (elsewhere)" % k)
     row.expect(draining, "instance %d ended before the sessions held through its drain" % k)
     row.expect(exit_after < 3, "instance %d exited %.1f s after its last session ended, not with it" % (
         k, exit_after))
     return row
 
 
+def outage(fl, row, loop, held, k, t0, t_gone, last=None):
+    """The counts and figures of instance k's loss at t0, the router's
+    FIB without it at t_gone, the last client packet reaching it at last
+    (default: the start of the last new connection that failed): the
+    note's text."""
+    fails = loop.failed(t0)
+    # a connection started after the FIB changed must not reach the lost
+    # instance (50 ms: zebra writes the kernel and FPM in one pass)
+    late = loop.failed(t_gone + 0.05) if t_gone else fails
+    if last is None:
+        last = max((r[0] for r in fails), default=None)
+    on_k = set(held.on(fl, k))
+    broken_k = len(held.broken & on_k)
+    row.tried = len(held.conns) + len(loop.rec)
+    row.broken = len(held.broken) + held.failed_open + len(loop.failed())
+    row.served = row.tried - row.broken
+    row.expect(t_gone is not None, "the router kept instance %d" % k)
+    row.expect(not late, "%d new connections failed after the router's FIB dropped i%d" % (
+        len(late), k))
+    if fl.mode == "resilient":
+        row.expect(len(held.broken) == broken_k, "%d held flows broken on the instances that "
+                   "stayed" % (len(held.broken) - broken_k))
+    # a SYN lost to a dead instance is sent again 1 s later, by when the
+    # router sends it elsewhere: such a connection is delayed, not failed
+    slow = [r for r in loop.rec if r[0] >= t0 and r[2] is None and r[3] > 0.9]
+    return ("FIB without i%d %s after, last new flow to it %s after; new: %d of %d failed, %d "
+            "delayed 1 s (SYN sent again); held %d, %d on i%d: broken %d there, %d elsewhere" % (
+                k, ms(t0, t_gone), ms(t0, last) if last else "none", len(fails),
+                len([r for r in loop.rec if r[0] >= t0]), len(slow), len(held.live), len(on_k), k,
+                broken_k, len(held.broken) - broken_k))
+
+
 def sc_leave_kill(fl, srcs):
-    """For comparison: instance 3 gets SIGKILL while every client holds a
-    connection; when /health stops answering the router deletes it."""
+    """Instance 3 dies outright (SIGKILL to its proxy and its speaker, as
+    a host that loses power) while every client holds a connection and new
+    ones arrive all along: the router notices by BFD, not by the 3 s hold
+    time. Its held flows are lost; after the FIB change no new one is."""
     row, held = leave_start(fl, srcs, "kill")
     k = NINST
-    fl.signal(k, signal.SIGKILL)
-    wait_for(lambda: health(fl.inst_addr(k)) == 0, 5, "instance %d /health silent" % k)
-    fl.route([i for i in range(1, NINST + 1) if i != k])
+    loop = Loop(srcs)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    fl.kill_instance(k)
+    # the clients' packets that still reach the dead instance, sampled:
+    # when the last one came is when the router stopped sending it flows
+    samples, n = [], -1
+    while time.monotonic() - t0 < 3 and (not samples or time.monotonic() - samples[-1][0] < 1.5):
+        c = fl.reached(k)
+        if c != n:
+            samples.append((time.monotonic(), c))
+            n = c
+        time.sleep(0.02)
+    t_gone = fl.wait_fib(lambda f: k not in f, 10, "i%d dropped" % k, since=t0)
     time.sleep(IDLE_TIMER + 0.5)
-    new, refused = new_flows(srcs)
+    loop.stop()
     held.finish()
-    row.note = leave_count(fl, row, held, k, new, refused)
-    if not row.fails:
-        row.verdict = "info"
+    why = fl.router.reset_reason(fl.inst_addr(k))
+    t_last = samples[-1][0] if len(samples) > 1 else None
+    row.note = outage(fl, row, loop, held, k, t0, t_gone, t_last) + "; session down: " + (why or "?")
+    row.expect("BFD" in why, "the router's session went down for '%s', not BFD" % why)
+    bfd = fl.router.bfd_ms * fl.router.bfd_mult
+    row.note += "; BFD %d ms x %d" % (fl.router.bfd_ms, fl.router.bfd_mult)
+    row.expect(t_gone - t0 < bfd / 1000 + 1.5, "the router dropped i%d %s after its death: "
+               "BFD takes %d ms" % (k, ms(t0, t_gone), bfd))
+    return row
+
+
+def sc_crash(fl, srcs):
+    """Instance 3's proxy alone dies (SIGKILL); its speaker lives on and
+    withdraws the VIP at the next /health poll that finds nobody."""
+    row = Row("f crash", fl.mode)
+    k = NINST
+    fl.ensure_instances()
+    time.sleep(IDLE_TIMER + 0.5)
+    held = Held(srcs)
+    loop = Loop(srcs)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    fl.signal(k, signal.SIGKILL)
+    t_gone = fl.wait_fib(lambda f: k not in f, 10, "i%d withdrawn" % k, since=t0)
+    time.sleep(IDLE_TIMER + 0.5)
+    loop.stop()
+    held.finish()
+    fl.procs[k].wait()
+    row.note = outage(fl, row, loop, held, k, t0, t_gone)
+    row.expect(t_gone - t0 < 1.5, "withdrawn %s after the crash: the health hook polls every "
+               "%s" % (ms(t0, t_gone), bgp.HEALTH_EVERY))
     return row
 
 
 def sc_join(fl, srcs):
-    """Instance 3 joins a route of 1 and 2 while every client holds a
-    connection: a flow sent to the newcomer is reset there (no socket)."""
+    """Instance 3 joins 1 and 2 while every client holds a connection: its
+    proxy starts, and its speaker announces the VIP once /health is 200. A
+    flow sent to the newcomer is reset there (no socket)."""
     row = Row("c join", fl.mode)
     k = NINST
     fl.ensure_instances()
-    fl.route([i for i in range(1, NINST + 1) if i != k])
+    fl.signal(k, signal.SIGKILL)
+    fl.procs[k].wait()
+    fl.wait_fib(lambda f: k not in f, 10, "i%d withdrawn" % k)
     time.sleep(IDLE_TIMER + 0.5)
     held = Held(srcs)
-    fl.route(range(1, NINST + 1))
+    t0 = time.monotonic()
+    fl.start_instance(k)
+    t_in = fl.wait_fib(fl.full(), 10, "i%d announced" % k, since=t0)
     time.sleep(2 * IDLE_TIMER + 0.5)
     new = [probe(a, VIP) for a in srcs]
     broken = held.finish()
@@ -702,8 +954,8 @@ def sc_join(fl, srcs):
     row.served = row.tried - row.broken
     row.moved = broken
     to_k = sum(1 for c in new if c.via == fl.inst_addr(k))
-    row.note = "held %d: %d moved (reset); new flows on i%d: %d/%d" % (
-        len(held.live), broken, k, to_k, len(new))
+    row.note = "held %d: %d moved (reset); new flows on i%d: %d/%d; in the FIB %s after the start" % (
+        len(held.live), broken, k, to_k, len(new), ms(t0, t_in))
     if fl.mode == "resilient":
         row.expect(row.broken == 0, "established flows moved")
     elif not row.fails:
@@ -737,7 +989,6 @@ def sc_backend_gone(fl, srcs, before):
     nobody else does, and the instances still agree."""
     row = Row("d backend removed", fl.mode)
     fl.ensure_instances()
-    fl.route(range(1, NINST + 1))
     gone = "b3"
     fl.write_configs([j for j in range(1, NBACK + 1) if j != 3])
     fl.reload_all()
@@ -774,11 +1025,12 @@ def sc_backend_gone(fl, srcs, before):
 
 def sc_upgrade(fl, srcs, rounds):
     """Instance 1 is upgraded in place (SIGUSR2) while a loop connects to
-    it directly and through the VIP; held connections ride it out."""
+    it directly and through the VIP; held connections ride it out, and so
+    does its announcement (/health answers throughout)."""
     row = Row("e upgrade", fl.mode)
     k = 1
     fl.ensure_instances()
-    fl.route(range(1, NINST + 1))
+    t_start = time.monotonic()
     held = Held(srcs[: max(1, len(srcs) // 4)])
     fails = {"refused": 0, "reset": 0, "timeout": 0, "error": 0}
     signalled = None
@@ -805,7 +1057,134 @@ def sc_upgrade(fl, srcs, rounds):
         fails["refused"], fails["reset"], fails["timeout"], len(held.live), broken)
     row.expect(fails["refused"] == 0, "connections refused during the upgrade")
     row.expect(row.broken == 0, "connections broken during the upgrade")
+    flaps = [h for t, h in fl.router.fib_history() if t >= t_start and fl.fib(h) != fl.fib()]
+    row.expect(not flaps and fl.full()(fl.fib()), "the router's FIB changed during the upgrade: %s"
+               % [fl.fib(h) for h in flaps])
     return row
+
+
+def sc_health(fl, srcs):
+    """Instance 2 can reach none of its backends (a blackhole route in its
+    namespace: its checks fail, /metrics says none is up): its speaker
+    withdraws the VIP, though /health is 200. New flows go to the others
+    once the FIB has changed; when the backends are back, so is it."""
+    row = Row("h backends unreachable", fl.mode)
+    k = 2
+    net = "%s.16.0/20" % NET  # the backends' links, 10.200.21-25.0/24
+    fl.ensure_instances()
+    time.sleep(IDLE_TIMER + 0.5)
+    held = Held(srcs)
+    loop = Loop(srcs)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    fl.nsx("i%d" % k, "ip route add blackhole " + net)
+    try:
+        t_gone = fl.wait_fib(lambda f: k not in f, 15, "i%d withdrawn" % k, since=t0)
+        time.sleep(IDLE_TIMER + 0.5)
+        loop.stop()
+    finally:
+        fl.nsx("i%d" % k, "ip route del blackhole " + net)
+    t1 = time.monotonic()
+    t_back = fl.wait_fib(fl.full(), 15, "i%d announced again" % k, since=t1)
+    held.finish()
+    # the sessions of clients that went elsewhere at the withdrawal (their
+    # end reached another instance) stay open on this one until its idle
+    # timeout, and would hold a later drain to drain_timeout: a fresh
+    # process for the scenarios after this one
+    fl.signal(k, signal.SIGKILL)
+    fl.procs[k].wait()
+    row.note = outage(fl, row, loop, held, k, t0, t_gone) + "; back in the FIB %s after its " \
+        "backends" % ms(t1, t_back)
+    # splicer marks a backend down after `fall` (3) failed checks 200 ms
+    # apart; the hook withdraws at its next poll
+    row.expect(t_gone - t0 < 3, "withdrawn %s after the backends went: expected about 1 s" % (
+        ms(t0, t_gone)))
+    return row
+
+
+def sc_rolling(fl, srcs):
+    """Every instance in turn is replaced by a new process, the way a fleet
+    rolls out a new binary with no in-place upgrade: SIGTERM (lame duck:
+    the VIP weighted down; the drain; the exit: withdrawn), then a new
+    proxy, announced again before the next one goes. New connections
+    arrive all along and each is held 0.5 s, then ends byte-exact."""
+    row = Row("g rolling upgrade", fl.mode)
+    fl.ensure_instances()
+    time.sleep(IDLE_TIMER + 0.5)
+    loop = Loop(srcs, hold=0.5)
+    windows, figures = [], []
+    for k in range(1, NINST + 1):
+        t0 = time.monotonic()
+        fl.signal(k, signal.SIGTERM)
+        t_down = fl.wait_fib(weighted_down(k), 5, "i%d weighted down" % k, since=t0)
+        exited = fl.wait_exit(k, 30)
+        row.expect(exited, "instance %d did not exit" % k)
+        t_exit = time.monotonic()
+        t_gone = fl.wait_fib(lambda f: k not in f, 5, "i%d withdrawn" % k, since=t0)
+        fl.start_instance(k)
+        t_back = fl.wait_fib(fl.full(), 10, "i%d announced again" % k, since=t_gone)
+        windows.append((t0, t_gone + 0.05))
+        fails = [r[0] - t0 for r in loop.failed(t0, what=("failed",))]
+        figures.append("i%d: down %s, exit %.1f s, gone %s after exit, back %s, refused %d "
+                       "from %s to %s" % (
+                           k, ms(t0, t_down), t_exit - t0, ms(min(t_exit, t_gone), t_gone),
+                           ms(t_gone, t_back), len(fails),
+                           "%.2f s" % min(fails) if fails else "-",
+                           "%.2f s" % max(fails) if fails else "-"))
+    time.sleep(0.5)
+    loop.stop()
+    failed = loop.failed(what=("failed",))
+    broken = loop.failed(what=("broken",))
+    # refused only once the listeners have closed (lame duck over), until
+    # the withdrawal
+    lameduck = float(LAMEDUCK.rstrip("s"))
+    outside = [r for r in failed if not any(a + lameduck - 0.1 <= r[0] < b for a, b in windows)]
+    row.tried = len(loop.rec)
+    row.broken = len(failed) + len(broken)
+    row.served = row.tried - row.broken
+    row.note = "%d new, each held 0.5 s: %d refused (all between a SIGTERM and its withdrawal: " \
+        "new flows in buckets its sessions kept busy after its listeners closed), %d broken; %s" % (
+            len(loop.rec), len(failed), len(broken), "; ".join(figures))
+    row.expect(not outside, "%d connections failed outside an instance's leave" % len(outside))
+    if broken:
+        row.note += "; broken: " + ", ".join("%s at %+.2f s from i%d's SIGTERM (%s)" % (
+            r[1], r[0] - windows[k][0], k + 1, loop.why.get(loop.rec.index(r))) for r in broken[:8]
+            for k in [max([j for j, w in enumerate(windows) if w[0] <= r[0]], default=0)])
+    if fl.mode == "resilient":
+        row.expect(not broken, "%d established flows broken" % len(broken))
+    elif not row.fails:
+        row.verdict = "info"
+    return row
+
+
+def sc_speaker_stop(fl, srcs):
+    """Instance 1's speaker is stopped (SIGTERM to the health hook, as
+    `systemctl stop splicer-bgp@NAME` does) while the proxy stays healthy:
+    the VIP leaves the router's FIB at once, by BGP (the hook withdraws,
+    then stops BIRD, which closes with a Cease), not by BFD or a session
+    timing out. Started again, it announces."""
+    row = Row("i speaker stopped", fl.mode)
+    k = 1
+    fl.ensure_instances()
+    t0 = time.monotonic()
+    fl.speakers[k].stop()
+    t_gone = fl.wait_fib(lambda f: k not in f, 5, "i%d withdrawn" % k, since=t0)
+    why = fl.router.reset_reason(fl.inst_addr(k))
+    t1 = time.monotonic()
+    fl.speakers[k].start()
+    t_back = fl.wait_fib(fl.full(), 15, "i%d announced again" % k, since=t1)
+    row.note = "withdrawn %s after SIGTERM to the hook; session down: %s; back %s after the " \
+        "hook's start (BGP's connect retry: 1 s)" % (ms(t0, t_gone), why or "?", ms(t1, t_back))
+    row.expect(t_gone - t0 < 1, "withdrawn %s after the hook's SIGTERM" % ms(t0, t_gone))
+    row.expect("Administrative Shutdown" in why, "the session ended with '%s', not BIRD's "
+               "Cease (Administrative Shutdown)" % why)
+    return row
+
+
+# the letter of each scenario's row, for --only
+SCENARIO_LETTER = {"sc_leave_lameduck": "b", "sc_leave_kill": "b", "sc_join": "c",
+                   "sc_backend_gone": "d", "sc_upgrade": "e", "sc_crash": "f", "sc_rolling": "g",
+                   "sc_health": "h", "sc_speaker_stop": "i"}
 
 
 # ---- backend process --------------------------------------------------------
@@ -888,6 +1267,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--short", action="store_true")
     ap.add_argument("--balance", default="maglev")
+    ap.add_argument("--only", default="", help="the scenarios to run, by letter (e.g. bh; a always runs)")
     args = ap.parse_args()
     # SIGTERM (fleet.sh's timeout, or a signal fleet.sh passes on): the
     # scenario under way fails, the table so far is printed, the logs kept
@@ -907,17 +1287,30 @@ def main():
         fl.write_configs(range(1, NBACK + 1))
         fl.start_backends()
         srcs = fl.client_addrs(nclients)
-        for m in modes:
-            fl.route_reset(m)
-            fl.ensure_instances()
-            fl.route(range(1, NINST + 1))
-            row, before = sc_agree(fl, srcs, per_client)
+        fl.start_router()
+
+        def run(sc, *a):
+            if args.only and sc is not sc_agree and SCENARIO_LETTER[sc.__name__] not in args.only:
+                return None, None
+            t = time.monotonic()
+            r = sc(fl, srcs, *a)
+            row = r[0] if isinstance(r, tuple) else r
+            row.note += "%s%.1f s" % ("; " if row.note else "", time.monotonic() - t)
             rows.append(row)
-            rows.append(sc_leave_lameduck(fl, srcs))
-            rows.append(sc_leave_kill(fl, srcs))
-            rows.append(sc_join(fl, srcs))
-            rows.append(sc_backend_gone(fl, srcs, before))
-            rows.append(sc_upgrade(fl, srcs, 6 if args.short else 20))
+            return r
+        for m in modes:
+            fl.set_mode(m)
+            fl.ensure_instances()
+            _, before = run(sc_agree, per_client)
+            run(sc_leave_lameduck)
+            run(sc_leave_kill)
+            run(sc_join)
+            run(sc_backend_gone, before)
+            run(sc_upgrade, 6 if args.short else 20)
+            run(sc_crash)
+            run(sc_rolling)
+            run(sc_health)
+            run(sc_speaker_stop)
     except Exception as e:  # the table so far, and why it stopped
         r = Row("driver error", fl.mode or "-")
         r.verdict, r.note = "FAIL", str(e)
@@ -927,7 +1320,7 @@ def main():
         ctypes.CDLL(None).setns(root, 0x40000000)
     print_table(rows)
     failed = sum(r.verdict == "FAIL" for r in rows)
-    if failed:
+    if failed or os.environ.get("FLEET_KEEP"):
         log("fleet: logs kept in " + tmp)
     else:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# make fleet: a splicer fleet behind ECMP in network namespaces (see
-# tests/fleet/fleet.py and doc/deployment.md).
-# Usage: fleet.sh [--short] [--balance roundrobin|leastconn|maglev] [BIN]
+# make fleet: a splicer fleet behind ECMP in network namespaces, the VIP
+# announced over BGP (see tests/fleet/fleet.py, tests/fleet/bgp.py and
+# doc/deployment.md).
+# Usage: fleet.sh [--short] [--balance roundrobin|leastconn|maglev] [--only LETTERS] [BIN]
 # Prints the scenario table and one summary line; "fleet: skipped: REASON"
 # and status 77 when this machine cannot run it. Every namespace this run
 # made is deleted on the way out, whatever happened, and the processes in
@@ -16,6 +17,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--short) opts="$opts $1" ;;
 	--balance) opts="$opts $1 ${2:?--balance needs a value}"; shift ;;
+	--only) opts="$opts $1 ${2:?--only needs scenario letters}"; shift ;;
 	-*) echo "fleet.sh: unknown option $1" >&2; exit 2 ;;
 	*) bin=$1 ;;
 	esac
@@ -33,12 +35,33 @@ skip() {
 [ -x "$bin" ] || skip "no proxy binary at $bin"
 command -v ip >/dev/null || skip "no ip (iproute2)"
 command -v python3 >/dev/null || skip "no python3"
+# the control plane: FRR on the router, BIRD 2 on the instances (make fleet-deps)
+for d in zebra bgpd bfdd; do
+	[ -x /usr/lib/frr/$d ] || skip "no /usr/lib/frr/$d (Debian: frr; make fleet-deps)"
+done
+command -v vtysh >/dev/null || skip "no vtysh (Debian: frr; make fleet-deps)"
+# zebra streams its FIB to tests/fleet/fib_agent.py through this module
+fpm=
+for m in /usr/lib/*/frr/modules/dplane_fpm_nl.so /usr/lib/frr/modules/dplane_fpm_nl.so; do
+	[ -e "$m" ] && fpm=$m
+done
+[ -n "$fpm" ] || skip "no FRR module dplane_fpm_nl (Debian: frr; make fleet-deps)"
+command -v bird >/dev/null || skip "no bird (Debian: bird2; make fleet-deps)"
+id frr >/dev/null 2>&1 || skip "no user frr (Debian's frr package makes it)"
+
+# Kills what runs in a namespace of ours, and removes the directory each FRR
+# daemon keeps in /var/tmp/frr while it runs (a killed one cannot).
+kill_ns() {
+	for pid in $(ip netns pids "$1" 2>/dev/null); do
+		comm=$(cat "/proc/$pid/comm" 2>/dev/null)
+		kill -9 "$pid" 2>/dev/null
+		case $comm in zebra|bgpd|bfdd) rm -rf "/var/tmp/frr/$comm.$pid" ;; esac
+	done
+}
 
 cleanup() {
 	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$P-"); do
-		for pid in $(ip netns pids "$ns" 2>/dev/null); do
-			kill -9 "$pid" 2>/dev/null
-		done
+		kill_ns "$ns"
 		ip netns del "$ns" 2>/dev/null
 	done
 }
@@ -55,7 +78,7 @@ for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^fl[0-9][0-9]*-
 	pid=${ns%%-*}
 	pid=${pid#fl}
 	if ! cat "/proc/$pid/cmdline" 2>/dev/null | tr '\0' ' ' | grep -q 'fleet\.sh'; then
-		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+		kill_ns "$ns"
 		ip netns del "$ns" 2>/dev/null
 	fi
 done
@@ -74,7 +97,7 @@ ip netns del "$P-probe"
 # its foreground command has ended, so HUP, INT or TERM would otherwise
 # wait out the whole run; they are passed on to the driver (as TERM: a
 # background command ignores INT) and the namespaces go at once.
-case $opts in *--short*) limit=90 ;; *) limit=600 ;; esac
+case $opts in *--short*) limit=150 ;; *) limit=600 ;; esac
 timeout -k 10 "$limit" python3 "$here/fleet.py" --prefix "$P" --bin "$bin" $opts &
 driver=$!
 stop() {

@@ -1,21 +1,26 @@
 /* SPDX-License-Identifier: MIT */
-/* A fleet behind ECMP (issue 18): the short run of tests/fleet/fleet.sh,
+/* A fleet behind ECMP (issues 18, 26): the short run of tests/fleet/fleet.sh,
  * three instances behind a Linux router's multipath route (resilient
  * nexthop group, L4 hashing) and five backends, each in its own network
- * namespace in 10.200.0.0/16. (The container image of contrib/ has its own
- * cases: tests/integration/test_image.c.)
+ * namespace in 10.200.0.0/16, the route to the VIP BGP's alone (BIRD 2 with
+ * contrib/bgp on each instance, FRR with BFD on the router). (The container
+ * image of contrib/ has its own cases: tests/integration/test_image.c.)
  *
  *   fleet_short   every scenario's row and the summary line: no scenario
  *                 failed or skipped, agreement 100 %, the proper leave
  *                 (lame duck) and the upgrade break and refuse nothing,
  *                 the instance that joins moves no established flow, a
- *                 removed backend's clients and no others move
+ *                 removed backend's clients and no others move, a dead
+ *                 instance is dropped by BFD and breaks no flow of the
+ *                 others, a crash and unreachable backends withdraw the
+ *                 instance, a rolling upgrade breaks no established flow,
+ *                 a speaker stopped withdraws with a BGP Cease
  *   fleet_cleanup SIGHUP to a running fleet.sh: it stops its driver at once
  *                 (not after the run), and no namespace of its own is left,
  *                 nor one a dead run left behind (fl<dead PID>-*)
  *
  * The script exits 77 when this host cannot run it (not root, no
- * namespaces, no resilient nexthop groups), saying why: the test is
+ * namespaces, no resilient nexthop groups, no FRR or BIRD 2), saying why: the test is
  * skipped with that reason. Shell and Python drive the namespaces, as
  * tests/package drives dpkg: what they are for. */
 #define _GNU_SOURCE
@@ -55,7 +60,7 @@ static void expect_row(const char *out, const char *name, const char *want)
 	H_CHECK(strstr(row, want), "row \"%s\" lacks \"%s\": %s", name, want, row);
 }
 
-Test(integ, fleet_short, .init = h_init, .fini = h_fini, .timeout = 180)
+Test(integ, fleet_short, .init = h_init, .fini = h_fini, .timeout = 240)
 {
 	const char *script = getenv("SPLICER_FLEET") ? getenv("SPLICER_FLEET") : "tests/fleet/fleet.sh";
 	const char *bin = h_binary(0);
@@ -65,8 +70,8 @@ Test(integ, fleet_short, .init = h_init, .fini = h_fini, .timeout = 180)
 	int st, n, ok, failed, skipped;
 
 	H_CHECK(access(script, R_OK) == 0, "%s not found: run the tests from the source tree", script);
-	/* the script bounds itself (90 s) and deletes its namespaces on exit */
-	st = h_run_capture("/bin/sh", args, 150000, &out, &err);
+	/* the script bounds itself (150 s) and deletes its namespaces on exit */
+	st = h_run_capture("/bin/sh", args, 200000, &out, &err);
 	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == SKIPPED)
 		cr_skip_test("%s", out ? out : "fleet: skipped");
 	H_CHECK(out && (sum = strstr(out, "\nfleet: ")), "no summary line (status %d):\n%s%s", st,
@@ -84,7 +89,13 @@ Test(integ, fleet_short, .init = h_init, .fini = h_fini, .timeout = 180)
 	H_CHECK(skipped == 0, "%d scenarios skipped:\n%s", skipped, out);
 	expect_row(out, "b leave lameduck", " ok ");
 	expect_row(out, "e upgrade", " ok ");
-	expect_row(out, "b leave kill", "info");
+	expect_row(out, "b leave kill", " ok ");
+	expect_row(out, "b leave kill", "BFD Down");
+	expect_row(out, "f crash", " ok ");
+	expect_row(out, "g rolling upgrade", " ok ");
+	expect_row(out, "g rolling upgrade", ", 0 broken;");
+	expect_row(out, "h backends unreachable", " ok ");
+	expect_row(out, "i speaker stopped", " ok ");
 	cr_log_info("%s", out);
 	free(out);
 	free(err);

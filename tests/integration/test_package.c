@@ -13,7 +13,10 @@
  *   deploy_files    contrib/'s fleet files agree (ports, probes, admin socket,
  *                   timeouts, user) and their configs pass splicer check;
  *                   the image make test built has the pod's user, SIGTERM
- *                   as its stop signal and the preStop's splicer */
+ *                   as its stop signal and the preStop's splicer; the BGP
+ *                   speaker's bird.conf parses (bird -p), announces nothing
+ *                   before the health hook says so, has BFD, and its unit
+ *                   polls fleet.conf's stats port */
 #define _GNU_SOURCE
 #include "harness.h"
 

@@ -19,10 +19,16 @@
 #     under Kubernetes send the image's: anything else skips the drain),
 #     its entrypoint the splicer the preStop hook runs. (Running it is
 #     tests/integration/test_image.c's.)
+#   - contrib/bgp, one instance's BGP speaker: bird.conf parses (`bird -p`,
+#     where BIRD 2 is installed), the static protocols the health hook
+#     switches (its --up and --drain defaults) exist, start disabled and are
+#     what the session exports; BFD is on; splicer-bgp@.service polls
+#     fleet.conf's stats port and hands the hook BIRD's control socket.
 # Exit 0, 1 with every disagreement, or 77 when PyYAML is not here.
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -161,6 +167,47 @@ if not missing:
         fail("Service: no port targets the container's tcp port")
 
 
+# the BGP speaker of one instance (contrib/bgp): BIRD 2 parses its config;
+# the two protocols the health hook switches are there, start disabled (no
+# announcement before the first healthy polls) and are what the session
+# exports; the session runs BFD; the unit polls fleet.conf's stats port
+bgp_conf = open("contrib/bgp/bird.conf").read()
+bird_parsed = False
+if shutil.which("bird"):
+    r = subprocess.run(["bird", "-p", "-c", "contrib/bgp/bird.conf"], capture_output=True,
+                       text=True, timeout=20)
+    if r.returncode != 0:
+        fail("contrib/bgp/bird.conf: bird -p: %s" % (r.stderr or r.stdout).strip())
+    bird_parsed = True
+hook = open("contrib/bgp/splicer-bgp-health").read()
+try:
+    compile(hook, "contrib/bgp/splicer-bgp-health", "exec")
+except SyntaxError as e:
+    fail("contrib/bgp/splicer-bgp-health: %s" % e)
+protos = dict(re.findall(r"^protocol (\w+)(?: (\w+))?\s*\{", bgp_conf, re.M)[::-1])
+blocks = dict(re.findall(r"^protocol \w+ (\w+)\s*\{(.*?)^\}", bgp_conf, re.M | re.S))
+for opt in ("up", "drain"):
+    m = re.search(r'"--%s", default="(\w+)"' % opt, hook)
+    name = m.group(1) if m else None
+    body = blocks.get(name, "")
+    if not m or not re.search(r"^protocol static %s\b" % name, bgp_conf, re.M):
+        fail("contrib/bgp/bird.conf: no static protocol %s for the hook's --%s" % (name, opt))
+    elif not re.search(r"^\s*disabled;", body, re.M):
+        fail("contrib/bgp/bird.conf: protocol %s does not start disabled: the VIP would be "
+             "announced before splicer's first healthy /health" % name)
+    elif ('proto = "%s"' % name) not in blocks.get("upstream", ""):
+        fail("contrib/bgp/bird.conf: the bgp protocol does not export protocol %s" % name)
+if "bfd" not in protos or not re.search(r"^\s*bfd on;", blocks.get("upstream", ""), re.M):
+    fail("contrib/bgp/bird.conf: no BFD (protocol bfd, and bfd on in the bgp session)")
+bgp_unit = open("contrib/bgp/splicer-bgp@.service").read()
+m = re.search(r"--stats \S*:(\d+)", bgp_unit)
+if not m or int(m.group(1)) != port_of(fg["stats"]):
+    fail("splicer-bgp@.service: --stats %s is not fleet.conf's stats port (%s)"
+         % (m.group(1) if m else "(none)", fg["stats"]))
+if not re.search(r"-s (\S+bird\.ctl)\b", bgp_unit) or \
+        re.search(r"--control (\S+)", bgp_unit).group(1) != re.search(r"-s (\S+)", bgp_unit).group(1):
+    fail("splicer-bgp@.service: the hook's --control is not BIRD's control socket (-s)")
+
 
 def image_config():
     """The built image's config (podman image inspect), or None and why."""
@@ -196,6 +243,8 @@ if problems:
     for p in problems:
         print("FAIL: " + p, file=sys.stderr)
     sys.exit(1)
-print("deployment files agree: fleet.conf, splicer@.service, Containerfile, kubernetes/splicer.yaml%s"
-      % ("; and the image as built" if image is not None else
-         "; the image itself not checked: %s" % image_why))
+bird_said = "bird.conf parsed by bird" if bird_parsed else \
+    "bird not installed: bird.conf not parsed; make fleet-deps installs it"
+print("deployment files agree: fleet.conf, splicer@.service, Containerfile, kubernetes/splicer.yaml, "
+      "bgp/ (%s)%s" % (bird_said, "; and the image as built" if image is not None else
+                       "; the image itself not checked: %s" % image_why))
