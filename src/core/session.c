@@ -111,13 +111,17 @@ static void session_expire(struct session *s)
 	log_verbose("session %llx: %s: closing gracefully", (unsigned long long)s->id,
 		    expire_reason(s));
 	if (s->cli.fd < 0 || s->srv.fd < 0) {
-		/* the engine holds the sockets (uring's fixed files): closed now,
-		 * with a FIN where nothing is pending */
-		session_close(s, expire_reason(s));
-		return;
+		/* the engine holds the sockets (uring's fixed files): it shuts
+		 * them; where it cannot, closed now, with a FIN where nothing of
+		 * the kernel's is pending */
+		if (!s->eng->shut_read || s->eng->shut_read(s) < 0) {
+			session_close(s, expire_reason(s));
+			return;
+		}
+	} else {
+		shutdown(s->cli.fd, SHUT_RD);
+		shutdown(s->srv.fd, SHUT_RD);
 	}
-	shutdown(s->cli.fd, SHUT_RD);
-	shutdown(s->srv.fd, SHUT_RD);
 	s->cli.can_read = s->srv.can_read = 1; /* read to the end now, no edge needed */
 	session_run(s);
 }

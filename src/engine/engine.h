@@ -90,6 +90,10 @@ struct engine {
 	void (*dir_ended)(struct session *s, struct dir *d); /* d's source was reset: end it */
 	void (*dir_dead)(struct session *s, struct dir *d);  /* d's destination failed */
 	void (*end)(struct session *s);                /* before the sides close */
+	/* A graceful close (max_session_time, the drain) on sockets the engine
+	 * holds: both shut for reading, as shutdown(SHUT_RD) does. 0, or <0
+	 * when it cannot (the session is then closed at once). */
+	int (*shut_read)(struct session *s);
 	/* Takes the descriptors it must close itself (so no number is reused
 	 * while the kernel may still act on it); returns the RSTs it will send. */
 	int (*close)(struct session *s, int rst_cli, int rst_srv);

@@ -1383,6 +1383,35 @@ static void uring_dir_dead(struct session *s, struct dir *d)
 	UR(d)->in_uring = 0;
 }
 
+/* A graceful close on fixed slots: IORING_OP_SHUTDOWN(SHUT_RD) on both
+ * sources. Each armed recv then returns what the socket holds, then 0, and
+ * the direction ends as on a peer's FIN: its queue is sent, then the FIN.
+ * Both SQEs are taken before either is shut, so a full ring leaves the
+ * session to be closed at once instead of half shut. */
+static int uring_shut_read(struct session *s)
+{
+	struct uring_dir *ud[2] = { UR(&s->up)->ur, UR(&s->down)->ur };
+	struct io_uring_sqe *sqe[2];
+
+	if (!ud[0] || !ud[1] || !ud[0]->fixed)
+		return -EINVAL;
+	for (int i = 0; i < 2; i++) {
+		if (!(sqe[i] = sqe_get(ud[i]->u)))
+			return -EBUSY;
+		/* a NOP nobody waits for until filled: getting the second may
+		 * submit the first, and a full ring leaves it so */
+		io_uring_prep_nop(sqe[i]);
+		io_uring_sqe_set_data64(sqe[i], 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		io_uring_prep_shutdown(sqe[i], ud[i]->src, SHUT_RD);
+		sqe[i]->flags |= IOSQE_FIXED_FILE;
+		io_uring_sqe_set_data64(sqe[i], ud_data(ud[i], OP_SHUTDOWN));
+		ud[i]->inflight++;
+	}
+	return 0;
+}
+
 static void uring_dir_ended(struct session *s, struct dir *d)
 {
 	if (UR(d)->ur)
@@ -1525,6 +1554,7 @@ struct engine engine_uring = {
 	.dir_ended = uring_dir_ended,
 	.dir_dead = uring_dir_dead,
 	.close = uring_sides_close,
+	.shut_read = uring_shut_read,
 	.pump = uring_pump,
 	.release = uring_dir_release,
 	.pending = uring_pending,

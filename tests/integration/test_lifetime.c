@@ -239,8 +239,9 @@ Test(integ, lifetime_graceful_sockmap, .init = h_init, .fini = h_fini, .timeout 
 	case_graceful(h_binary(0), "sockmap");
 }
 
-/* uring holds the sockets in its ring: it is closed at once, with a FIN
- * after what it queued (no pending bytes of ours: the engine's own). */
+/* uring holds the sockets in its ring: it shuts them for reading there
+ * (IORING_OP_SHUTDOWN), and what its buffers hold is delivered like the
+ * rest (once, closing at once dropped part of the megabyte). */
 Test(integ, lifetime_graceful_uring, .init = h_init, .fini = h_fini, .timeout = 60)
 {
 	case_graceful(h_binary(0), "uring");
