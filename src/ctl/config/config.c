@@ -172,8 +172,8 @@ const struct setting settings[] = {
 	  "sessions opened together do not all end (and reconnect) together" },
 	{ "drain-spread", 0, SET_ENUM, 0, 0, "yes", 0, no_yes, SCOPE_GLOBAL, G(drain_spread),
 	  "on SIGTERM, an upgrade or ctl drain: the sessions still open are closed gracefully (as "
-	  "max_session_time does) at moments spread evenly over the first 90% of drain_timeout, so "
-	  "their clients do not all reconnect at once; no: they may run until drain_timeout, when "
+	  "max_session_time does) at moments spread evenly from half to 90% of drain_timeout (the "
+	  "first half is theirs to end by themselves), so their clients do not all reconnect at once; no: they may run until drain_timeout, when "
 	  "the ones left are cut together" },
 	/* socket options (sockopt.h, config_sockopt.c) */
 	{ "client-keepalive", 0, SET_CUSTOM, 0, 0, "off", 0, NULL, SCOPE_ROUTE, R(client_keepalive),
