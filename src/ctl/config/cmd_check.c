@@ -34,6 +34,7 @@
 
 #include "cmd.h"
 #include "config.h"
+#include "config_listen.h"
 #include "config_table.h"
 #include "dns.h"
 #include "listener.h"
@@ -42,10 +43,7 @@
 /* "FILE:LINE: " when the file gave it, else "splicer: ". */
 static void where(const struct config *c, unsigned line, char *buf, size_t len)
 {
-	if (c->file[0] && line)
-		snprintf(buf, len, "%s:%u: ", c->file, line);
-	else
-		snprintf(buf, len, "splicer: ");
+	config_where(c, line, buf, len); /* the included file's name, when it gave it */
 }
 
 /* One probe: 0 (free or a note), 1 (a problem); both printed with where.
