@@ -21,6 +21,7 @@
  * unless the backend line says resolve=DURATION: then the name is kept, and
  * the resolver thread (dns.c) gives its addresses and follows their changes. */
 #define _GNU_SOURCE
+#include "activation.h"
 #include "config.h"
 #include "config_env.h"
 #include "config_listen.h"
@@ -222,6 +223,38 @@ static char *reader(char *str, int num, void *stream)
 	return str;
 }
 
+/* listen = systemd:NAME: the addresses of the sockets systemd passed
+ * under that name (activation.h), each a listen address of the route. */
+static void add_activated(struct file_ctx *x, struct route *r, const char *name)
+{
+	struct addr a[MAX_LISTENS];
+	char why[768];
+	int n;
+
+	if (!*name || strlen(name) > 255 || strchr(name, ':')) {
+		problem(x, "listen systemd:%s: expects systemd:NAME, NAME as the .socket unit's "
+			   "FileDescriptorName= (at most 255 characters, no ':')", name);
+		return;
+	}
+	if (r->nlisten >= MAX_LISTENS) {
+		problem(x, "listen: at most %d addresses per route", MAX_LISTENS);
+		return;
+	}
+	n = activation_lookup(name, a, MAX_LISTENS - r->nlisten, why, sizeof(why));
+	if (n < 0) { /* `check` without sockets: said, and the route counts as listening */
+		fprintf(stderr, "%s:%u: note: %s\n", x->path, x->line, why);
+		return;
+	}
+	if (!n) {
+		problem(x, "%s", why);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		r->listen_line[r->nlisten] = loc(x);
+		r->listen[r->nlisten++] = a[i];
+	}
+}
+
 static void add_listens(struct file_ctx *x, struct route *r, char *val)
 {
 	char *save, *tok, why[384];
@@ -231,6 +264,10 @@ static void add_listens(struct file_ctx *x, struct route *r, char *val)
 		if (r->nlisten >= MAX_LISTENS) {
 			problem(x, "listen: at most %d addresses per route", MAX_LISTENS);
 			return;
+		}
+		if (!strncmp(tok, "systemd:", 8)) {
+			add_activated(x, r, tok + 8);
+			continue;
 		}
 		if (route_add_addrs(r, 0, tok, loc(x), why, sizeof(why)) < 0)
 			problem(x, "listen: %s", why);
