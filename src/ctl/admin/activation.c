@@ -52,6 +52,17 @@ static int addr_of(int fd, struct addr *a, char *why, size_t len)
 	return 0;
 }
 
+int activation_kept_sockaddr(const struct sockaddr_storage *ss, socklen_t len)
+{
+	char text[ADDR_TEXT_MAX], err[160];
+	struct addr a;
+
+	if (!nact)
+		return 0;
+	addr_format((const struct sockaddr *)ss, len, text, sizeof(text));
+	return !addr_parse(text, ADDR_LISTEN, &a, err, sizeof(err)) && listener_kept(&a);
+}
+
 /* One passed descriptor: a listening stream socket, or it is left alone. */
 static void take_fd(int fd, const char *name)
 {

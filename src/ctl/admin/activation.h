@@ -20,6 +20,7 @@
 #ifndef SPLICER_ACTIVATION_H
 #define SPLICER_ACTIVATION_H
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "addr.h"
 #include "config.h"
@@ -50,6 +51,10 @@ int activation_lookup(const char *name, struct addr *a, unsigned max, char *why,
  * 0 (not an activated address: bind as usual) or -errno with err. */
 int activation_listener_open_n(struct addr *a, unsigned n, int *fds, const struct listen_opts *o,
 			       char *err, unsigned errlen);
+
+/* 1 when the socket address is one of systemd's sockets (listener_keep):
+ * an upgrade's new process that does not take it leaves its SYNs alone. */
+int activation_kept_sockaddr(const struct sockaddr_storage *ss, socklen_t len);
 
 /* At start: each socket systemd passed is a listen address of c. Prints
  * one line per one that is not and returns how many. */

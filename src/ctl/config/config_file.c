@@ -532,9 +532,14 @@ static int handler(void *user, const char *section, const char *name, const char
 		free(v);
 		return 0;
 	}
-	if (config_env_expand(v, e, CONFIG_ENV_MAX, why, sizeof(why)))
+	if (config_env_expand(v, e, CONFIG_ENV_MAX, why, sizeof(why))) {
 		problem(x, "%s: %s", name, why);
-	else if (*v && !*e)
+		/* said here: not again as "route has no listen address" */
+		if (x->sec == SEC_ROUTE && !strcmp(name, "listen"))
+			x->route->given |= ROUTE_GAVE_LISTEN;
+		if (x->sec == SEC_ROUTE && !strcmp(name, "backend"))
+			x->route->given |= ROUTE_GAVE_BACKEND;
+	} else if (*v && !*e)
 		problem(x, "'%s' has no value: '%s' expanded to nothing", name, v);
 	else if (!strcmp(name, "include"))
 		include(x, e);
