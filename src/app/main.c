@@ -583,7 +583,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	upgrade_init(argc, argv); /* what an upgrade handed over, if it did */
-	activation_init();        /* and systemd's sockets, or their names after an upgrade */
+	activation_init(upgrade_inherited()); /* systemd's sockets, or their names after an upgrade */
 	config_defaults(cfg);
 	r = config_parse_args(cfg, argc, argv, 1);
 	if (r || dns_fill(cfg, DNS_START) || config_finalize(cfg) || activation_check(cfg)) {

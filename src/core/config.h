@@ -318,6 +318,10 @@ struct config {
  * opened); the fuzzers set it, as they set addr_resolve_names. */
 extern int config_host_checks;
 
+/* 0: `include =` lines are taken as written and nothing is read (the
+ * fuzzers: their inputs must not walk this host's files). */
+extern int config_read_includes;
+
 /* Fills *c with every default and no route. */
 void config_defaults(struct config *c);
 

@@ -15,7 +15,6 @@
 
 #include "listener.h"
 #include "log.h"
-#include "upgrade.h"
 
 #define ENV_SOCKETS "SPLICER_SYSTEMD_SOCKETS"
 #define SD_FIRST_FD 3  /* SD_LISTEN_FDS_START */
@@ -132,7 +131,7 @@ static void names_export(void)
 	free(v);
 }
 
-void activation_init(void)
+void activation_init(int upgraded)
 {
 	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
 	const char *names = getenv("LISTEN_FDNAMES"), *inherited = getenv(ENV_SOCKETS);
@@ -159,7 +158,7 @@ void activation_init(void)
 		}
 		active = 1;
 		names_export();
-	} else if (inherited && upgrade_inherited()) {
+	} else if (inherited && upgraded) {
 		names_inherited(inherited);
 	} else {
 		unsetenv(ENV_SOCKETS); /* not ours: a stray from a shell */

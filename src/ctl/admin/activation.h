@@ -26,10 +26,11 @@
 #include "config.h"
 #include "sockopt.h"
 
-/* At start, after upgrade_init (an upgrade's new process has no LISTEN_*,
- * but the names the old one had). Problems with what systemd passed (not
- * a listening stream socket) are said and the descriptor left alone. */
-void activation_init(void);
+/* At start, after upgrade_init: upgraded is upgrade_inherited() (an
+ * upgrade's new process has no LISTEN_*, but the names the old one had).
+ * Problems with what systemd passed (not a listening stream socket) are
+ * said and the descriptor left alone. */
+void activation_init(int upgraded);
 
 /* Whether this process was socket-activated (or inherited the names of
  * sockets that were). */

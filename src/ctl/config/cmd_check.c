@@ -173,7 +173,7 @@ int cmd_check(int argc, char **argv)
 	/* run with systemd's sockets (LISTEN_FDS), `systemd:NAME` is looked up
 	 * as the proxy would; without (ExecStartPre= gets none), it is a note */
 	activation_check_only = 1;
-	activation_init();
+	activation_init(0);
 	config_defaults(&cfg);
 	r = config_parse_args(&cfg, argc, argv, 2);
 	if (r > 0) {
