@@ -116,8 +116,9 @@ Test(integ, socket_activation_takes_systemd_sockets_by_address, .init = h_init, 
 				     "[route tcp]\nlisten = %s\nbackend = %s\n"
 				     "[route unix]\nlisten = %s\nbackend = %s\n",
 				     tcp.text, echo.addr.text, un.text, echo.addr.text);
-	start_activated(&p, bin, conf, fds, 2, NULL);
-	H_CHECK(h_log_lines(&p, "the socket systemd passed as 'unknown'", NULL) == 2,
+	start_activated(&p, bin, conf, fds, 2, "tcpsock:unixsock");
+	H_CHECK(h_log_lines(&p, "the socket systemd passed as 'tcpsock'", NULL) == 1 &&
+			h_log_lines(&p, "the socket systemd passed as 'unixsock'", NULL) == 1,
 		"splicer did not say it took both systemd sockets");
 	echo_through(&tcp, 65536, "TCP socket by address");
 	echo_through(&un, 65536, "Unix socket by address");
@@ -127,6 +128,29 @@ Test(integ, socket_activation_takes_systemd_sockets_by_address, .init = h_init, 
 		h_sleep_ms(10);
 	H_CHECK(h_log_lines(&p, "SIGHUP: reloaded", NULL) == 1, "no reload");
 	echo_through(&tcp, 4096, "TCP socket after a reload");
+	/* a reload that drops the Unix route, then one that brings it back
+	 * (by name this time): systemd still holds the socket, so binding it
+	 * anew would fail; splicer takes systemd's again */
+	char cpath[512];
+	snprintf(cpath, sizeof cpath, "%s", conf);
+	FILE *f = fopen(cpath, "w");
+	H_CHECK(f && fprintf(f, "[global]\nworkers = 2\n[route tcp]\nlisten = %s\nbackend = %s\n",
+			     tcp.text, echo.addr.text) > 0 && fclose(f) == 0, "rewrite %s", cpath);
+	kill(p.pid, SIGHUP);
+	for (int i = 0; i < 300 && h_log_lines(&p, "SIGHUP: reloaded", NULL) < 2; i++)
+		h_sleep_ms(10);
+	H_CHECK(h_log_lines(&p, "SIGHUP: reloaded", NULL) == 2, "no second reload");
+	f = fopen(cpath, "w");
+	H_CHECK(f && fprintf(f, "[global]\nworkers = 2\n[route tcp]\nlisten = %s\nbackend = %s\n"
+			     "[route unix]\nlisten = systemd:unixsock\nbackend = %s\n", tcp.text,
+			     echo.addr.text, echo.addr.text) > 0 && fclose(f) == 0, "rewrite %s", cpath);
+	kill(p.pid, SIGHUP);
+	for (int i = 0; i < 300 && h_log_lines(&p, "SIGHUP: reloaded", NULL) < 3; i++)
+		h_sleep_ms(10);
+	H_CHECK(h_log_lines(&p, "SIGHUP: reloaded", NULL) == 3,
+		"a reload bringing back the route of systemd's Unix socket failed");
+	echo_through(&un, 65536, "Unix socket dropped and taken again by reloads");
+	echo_through(&tcp, 4096, "TCP socket after three reloads");
 	h_proxy_down(&p);
 	struct stat st;
 	H_CHECK(stat(un.text + 5, &st) == 0 && S_ISSOCK(st.st_mode),
@@ -134,7 +158,14 @@ Test(integ, socket_activation_takes_systemd_sockets_by_address, .init = h_init, 
 	still_systemds(&tcp, "TCP");
 	still_systemds(&un, "Unix");
 	/* systemd starts the service again with the same sockets: it serves */
-	start_activated(&again, bin, conf, fds, 2, NULL);
+	conf = conf_file("by-address-2.conf",
+			 "[global]\nworkers = 2\n"
+			 "[route tcp]\nlisten = %s\nbackend = %s\n"
+			 "[route unix]\nlisten = %s\nbackend = %s\n",
+			 tcp.text, echo.addr.text, un.text, echo.addr.text);
+	start_activated(&again, bin, conf, fds, 2, NULL); /* no LISTEN_FDNAMES */
+	H_CHECK(h_log_lines(&again, "the socket systemd passed as 'unknown'", NULL) == 2,
+		"without LISTEN_FDNAMES, a socket's name is not systemd's 'unknown'");
 	echo_through(&tcp, 65536, "TCP socket, second process");
 	echo_through(&un, 4096, "Unix socket, second process");
 	h_proxy_down(&again);

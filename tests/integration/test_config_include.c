@@ -62,6 +62,19 @@ static void expect_line(const char *err, const char *rel_line)
 	H_CHECK(err && strstr(err, want), "expected the line\n%sin stderr:\n%s", want, err ? err : "");
 }
 
+/* err holds the text fmt makes. */
+static void expect_text(const char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void expect_text(const char *err, const char *fmt, ...)
+{
+	char want[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(want, sizeof want, fmt, ap);
+	va_end(ap);
+	H_CHECK(err && strstr(err, want), "expected\n%sin\n%s", want, err ? err : "");
+}
+
 Test(integ, config_env_vars_and_defaults, .init = h_init, .fini = h_fini, .timeout = 60)
 {
 	const char *bin = h_binary(0);
@@ -152,12 +165,8 @@ Test(integ, config_include_sorted_file_line_and_loops, .init = h_init, .fini = h
 	H_CHECK(check(bin, "main.conf", 1, &out, &err) == 1, "check: %s", err ? err : "");
 	expect_line(err, "conf.d/10-a.conf:5: engine: invalid value 'nope' (expects "
 			 "auto|copy|splice|sockmap|uring)");
-	{
-		char want[1024];
-		snprintf(want, sizeof want, "%s/conf.d/20-b.conf:1: duplicate route 'dup' (first defined "
-			 "at %s/conf.d/10-a.conf:2)\n", h_tmpdir(), h_tmpdir());
-		H_CHECK(strstr(err, want), "expected\n%sin\n%s", want, err);
-	}
+	expect_text(err, "%s/conf.d/20-b.conf:1: duplicate route 'dup' (first defined at "
+			 "%s/conf.d/10-a.conf:2)\n", h_tmpdir(), h_tmpdir());
 	H_CHECK(!strstr(err, "not read") && !strstr(err, "main.conf"),
 		"a file the pattern does not match was read, or main.conf had a problem:\n%s", err);
 	free(out);
@@ -174,13 +183,8 @@ Test(integ, config_include_sorted_file_line_and_loops, .init = h_init, .fini = h
 	/* a problem found after reading (a clash) names the included line too */
 	put("conf.d/30-clash.conf", "[route c]\nlisten = 0.0.0.0:18503\nbackend = 127.0.0.1:18509\n");
 	H_CHECK(check(bin, "main.conf", 1, &out, &err) == 1, "clash: %s", err ? err : "");
-	{
-		char want[1024];
-		snprintf(want, sizeof want, "%s/conf.d/30-clash.conf:2: listen 0.0.0.0:18503 clashes "
-			 "with 127.0.0.1:18503 of route 'b' (%s/conf.d/20-b.conf:2)\n", h_tmpdir(),
-			 h_tmpdir());
-		H_CHECK(strstr(err, want), "expected\n%sin\n%s", want, err);
-	}
+	expect_text(err, "%s/conf.d/30-clash.conf:2: listen 0.0.0.0:18503 clashes with "
+			 "127.0.0.1:18503 of route 'b' (%s/conf.d/20-b.conf:2)\n", h_tmpdir(), h_tmpdir());
 	free(out);
 	free(err);
 	put("conf.d/30-clash.conf", "\n");
@@ -190,24 +194,16 @@ Test(integ, config_include_sorted_file_line_and_loops, .init = h_init, .fini = h
 	put("loop/a.conf", "include = b.conf\n");
 	put("loop/b.conf", "\n\ninclude = ../loop.conf\n");
 	H_CHECK(check(bin, "loop.conf", 1, &out, &err) == 1, "loop: %s", err ? err : "");
-	{
-		char want[1024];
-		snprintf(want, sizeof want, "%s/loop/b.conf:3: include %s/loop/../loop.conf: include "
-			 "loop: it is %s/loop.conf, which is being read already\n", h_tmpdir(),
-			 h_tmpdir(), h_tmpdir());
-		H_CHECK(strstr(err, want), "expected\n%sin\n%s", want, err);
-	}
+	expect_text(err, "%s/loop/b.conf:3: include %s/loop/../loop.conf: include loop: it is "
+			 "%s/loop.conf, which is being read already\n", h_tmpdir(), h_tmpdir(),
+		    h_tmpdir());
 	free(out);
 	free(err);
 	put("missing.conf", "[global]\nworkers = 1\ninclude = nothere.conf\ninclude = nodir/*.conf\n");
 	H_CHECK(check(bin, "missing.conf", 1, &out, &err) == 1, "missing: %s", err ? err : "");
-	{
-		char want[1024];
-		snprintf(want, sizeof want, "%s/missing.conf:3: include %s/nothere.conf: cannot open: No "
-			 "such file or directory\n%s/missing.conf:4: include %s/nodir/*.conf: %s/nodir: no "
-			 "such directory\n", h_tmpdir(), h_tmpdir(), h_tmpdir(), h_tmpdir(), h_tmpdir());
-		H_CHECK(strstr(err, want), "expected\n%sin\n%s", want, err);
-	}
+	expect_text(err, "%s/missing.conf:3: include %s/nothere.conf: cannot open: No such file or "
+			 "directory\n%s/missing.conf:4: include %s/nodir/*.conf: %s/nodir: no such "
+			 "directory\n", h_tmpdir(), h_tmpdir(), h_tmpdir(), h_tmpdir(), h_tmpdir());
 	free(out);
 	free(err);
 	for (int i = 0; i < 10; i++) {

@@ -21,7 +21,9 @@
 #define NAME_MAX_SD 255 /* systemd's FileDescriptorName= limit */
 
 struct activated {
-	int fd;                   /* -1: taken, or named only (an upgrade's new process) */
+	int fd;                   /* -1: named only (an upgrade's new process); else kept for
+				     the process's life, so a reload that dropped the socket's
+				     route and brings it back takes it again */
 	char name[NAME_MAX_SD + 1];
 	struct addr addr;         /* its getsockname(), as `listen =` would write it */
 };
@@ -216,8 +218,12 @@ int activation_listener_open_n(struct addr *a, unsigned n, int *fds, const struc
 			s = &act[i];
 	if (!s || !n)
 		return 0;
-	fds[0] = s->fd;
-	s->fd = -1;
+	if ((fds[0] = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "listen %s (systemd:%s): dup: %s", a->text, s->name,
+			 strerror(errno));
+		return r;
+	}
 	/* a filter a process before this one left (listener.h) */
 	setsockopt(fds[0], SOL_SOCKET, SO_DETACH_FILTER, &reuse, sizeof(reuse));
 	if ((r = sockopt_apply_listen(fds[0], a->ss.ss_family, o, err, errlen)) < 0)
@@ -235,8 +241,8 @@ int activation_listener_open_n(struct addr *a, unsigned n, int *fds, const struc
 		if ((fds[i] = fcntl(fds[0], F_DUPFD_CLOEXEC, 0)) < 0) {
 			r = -errno;
 			snprintf(err, errlen, "listen %s: dup: %s", a->text, strerror(errno));
-			while (i-- > 1)
-				close(fds[i]);
+			while (i-- > 0)
+				close(fds[i]); /* fds[0] too: a dup (act[] keeps systemd's) */
 			return r;
 		}
 	return 1;
@@ -249,7 +255,7 @@ int activation_check(const struct config *c)
 	for (unsigned i = 0; i < nact; i++) {
 		int used = 0;
 		if (act[i].fd < 0)
-			continue; /* an old process's, or taken */
+			continue; /* an old process's: only its name came */
 		for (unsigned k = 0; k < c->nlst && !used; k++)
 			used = addr_equal(c->lst[k].addr, &act[i].addr);
 		if (used)
