@@ -112,12 +112,18 @@ Test(integ, config_env_vars_and_defaults, .init = h_init, .fini = h_fini, .timeo
 	h_proxy_down(&p);
 
 	/* the errors, each at its line, naming the variable */
+	static char big[5001];
+	memset(big, 'a', sizeof big - 1);
+	setenv("SPL_IT_BIG", big, 1);
+	setenv("SPL_IT_NL", "127.0.0.1:1\n[route evil]", 1);
 	put("env-bad.conf", "[route web]\nlisten = 127.0.0.1:${SPL_IT_UNSET}\n"
 			    "backend = ${SPL_IT_NESTED}\n"
 			    "engine = ${SPL_IT_BAD\n"
 			    "balance = ${1X}\n"
 			    "idle_timeout = ${SPL_IT_EMPTY}\n"
-			    "sni = $${SPL_IT_PORT}.example\n");
+			    "sni = $${SPL_IT_PORT}.example\n"
+			    "alpn = ${SPL_IT_BIG}\n"
+			    "allow = ${SPL_IT_NL}\n");
 	H_CHECK(check(bin, "env-bad.conf", 1, &out, &err) == 1, "check of env-bad.conf: %s",
 		err ? err : "");
 	expect_line(err, "env-bad.conf:2: listen: environment variable SPL_IT_UNSET is not set "
@@ -135,6 +141,10 @@ Test(integ, config_env_vars_and_defaults, .init = h_init, .fini = h_fini, .timeo
 	 * host name), not the port's digits */
 	expect_line(err, "env-bad.conf:7: sni '${spl_it_port}.example' is not a host name (labels of "
 			 "1-63 letters, digits, '-' or '_', 253 bytes at most)");
+	expect_line(err, "env-bad.conf:8: alpn: longer than 4095 characters once its ${...} are "
+			 "expanded");
+	expect_line(err, "env-bad.conf:9: allow: environment variable SPL_IT_NL holds a control "
+			 "character (a newline?)");
 	H_CHECK(!strstr(err, "has no listen address"), "the listen line's problem was said twice:\n%s",
 		err);
 	free(out);
