@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,4 +360,56 @@ Test(integ, socket_activation_unknown_name_is_an_error_at_its_line, .init = h_in
 	free(err);
 	close(fds[0]);
 	close(fds[1]);
+}
+
+/* ---- systemd's own launcher ------------------------------------------------- */
+
+struct first_client {
+	struct h_addr addr;
+	int rc;
+	char why[256];
+	pthread_t thr;
+};
+
+/* systemd-socket-activate starts its command at the first connection: this
+ * is that connection, a round trip through splicer once it runs. */
+static void *first_client_main(void *arg)
+{
+	struct first_client *c = arg;
+
+	h_sleep_ms(200);
+	c->rc = h_echo_roundtrip(&c->addr, 65536, 99, 8000, c->why, sizeof c->why);
+	return NULL;
+}
+
+Test(integ, socket_activation_by_systemd_socket_activate, .init = h_init, .fini = h_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0), *sa = h_which("systemd-socket-activate");
+	static struct h_server echo;
+	static struct h_proxy p;
+	static struct first_client c;
+	char listen[64], err[512];
+
+	if (!sa)
+		cr_skip_test("systemd-socket-activate is not installed (Debian package systemd)");
+	char launcher[512];
+	snprintf(launcher, sizeof launcher, "%s", sa);
+	H_CHECK(h_server_start(&echo, "127.0.0.1:0", 64, h_echo_conn, NULL) == 0, "echo server");
+	snprintf(listen, sizeof listen, "127.0.0.1:%d", h_free_port());
+	H_CHECK(h_addr_parse(listen, &c.addr) == 0, "address");
+	const char *conf = conf_file("sa.conf", "[global]\nworkers = 2\n"
+					       "[route web]\nlisten = systemd:web\nbackend = %s\n",
+				     echo.addr.text);
+	const char *args[] = { "-l", listen, "--fdname=web", bin, "-c", conf, NULL };
+	H_CHECK(pthread_create(&c.thr, NULL, first_client_main, &c) == 0, "client thread");
+	int r = h_proxy_start(&p, launcher, args, err, sizeof err);
+	pthread_join(c.thr, NULL);
+	H_CHECK(r == 0, "systemd-socket-activate ... splicer: %s", err);
+	H_CHECK(c.rc == 0, "the first connection, queued before splicer ran, did not echo: %s", c.why);
+	H_CHECK(h_log_lines(&p, "the socket systemd passed as 'web'", NULL) == 1,
+		"splicer did not take systemd's socket named web");
+	echo_through(&c.addr, 65536, "systemd-socket-activate's socket");
+	h_proxy_down(&p);
+	h_server_stop(&echo);
 }
