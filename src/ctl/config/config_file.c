@@ -19,7 +19,15 @@
  * is read at start, at every reload (SIGHUP) and by `check`: a name whose
  * addresses changed takes the new ones at the next reload, not before;
  * unless the backend line says resolve=DURATION: then the name is kept, and
- * the resolver thread (dns.c) gives its addresses and follows their changes. */
+ * the resolver thread (dns.c) gives its addresses and follows their changes.
+ *
+ * `include = PATTERN` reads other files where it stands (include() below),
+ * each with a file_ctx of its own, so its problems name it and its lines;
+ * what a file sets keeps its location (CONF_LOC: the file's index in the
+ * config, and the line), so problems found later name the file too. Every
+ * value has its ${VAR} and ${VAR:-default} expanded (config_env.h) before
+ * it is read; `listen = systemd:NAME` is a socket systemd passed
+ * (activation.h). */
 #define _GNU_SOURCE
 #include "activation.h"
 #include "config.h"

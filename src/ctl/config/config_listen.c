@@ -317,7 +317,9 @@ static void on_overlap(void *arg, enum sni_overlap kind, size_t a, size_t b, con
 	struct overlap_ctx *x = arg;
 	const struct listen_group *g = x->g;
 	const struct route *ra = g->route[x->rules[a].route], *rb = g->route[x->rules[b].route];
-	const struct route *later = ra->sni_line > rb->sni_line ? ra : rb;
+	/* g->route[] is in reading order, includes and all (a line number
+	 * alone cannot order two files) */
+	const struct route *later = x->rules[a].route > x->rules[b].route ? ra : rb;
 	uint64_t mask = g->name_routes[x->name_of[a]];
 	char where[300], names[512], turned[1024] = "";
 	int every_alpn = 1;
