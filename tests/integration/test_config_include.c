@@ -216,6 +216,13 @@ Test(integ, config_include_sorted_file_line_and_loops, .init = h_init, .fini = h
 			 "directory\n", h_tmpdir(), h_tmpdir(), h_tmpdir(), h_tmpdir(), h_tmpdir());
 	free(out);
 	free(err);
+	put("typo.conf", "[global]\nincludes = conf.d/*.conf\n");
+	H_CHECK(check(bin, "typo.conf", 1, &out, &err) == 1 && err &&
+			strstr(err, "typo.conf:2: unknown key 'includes' in [global] (did you mean "
+				    "'include'?)"),
+		"a typo of include: %s", err ? err : "");
+	free(out);
+	free(err);
 	for (int i = 0; i < 10; i++) {
 		char rel[64];
 		snprintf(rel, sizeof rel, "deep/%d.conf", i);

@@ -508,7 +508,7 @@ static unsigned section_keys(int route, char names[][32], unsigned max)
 static void unknown_key(struct file_ctx *x, const char *name)
 {
 	char names[SETTINGS_MAX + 8][32], list[2048], mean[64] = "";
-	const char *ptr[SETTINGS_MAX + 8], *near;
+	const char *ptr[SETTINGS_MAX + 9], *near; /* and "include" */
 	unsigned n = section_keys(x->sec == SEC_ROUTE, names, SETTINGS_MAX + 8);
 	size_t len = 0;
 
@@ -517,7 +517,8 @@ static void unknown_key(struct file_ctx *x, const char *name)
 		len += (size_t)snprintf(list + len, len < sizeof(list) ? sizeof(list) - len : 0, "%s%s",
 					i ? ", " : "", names[i]);
 	}
-	if ((near = name_nearest(name, ptr, n)))
+	ptr[n] = "include"; /* a typo of it too (it is not a key of the section: not listed) */
+	if ((near = name_nearest(name, ptr, n + 1)))
 		snprintf(mean, sizeof(mean), " (did you mean '%s'?)", near);
 	problem(x, "unknown key '%s' in %s%s; expects %s", name,
 		x->sec == SEC_ROUTE ? "a route" : "[global]", mean, list);
