@@ -98,10 +98,8 @@ static void still_systemds(const struct h_addr *a, const char *what)
 	close(c);
 }
 
-Test(integ, socket_activation_takes_systemd_sockets_by_address, .init = h_init, .fini = h_fini,
-     .timeout = 60)
+static void case_by_address(const char *bin)
 {
-	const char *bin = h_binary(0);
 	static struct h_server echo;
 	static struct h_proxy p, again;
 	struct h_addr tcp, un;
@@ -173,6 +171,19 @@ Test(integ, socket_activation_takes_systemd_sockets_by_address, .init = h_init, 
 	close(fds[0]);
 	close(fds[1]);
 	h_server_stop(&echo);
+}
+
+Test(integ, socket_activation_takes_systemd_sockets_by_address, .init = h_init, .fini = h_fini,
+     .timeout = 60)
+{
+	case_by_address(h_binary(0));
+}
+
+/* the same under ASan+UBSan: the descriptors, names and reloads' dups */
+Test(integ, socket_activation_takes_systemd_sockets_by_address_asan, .init = h_init,
+     .fini = h_fini, .timeout = 90)
+{
+	case_by_address(h_binary(1));
 }
 
 /* ---- by name, across an upgrade -------------------------------------------- */
