@@ -281,7 +281,7 @@ MANPAGES     := doc/splicer.8 doc/splicer.conf.5
 # what install writes, but for the config (see uninstall)
 INSTALLED    := $(SBINDIR)/splicer $(DATADIR)/bench/haproxy.cfg $(DATADIR)/bench/nginx.conf \
 		$(DATADIR)/bench/haproxy-sni.cfg $(DATADIR)/bench/splicer-sni.conf \
-		$(DATADIR)/bench/nginx-rate.conf $(UNITDIR)/splicer.service $(SYSCTLDIR)/60-splicer.conf $(LOGROTATEDIR)/splicer \
+		$(DATADIR)/bench/nginx-rate.conf $(UNITDIR)/splicer.service $(UNITDIR)/splicer.socket $(SYSCTLDIR)/60-splicer.conf $(LOGROTATEDIR)/splicer \
 		$(foreach m,$(MANPAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
 
 install: all
@@ -297,6 +297,7 @@ install: all
 	sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
 		contrib/splicer.service.in > $(DESTDIR)$(UNITDIR)/splicer.service
 	chmod 644 $(DESTDIR)$(UNITDIR)/splicer.service
+	install -m 644 contrib/splicer.socket $(DESTDIR)$(UNITDIR)/splicer.socket
 	install -D -m 644 contrib/sysctl-splicer.conf $(DESTDIR)$(SYSCTLDIR)/60-splicer.conf
 	install -D -m 644 contrib/logrotate-splicer $(DESTDIR)$(LOGROTATEDIR)/splicer
 	@if [ -e $(CONF) ]; then \
@@ -367,6 +368,7 @@ FUZZ_SRCS_addr        := src/lib/addr.c
 FUZZ_SRCS_http_req    := src/proto/http_req.c
 FUZZ_SRCS_tls_hello   := src/proto/tls_hello.c src/proto/sni_match.c
 FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config/config.c src/ctl/config/config_file.c \
+			 src/ctl/config/config_env.c src/ctl/admin/activation.c src/lib/listener.c \
 			 src/core/backend.c src/lib/units.c src/lib/addr.c src/lib/log.c src/ctl/sandbox/privs.c \
 			 src/ctl/config/route_keys.c src/ctl/config/config_listen.c src/core/route_admit.c \
 			 src/core/source_table.c src/lib/cidr.c src/proto/sni_match.c src/proto/tls_hello.c \

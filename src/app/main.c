@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "access_log.h"
+#include "activation.h"
 #include "admin.h"
 #include "backend_edit.h"
 #include "backend.h"
@@ -377,8 +378,10 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	}
 	for (unsigned l = 0; l < cfg->nlst; l++) {
 		int tmp[256];
-		if (upgrade_listener_open_n(cfg->lst[l].addr, (unsigned)cfg->workers, tmp,
-					    &cfg->lst[l].lso, err, sizeof(err))) {
+		int act = activation_listener_open_n(cfg->lst[l].addr, (unsigned)cfg->workers, tmp,
+						     &cfg->lst[l].lso, err, sizeof(err));
+		if (act < 0 || (!act && upgrade_listener_open_n(cfg->lst[l].addr, (unsigned)cfg->workers,
+								tmp, &cfg->lst[l].lso, err, sizeof(err)))) {
 			log_err("route %s: %s", cfg->lst[l].route[0]->name, err);
 			return start_failed(cfg, l);
 		}
@@ -580,9 +583,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	upgrade_init(argc, argv); /* what an upgrade handed over, if it did */
+	activation_init(upgrade_inherited()); /* systemd's sockets, or their names after an upgrade */
 	config_defaults(cfg);
 	r = config_parse_args(cfg, argc, argv, 1);
-	if (r || dns_fill(cfg, DNS_START) || config_finalize(cfg)) {
+	if (r || dns_fill(cfg, DNS_START) || config_finalize(cfg) || activation_check(cfg)) {
 		config_free(cfg);
 		free(cfg);
 		return r > 0 ? 0 : 2;

@@ -20,6 +20,16 @@
 #define MAX_ROUTES    64
 #define MAX_LISTENS   16  /* per route */
 #define MAX_LISTENERS 64  /* all routes together */
+/* A location in the config: 0 is the command line, else the line of a file,
+ * which is the main one (index 0) or one it includes (struct config's incl);
+ * every `line` of a route or setting holds one. config_where() writes it as
+ * "FILE:LINE: ". Lines of a file stop at CONF_LOC_LINES. */
+#define MAX_CONF_FILES  64
+#define CONF_LOC_BITS   20
+#define CONF_LOC_LINES  ((1u << CONF_LOC_BITS) - 1)
+#define CONF_LOC(file, line) ((unsigned)(file) << CONF_LOC_BITS | (unsigned)(line))
+#define CONF_LOC_FILE(loc)   ((unsigned)(loc) >> CONF_LOC_BITS)
+#define CONF_LOC_LINE(loc)   ((unsigned)(loc) & CONF_LOC_LINES)
 #define MAX_BACKENDS  64  /* per route */
 #define MAX_WEIGHT    256
 #define MAX_DNS_NAMES 16  /* per route: backend names with resolve= */
@@ -267,6 +277,14 @@ struct config {
 	struct listen_group lst[MAX_LISTENERS]; /* the sockets: config_finalize */
 	unsigned nlst;
 	char file[256];              /* -c FILE, "" when routes come from -l/-b */
+	/* The files `include =` read (config_file.c), by index: a location
+	 * (CONF_LOC) names one. incl[0] is unused: index 0 is `file`. */
+	char incl[MAX_CONF_FILES][256];
+	unsigned nincl;              /* incl[1..nincl] used */
+	/* The directories the include patterns look in (their part before a
+	 * wildcard): a reload reads them again, the sandbox lets it */
+	char incl_dir[MAX_CONF_FILES][256];
+	unsigned nincl_dir;
 	struct route_opts o;         /* [global] and command-line values for every route */
 	settings_mask cli_set;       /* route_opts given on the command line: they win */
 	uint64_t workers;            /* worker threads; SETTING_AUTO = one per CPU */
@@ -299,6 +317,10 @@ struct config {
 /* 0: config_finalize() leaves the host alone (no user lookup, no log file
  * opened); the fuzzers set it, as they set addr_resolve_names. */
 extern int config_host_checks;
+
+/* 0: `include =` lines are taken as written and nothing is read (the
+ * fuzzers: their inputs must not walk this host's files). */
+extern int config_read_includes;
 
 /* Fills *c with every default and no route. */
 void config_defaults(struct config *c);

@@ -5,6 +5,7 @@
  * house every SCAN_MS, free what closed during the turn. */
 #define _GNU_SOURCE
 #include "worker.h"
+#include "listener.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -281,8 +282,10 @@ void worker_listeners_arm(struct worker *w, int on)
 
 		if (l->fd < 0 || l->armed == on)
 			continue;
-		if (on && l->addr->ss.ss_family == AF_UNIX)
-			ev.events |= EPOLLEXCLUSIVE; /* shared socket: wake one worker */
+		/* a shared socket (a Unix listener, or systemd's that the
+		 * workers hold dups of: listener_keep) wakes one worker */
+		if (on && (l->addr->ss.ss_family == AF_UNIX || listener_kept(l->addr)))
+			ev.events |= EPOLLEXCLUSIVE;
 		if (epoll_ctl(w->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, l->fd, &ev) == 0)
 			l->armed = on;
 	}

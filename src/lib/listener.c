@@ -240,12 +240,30 @@ int listener_open_n(struct addr *a, unsigned n, int *fds, int shared, const stru
  * the path from the process that still serves on it). */
 static int unlink_on = 1; /* atomic */
 
+/* listener_keep's addresses: written at start, before any thread */
+static struct addr kept[LISTENER_KEPT_MAX];
+static unsigned nkept;
+
+void listener_keep(const struct addr *a)
+{
+	if (nkept < LISTENER_KEPT_MAX && !listener_kept(a))
+		kept[nkept++] = *a;
+}
+
+int listener_kept(const struct addr *a)
+{
+	for (unsigned i = 0; i < nkept; i++)
+		if (addr_equal(&kept[i], a))
+			return 1;
+	return 0;
+}
+
 void listener_unlink(const struct addr *a)
 {
 	const struct sockaddr_un *sun = (const void *)&a->ss;
 
 	if (a->ss.ss_family == AF_UNIX && sun->sun_path[0] &&
-	    __atomic_load_n(&unlink_on, __ATOMIC_RELAXED))
+	    __atomic_load_n(&unlink_on, __ATOMIC_RELAXED) && !listener_kept(a))
 		unlink(sun->sun_path);
 }
 
@@ -365,6 +383,8 @@ int listener_migrates(void)
 
 int listener_quiesce(const struct addr *a, int fd)
 {
+	if (listener_kept(a))
+		return 0; /* its queue stays with its keeper, for the next process */
 	if (a->ss.ss_family == AF_UNIX) {
 		listener_unlink(a); /* a connect() finds no path from now on */
 		return 0;

@@ -37,6 +37,16 @@ int listener_probe(const struct addr *a, char *err, unsigned errlen);
  * while listener_unlink_enable(0) holds). */
 void listener_unlink(const struct addr *a);
 
+/* Sockets another process holds for good and hands to each process it
+ * starts (systemd's socket activation: activation.h): closing one never
+ * stops its SYNs (the filter would stay on the socket, and the next
+ * process, or systemd itself waiting for a connection to start one, would
+ * never see a client again) nor removes its path; what its queue holds is
+ * the next process's. listener_keep is called at start, before threads. */
+#define LISTENER_KEPT_MAX 64
+void listener_keep(const struct addr *a);
+int listener_kept(const struct addr *a);
+
 /* 0: listener_unlink leaves every path alone. For sockets shared with
  * another process (an upgrade): the path belongs to whichever still serves. */
 void listener_unlink_enable(int on);

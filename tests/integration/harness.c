@@ -405,6 +405,66 @@ int h_addr_port(const struct h_addr *a)
 /* ---- child processes ----------------------------------------------------- */
 
 /* Runs in the forked child: only async-signal-safe calls. */
+/* h_activate's sockets for the next h_child_exec: moved to 3.., with
+ * LISTEN_FDS, LISTEN_PID (the child's own, written in the child) and
+ * LISTEN_FDNAMES added to the environment execve gets. */
+#define H_ACT_MAX 8
+#define H_ACT_HIGH 900 /* parked here while 3.. is cleared */
+static int h_act_fds[H_ACT_MAX];
+static unsigned h_act_n;
+static char h_act_count[32], h_act_pid[32], h_act_names[512];
+static char **h_act_env;
+
+void h_activate(const int *fds, unsigned n, const char *names)
+{
+	extern char **environ;
+	size_t k = 0, e = 0;
+
+	h_act_n = n < H_ACT_MAX ? n : H_ACT_MAX;
+	memcpy(h_act_fds, fds, h_act_n * sizeof(int));
+	snprintf(h_act_count, sizeof h_act_count, "LISTEN_FDS=%u", h_act_n);
+	snprintf(h_act_pid, sizeof h_act_pid, "LISTEN_PID=");
+	snprintf(h_act_names, sizeof h_act_names, "LISTEN_FDNAMES=%s", names ? names : "");
+	while (environ[e])
+		e++;
+	free(h_act_env);
+	h_act_env = calloc(e + 4, sizeof(char *));
+	cr_assert(h_act_env, "out of memory");
+	for (size_t i = 0; i < e; i++)
+		if (strncmp(environ[i], "LISTEN_", 7))
+			h_act_env[k++] = environ[i];
+	h_act_env[k++] = h_act_count;
+	h_act_env[k++] = h_act_pid;
+	if (names)
+		h_act_env[k++] = h_act_names;
+	h_act_env[k] = NULL;
+}
+
+/* In the child: the sockets to 3.., and the pid into LISTEN_PID (only
+ * async-signal-safe calls). */
+static void h_act_child(void)
+{
+	char digits[16];
+	int n = 0;
+	long pid = (long)getpid();
+
+	for (unsigned i = 0; i < h_act_n; i++)
+		if (dup2(h_act_fds[i], H_ACT_HIGH + (int)i) < 0)
+			_exit(127);
+	syscall(SYS_close_range, 3u, (unsigned)H_ACT_HIGH - 1, 0u);
+	for (unsigned i = 0; i < h_act_n; i++)
+		if (dup2(H_ACT_HIGH + (int)i, 3 + (int)i) < 0)
+			_exit(127);
+	syscall(SYS_close_range, 3u + h_act_n, ~0u, 0u);
+	do
+		digits[n++] = (char)('0' + pid % 10);
+	while ((pid /= 10) && n < 15);
+	size_t at = strlen(h_act_pid);
+	while (n)
+		h_act_pid[at++] = digits[--n];
+	h_act_pid[at] = '\0';
+}
+
 void h_child_exec(pid_t parent, int in_fd, int out_fd, int err_fd, const char *bin,
 			 char *const *argv)
 {
@@ -413,7 +473,10 @@ void h_child_exec(pid_t parent, int in_fd, int out_fd, int err_fd, const char *b
 		_exit(127);
 	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
 		_exit(127);
-	syscall(SYS_close_range, 3u, ~0u, 0u);
+	if (h_act_n)
+		h_act_child();
+	else
+		syscall(SYS_close_range, 3u, ~0u, 0u);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = SIG_DFL;
@@ -423,8 +486,16 @@ void h_child_exec(pid_t parent, int in_fd, int out_fd, int err_fd, const char *b
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	execv(bin, argv);
+	if (h_act_n)
+		execve(bin, argv, h_act_env);
+	else
+		execv(bin, argv);
 	_exit(127);
+}
+
+void h_activate_clear(void)
+{
+	h_act_n = 0;
 }
 
 #define H_MAX_ARGS 64

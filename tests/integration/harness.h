@@ -198,6 +198,13 @@ void h_proxy_up(struct h_proxy *p, const char *bin, const char *engine, const ch
 void h_child_exec(pid_t parent, int in_fd, int out_fd, int err_fd, const char *bin,
 		  char *const *argv) __attribute__((noreturn));
 
+/* systemd's socket activation for the children started next (h_proxy_start,
+ * h_run_capture, h_child_exec) until h_activate_clear: fds[0..n) become
+ * their descriptors 3.., with LISTEN_FDS=n, LISTEN_PID=the child's pid and,
+ * when names is not NULL, LISTEN_FDNAMES=names ("a:b"). The caller keeps
+ * its own copies of fds (as systemd does). */
+void h_activate(const int *fds, unsigned n, const char *names);
+void h_activate_clear(void);
 /* Stops the proxy and asserts that it exited with status 0 and that its log
  * holds no sanitizer report. */
 void h_proxy_down(struct h_proxy *p);

@@ -32,6 +32,7 @@ else
 	man=usr/share/man/man1/splicer.1
 fi
 printf '%s\n' etc/logrotate.d/splicer etc/splicer/splicer.conf lib/systemd/system/splicer.service \
+	lib/systemd/system/splicer.socket \
 	usr/lib/sysctl.d/60-splicer.conf usr/sbin/splicer usr/share/splicer/bench/haproxy.cfg \
 	usr/share/splicer/bench/nginx.conf usr/share/splicer/bench/haproxy-sni.cfg \
 	usr/share/splicer/bench/splicer-sni.conf usr/share/splicer/bench/nginx-rate.conf $man | sort > "$work/want"

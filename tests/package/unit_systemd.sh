@@ -5,7 +5,9 @@
 # systemd's own checks, offline (PID 1 need not be systemd):
 #   systemd-analyze verify: no message at all (it exits 0 on unknown keys;
 #     its executables must exist, so a copy points into the install tree);
-#   systemd-analyze security --offline: exposure at most 3.0.
+#   systemd-analyze security --offline: exposure at most 3.0;
+# and the socket unit contrib/splicer.socket (verify only: security rates
+# services).
 # Exit 0 pass, 1 fail, 77 skip (the reason on stdout).
 set -u
 command -v systemd-analyze > /dev/null ||
@@ -42,6 +44,21 @@ check_unit() {
 }
 check_unit "$unit" splicer.service
 check_unit contrib/splicer@.service splicer@test.service
+# the socket unit (socket activation), beside the service it starts: its
+# Service= must name a unit there, and splicer.service takes its sockets
+sock=$root/lib/systemd/system/splicer.socket
+if [ ! -r "$sock" ]; then
+	fail "make install wrote no splicer.socket"
+else
+	cp "$sock" "$work/v/splicer.socket"
+	out=$(systemd-analyze verify --man=no "$work/v/splicer.socket" 2>&1)
+	rc=$?
+	[ "$rc" = 0 ] && [ -z "$out" ] || fail "splicer.socket: systemd-analyze verify (exit $rc): $out"
+	grep -q '^Service=splicer.service$' "$sock" && grep -q '^FileDescriptorName=web$' "$sock" &&
+		grep -q '^ListenStream=' "$sock" ||
+		fail "splicer.socket: expected ListenStream=, FileDescriptorName=web, Service=splicer.service"
+	levels="$levels splicer.socket verified,"
+fi
 
 [ "$fails" = 0 ] || exit 1
 echo "units: systemd-analyze verify clean, security exposure:${levels%,}"

@@ -2,6 +2,7 @@
 /* reload: see reload.h. */
 #define _GNU_SOURCE
 #include "reload.h"
+#include "activation.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -374,8 +375,10 @@ static int swap_in(struct reload_ctx *r, struct config *nw, const char *who)
 			continue;
 		}
 		int tmp[256];
-		if (listener_open_n(a, r->nw, tmp, old_holds_port(old, a), &nw->lst[k].lso, err,
-				    sizeof(err))) {
+		/* systemd's socket (activation.h), else a socket of splicer's own */
+		int act = activation_listener_open_n(a, r->nw, tmp, &nw->lst[k].lso, err, sizeof(err));
+		if (act < 0 || (!act && listener_open_n(a, r->nw, tmp, old_holds_port(old, a),
+							&nw->lst[k].lso, err, sizeof(err)))) {
 			log_warn("SIGHUP: route %s: %s; keeping the running config",
 				 nw->lst[k].route[0]->name, err);
 			/* close what this reload opened */

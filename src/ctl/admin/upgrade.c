@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "activation.h"
 #include "backend.h"
 #include "listener.h"
 #include "sockopt.h"
@@ -345,6 +346,8 @@ static int give_back(const struct inherited *h, int *stays)
 	int sibling = 0;
 
 	*stays = 0;
+	if (activation_kept_sockaddr(&h->ss, h->len))
+		return 0; /* systemd's: no filter, no unlink (activation.h) */
 	for (unsigned i = 0; i < ninh; i++)
 		sibling |= inh[i].taken && same_sockaddr(&h->ss, h->len, &inh[i].ss, inh[i].len);
 	if (h->ss.ss_family == AF_UNIX) {
@@ -358,6 +361,7 @@ static int give_back(const struct inherited *h, int *stays)
 		*stays = 1;
 		return 0;
 	}
+
 	if (listener_stop_syns(h->fd) < 0) {
 		log_warn("upgrade: inherited socket %d: SYNs not stopped (%s); a connection may be "
 			 "reset when the old process closes it", h->fd, strerror(errno));

@@ -32,8 +32,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "activation.h"
 #include "cmd.h"
 #include "config.h"
+#include "config_listen.h"
 #include "config_table.h"
 #include "dns.h"
 #include "listener.h"
@@ -42,10 +44,7 @@
 /* "FILE:LINE: " when the file gave it, else "splicer: ". */
 static void where(const struct config *c, unsigned line, char *buf, size_t len)
 {
-	if (c->file[0] && line)
-		snprintf(buf, len, "%s:%u: ", c->file, line);
-	else
-		snprintf(buf, len, "splicer: ");
+	config_where(c, line, buf, len); /* the included file's name, when it gave it */
 }
 
 /* One probe: 0 (free or a note), 1 (a problem); both printed with where.
@@ -56,6 +55,8 @@ static int probe(const struct config *c, const struct addr *a, unsigned line, co
 	char why[768], at[300];
 	int r;
 
+	if (listener_kept(a))
+		return 0; /* systemd's socket, bound already: the proxy binds nothing there */
 	if (a->ss.ss_family == AF_UNIX && sun->sun_path[0] &&
 	    privs_check_unix_dir(what[0] ? "stats" : "listen", sun->sun_path, c->user, why,
 				 sizeof(why))) {
@@ -169,13 +170,17 @@ int cmd_check(int argc, char **argv)
 		return 2;
 	}
 	config_host_checks = !syntax_only;
+	/* run with systemd's sockets (LISTEN_FDS), `systemd:NAME` is looked up
+	 * as the proxy would; without (ExecStartPre= gets none), it is a note */
+	activation_check_only = 1;
+	activation_init(0);
 	config_defaults(&cfg);
 	r = config_parse_args(&cfg, argc, argv, 2);
 	if (r > 0) {
 		config_free(&cfg);
 		return 0;
 	}
-	bad = r < 0 || dns_fill(&cfg, DNS_CHECK) || config_finalize(&cfg);
+	bad = r < 0 || dns_fill(&cfg, DNS_CHECK) || config_finalize(&cfg) || activation_check(&cfg);
 	/* a file read with problems is probed too, for every problem in one
 	 * go; a command line or a file that could not be read is not */
 	if (!syntax_only && (r == 0 || cfg.file_problems))

@@ -704,10 +704,7 @@ int config_parse_args(struct config *c, int argc, char **argv, int first)
 /* "FILE:LINE: " for a route's problems, "splicer: " without a file. */
 static void where(const struct config *c, unsigned line, char *buf, size_t len)
 {
-	if (c->file[0] && line)
-		snprintf(buf, len, "%s:%u: ", c->file, line);
-	else
-		snprintf(buf, len, "splicer: ");
+	config_where(c, line, buf, len);
 }
 
 static int inet_port(const struct addr *a)
@@ -769,7 +766,7 @@ static void resolve_route_opts(struct config *c, struct route *r)
  * address, or a wildcard listen on the port of an address of this host. */
 static int check_loops(const struct config *c, const struct route *r)
 {
-	char at[300];
+	char at[300], ref[300];
 	int bad = 0;
 
 	for (unsigned b = 0; b < r->nbackend; b++)
@@ -786,11 +783,12 @@ static int check_loops(const struct config *c, const struct route *r)
 					  "sessions would loop back into the proxy\n", at, ba->text, la->text);
 			else
 				fprintf(stderr, loop == ADDR_LOOP_SAME
-					? "%sbackend %s is listen %s of its own route (line %u): "
+					? "%sbackend %s is listen %s of its own route (%s): "
 					  "sessions would loop back into the proxy\n"
 					: "%sbackend %s is an address of this host, where its own route "
-					  "listens on %s (line %u): sessions would loop back into the proxy\n",
-					at, ba->text, la->text, r->listen_line[l]);
+					  "listens on %s (%s): sessions would loop back into the proxy\n",
+					at, ba->text, la->text,
+					config_line_ref(c, r->listen_line[l], ref, sizeof(ref)));
 			bad++;
 			break;
 		}
@@ -826,7 +824,7 @@ static int check_backups(const struct config *c, const struct route *r)
 
 static int check_routes(struct config *c)
 {
-	char at[300];
+	char at[300], ref[300];
 	int bad = 0;
 
 	if (!c->nroutes) {
@@ -867,8 +865,10 @@ static int check_routes(struct config *c)
 					where(c, r->listen_line[l], at, sizeof(at));
 					if (q->listen_line[m])
 						fprintf(stderr, "%slisten %s clashes with %s of route '%s' "
-							"(line %u)\n", at, r->listen[l].text,
-							q->listen[m].text, q->name, q->listen_line[m]);
+							"(%s)\n", at, r->listen[l].text,
+							q->listen[m].text, q->name,
+							config_line_ref(c, q->listen_line[m], ref,
+									sizeof(ref)));
 					else
 						fprintf(stderr, "%slisten %s given twice\n", at,
 							r->listen[l].text);
@@ -891,7 +891,7 @@ static void where_global(const struct config *c, const char *name, char *buf, si
 /* The stats address: parsed, and apart from every listener. */
 static int check_stats(struct config *c)
 {
-	char why[256], at[300], line[32] = "";
+	char why[256], at[300], line[320] = "", ref[300];
 
 	if (!strcmp(c->stats, "off"))
 		return 0;
@@ -904,7 +904,9 @@ static int check_stats(struct config *c)
 		for (unsigned l = 0; l < c->route[i]->nlisten; l++)
 			if (listen_clash(&c->stats_addr, &c->route[i]->listen[l])) {
 				if (c->route[i]->listen_line[l])
-					snprintf(line, sizeof(line), " (line %u)", c->route[i]->listen_line[l]);
+					snprintf(line, sizeof(line), " (%s)",
+						 config_line_ref(c, c->route[i]->listen_line[l], ref,
+								 sizeof(ref)));
 				fprintf(stderr, "%sstats %s clashes with listen %s of route '%s'%s\n", at,
 					c->stats_addr.text, c->route[i]->listen[l].text, c->route[i]->name,
 					line);

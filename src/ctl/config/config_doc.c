@@ -179,10 +179,12 @@ static const struct {
 	const char *type, *def; /* NULL: "addresses", required */
 } route_only[] = {
 	{ "listen", "ADDRESS ...",
-	  "one or more addresses, separated by spaces or commas; the line may be repeated; at most "
-	  "%d per route and %d in all routes",
+	  "one or more addresses, separated by spaces or commas, or systemd:NAME (the sockets "
+	  "systemd passed under that FileDescriptorName=: socket activation); the line may be "
+	  "repeated; at most %d per route and %d in all routes",
 	  "-l, --listen (one route only)", "listen = :8080 [::]:8080",
-	  "where the route accepts clients; required (routes with sni may share one)", MAX_LISTENS,
+	  "where the route accepts clients; required (routes with sni may share one). An address "
+	  "equal to a socket systemd passed takes that socket instead of binding", MAX_LISTENS,
 	  MAX_LISTENERS, NULL, NULL },
 	{ "backend", "ADDRESS [weight=N] [maxconn=N] [backup] [source=ADDR|client] [resolve=DURATION [srv]] ...",
 	  "one or more addresses, separated by spaces or commas, each optionally followed by "

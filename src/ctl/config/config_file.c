@@ -19,16 +19,30 @@
  * is read at start, at every reload (SIGHUP) and by `check`: a name whose
  * addresses changed takes the new ones at the next reload, not before;
  * unless the backend line says resolve=DURATION: then the name is kept, and
- * the resolver thread (dns.c) gives its addresses and follows their changes. */
+ * the resolver thread (dns.c) gives its addresses and follows their changes.
+ *
+ * `include = PATTERN` reads other files where it stands (include() below),
+ * each with a file_ctx of its own, so its problems name it and its lines;
+ * what a file sets keeps its location (CONF_LOC: the file's index in the
+ * config, and the line), so problems found later name the file too. Every
+ * value has its ${VAR} and ${VAR:-default} expanded (config_env.h) before
+ * it is read; `listen = systemd:NAME` is a socket systemd passed
+ * (activation.h). */
 #define _GNU_SOURCE
+#include "activation.h"
 #include "config.h"
+#include "config_env.h"
+#include "config_listen.h"
 #include "config_sockopt.h"
 #include "config_table.h"
 #include "route_keys.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <glob.h>
 #include <ini.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +56,11 @@ struct file_ctx {
 	const char *path;
 	FILE *f;
 	unsigned line;           /* of the line inih is handling */
+	unsigned file;           /* its index in c->incl; 0: the main file (CONF_LOC) */
+	unsigned depth;          /* includes between the main file and this one */
+	const struct file_ctx *parent; /* the file whose include reads this one */
+	dev_t dev;               /* the file's identity, for include loops */
+	ino_t ino;
 	int errors;
 	int binary;              /* a NUL or control byte was met: stop */
 	enum { SEC_NONE, SEC_GLOBAL, SEC_ROUTE, SEC_BAD } sec;
@@ -59,6 +78,12 @@ static void problem(struct file_ctx *x, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	x->errors++;
+}
+
+/* Where the line inih is handling is, as routes and settings keep it. */
+static unsigned loc(const struct file_ctx *x)
+{
+	return CONF_LOC(x->file, x->line);
 }
 
 static int valid_route_name(const char *s)
@@ -111,11 +136,12 @@ static int open_section(struct file_ctx *x, const char *line)
 	}
 	for (unsigned i = 0; i < x->c->nroutes; i++)
 		if (!strcmp(x->c->route[i]->name, name)) {
-			problem(x, "duplicate route '%s' (first defined at line %u)", name,
-				x->c->route[i]->line);
+			char ref[300];
+			problem(x, "duplicate route '%s' (first defined at %s)", name,
+				config_line_ref(x->c, x->c->route[i]->line, ref, sizeof(ref)));
 			return 0;
 		}
-	if (!(x->route = config_add_route(x->c, name, x->line))) {
+	if (!(x->route = config_add_route(x->c, name, loc(x)))) {
 		problem(x, "route '%s': at most %d routes are supported", name, MAX_ROUTES);
 		return 0;
 	}
@@ -152,6 +178,11 @@ static char *reader(char *str, int num, void *stream)
 	}
 	if (ch == EOF && !len)
 		return NULL;
+	if (x->line == CONF_LOC_LINES) {
+		problem(x, "more than %u lines: reading stopped", CONF_LOC_LINES);
+		x->binary = 1;
+		return NULL;
+	}
 	x->line++;
 	if (bad >= 0) {
 		problem(x, "byte 0x%02x at column %zu: not a text file (binary data?); reading stopped",
@@ -200,6 +231,38 @@ static char *reader(char *str, int num, void *stream)
 	return str;
 }
 
+/* listen = systemd:NAME: the addresses of the sockets systemd passed
+ * under that name (activation.h), each a listen address of the route. */
+static void add_activated(struct file_ctx *x, struct route *r, const char *name)
+{
+	struct addr a[MAX_LISTENS];
+	char why[768];
+	int n;
+
+	if (!*name || strlen(name) > 255 || strchr(name, ':')) {
+		problem(x, "listen systemd:%s: expects systemd:NAME, NAME as the .socket unit's "
+			   "FileDescriptorName= (at most 255 characters, no ':')", name);
+		return;
+	}
+	if (r->nlisten >= MAX_LISTENS) {
+		problem(x, "listen: at most %d addresses per route", MAX_LISTENS);
+		return;
+	}
+	n = activation_lookup(name, a, MAX_LISTENS - r->nlisten, why, sizeof(why));
+	if (n < 0) { /* `check` without sockets: said, and the route counts as listening */
+		fprintf(stderr, "%s:%u: note: %s\n", x->path, x->line, why);
+		return;
+	}
+	if (!n) {
+		problem(x, "%s", why);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		r->listen_line[r->nlisten] = loc(x);
+		r->listen[r->nlisten++] = a[i];
+	}
+}
+
 static void add_listens(struct file_ctx *x, struct route *r, char *val)
 {
 	char *save, *tok, why[384];
@@ -210,7 +273,11 @@ static void add_listens(struct file_ctx *x, struct route *r, char *val)
 			problem(x, "listen: at most %d addresses per route", MAX_LISTENS);
 			return;
 		}
-		if (route_add_addrs(r, 0, tok, x->line, why, sizeof(why)) < 0)
+		if (!strncmp(tok, "systemd:", 8)) {
+			add_activated(x, r, tok + 8);
+			continue;
+		}
+		if (route_add_addrs(r, 0, tok, loc(x), why, sizeof(why)) < 0)
 			problem(x, "listen: %s", why);
 	}
 }
@@ -339,7 +406,7 @@ static void add_dns_name(struct file_ctx *x, struct route *r, const char *tok, s
 		return;
 	}
 	snprintf(d->name, sizeof(d->name), "%s", tok);
-	d->line = x->line;
+	d->line = loc(x);
 	r->dns[r->ndns++] = *d;
 }
 
@@ -379,7 +446,7 @@ static void add_backends(struct file_ctx *x, struct route *r, char *val)
 			problem(x, "backend: at most %d backends per route", MAX_BACKENDS);
 			return;
 		}
-		if (route_add_addrs(r, 1, tok[i], x->line, why, sizeof(why)) < 0) {
+		if (route_add_addrs(r, 1, tok[i], loc(x), why, sizeof(why)) < 0) {
 			problem(x, "backend '%s': %s", tok[i], why);
 			continue;
 		}
@@ -441,7 +508,7 @@ static unsigned section_keys(int route, char names[][32], unsigned max)
 static void unknown_key(struct file_ctx *x, const char *name)
 {
 	char names[SETTINGS_MAX + 8][32], list[2048], mean[64] = "";
-	const char *ptr[SETTINGS_MAX + 8], *near;
+	const char *ptr[SETTINGS_MAX + 9], *near; /* and "include" */
 	unsigned n = section_keys(x->sec == SEC_ROUTE, names, SETTINGS_MAX + 8);
 	size_t len = 0;
 
@@ -450,7 +517,8 @@ static void unknown_key(struct file_ctx *x, const char *name)
 		len += (size_t)snprintf(list + len, len < sizeof(list) ? sizeof(list) - len : 0, "%s%s",
 					i ? ", " : "", names[i]);
 	}
-	if ((near = name_nearest(name, ptr, n)))
+	ptr[n] = "include"; /* a typo of it too (it is not a key of the section: not listed) */
+	if ((near = name_nearest(name, ptr, n + 1)))
 		snprintf(mean, sizeof(mean), " (did you mean '%s'?)", near);
 	problem(x, "unknown key '%s' in %s%s; expects %s", name,
 		x->sec == SEC_ROUTE ? "a route" : "[global]", mean, list);
@@ -458,15 +526,35 @@ static void unknown_key(struct file_ctx *x, const char *name)
 
 static int handler_value(struct file_ctx *x, const char *name, const char *value);
 
+static void include(struct file_ctx *x, const char *pattern);
+
+/* A key's value: its comment stripped, then its ${VAR}s expanded
+ * (config_env.h: after the strip, so a '#' in a variable's value stays). */
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
-	char *v = strip_comment(value);
-	int r;
+	struct file_ctx *x = user;
+	char *v = strip_comment(value), *e, why[256];
+	int r = 1;
 	(void)section; /* the reader tracks sections, with their lines */
 
-	if (!v)
+	if (!v || !(e = malloc(CONFIG_ENV_MAX))) {
+		free(v);
 		return 0;
-	r = handler_value(user, name, v);
+	}
+	if (config_env_expand(v, e, CONFIG_ENV_MAX, why, sizeof(why))) {
+		problem(x, "%s: %s", name, why);
+		/* said here: not again as "route has no listen address" */
+		if (x->sec == SEC_ROUTE && !strcmp(name, "listen"))
+			x->route->given |= ROUTE_GAVE_LISTEN;
+		if (x->sec == SEC_ROUTE && !strcmp(name, "backend"))
+			x->route->given |= ROUTE_GAVE_BACKEND;
+	} else if (*v && !*e)
+		problem(x, "'%s' has no value: '%s' expanded to nothing", name, v);
+	else if (!strcmp(name, "include"))
+		include(x, e);
+	else
+		r = handler_value(x, name, e);
+	free(e);
 	free(v);
 	return r;
 }
@@ -489,7 +577,7 @@ static int handler_value(struct file_ctx *x, const char *name, const char *value
 	}
 	if (x->sec == SEC_ROUTE && route_text_key(name)) {
 		char note[256] = "";
-		if (route_text_set(x->route, name, value, x->line, why, sizeof(why), note, sizeof(note)))
+		if (route_text_set(x->route, name, value, loc(x), why, sizeof(why), note, sizeof(note)))
 			problem(x, "%s", why);
 		else if (note[0])
 			fprintf(stderr, "%s:%u: note: %s\n", x->path, x->line, note);
@@ -532,15 +620,160 @@ static int handler_value(struct file_ctx *x, const char *name, const char *value
 	if (x->sec == SEC_ROUTE)
 		x->route->set |= SETTING_BIT(k);
 	else
-		x->c->set_line[k] = x->line;
+		x->c->set_line[k] = loc(x);
 	return 1;
+}
+
+/* Reads x->f (open, its identity in x) to its end; closes it. Returns the
+ * problems, or -1 when reading stopped (not a text file). */
+static int parse(struct file_ctx *x)
+{
+	int r = ini_parse_stream(reader, x, handler, x);
+
+	fclose(x->f);
+	x->f = NULL;
+	if (r > 0) { /* inih's own error: the first line it could not parse */
+		x->line = (unsigned)r;
+		problem(x, "syntax error: expected '[section]', 'key = value' or a comment");
+	} else if (r < 0) {
+		fprintf(stderr, "%s: cannot read: out of memory\n", x->path);
+		x->errors++;
+	}
+	return x->binary ? -1 : x->errors;
+}
+
+int config_read_includes = 1;
+
+/* How deep includes nest: a main file, conf.d/ and a level below it is
+ * what a deployment uses; deeper is a mistake, usually a loop that the
+ * identity check missed (the same file by two mounts). */
+#define INCLUDE_DEPTH 8
+
+/* Records the directory an include pattern looks in (up to its first
+ * component with a wildcard), into dir too: the sandbox lets a reload
+ * read it. */
+static void include_dir(struct config *c, const char *pattern, char *dir)
+{
+	char *wild;
+
+	snprintf(dir, PATH_MAX, "%s", pattern);
+	if ((wild = strpbrk(dir, "*?["))) {
+		*wild = '\0';
+		if (!(wild = strrchr(dir, '/')))
+			snprintf(dir, PATH_MAX, ".");
+		else
+			*(wild == dir ? wild + 1 : wild) = '\0'; /* "/" stays */
+	} else {
+		char *d = dirname(dir); /* dir itself, or a static "." */
+		memmove(dir, d, strlen(d) + 1);
+	}
+	for (unsigned i = 0; i < c->nincl_dir; i++)
+		if (!strcmp(c->incl_dir[i], dir))
+			return;
+	if (c->nincl_dir < MAX_CONF_FILES && strlen(dir) < sizeof(c->incl_dir[0]))
+		snprintf(c->incl_dir[c->nincl_dir++], sizeof(c->incl_dir[0]), "%s", dir);
+}
+
+/* One file an include names: read as if its lines stood in a file of their
+ * own (it opens its own sections; the includer's section goes on after
+ * it). Problems are said at the include line x is on. */
+static void include_file(struct file_ctx *x, const char *path)
+{
+	struct file_ctx in = { .c = x->c, .parent = x, .depth = x->depth + 1 };
+	struct stat st;
+
+	if (in.depth > INCLUDE_DEPTH) {
+		problem(x, "include %s: includes nested more than %d deep", path, INCLUDE_DEPTH);
+		return;
+	}
+	if (!(in.f = fopen(path, "re"))) {
+		problem(x, "include %s: cannot open: %s", path, strerror(errno));
+		return;
+	}
+	if (fstat(fileno(in.f), &st) || !S_ISREG(st.st_mode)) {
+		problem(x, "include %s: %s", path, S_ISDIR(st.st_mode)
+			? "is a directory (include DIR/*.conf reads the files in it)"
+			: "not a regular file");
+		fclose(in.f);
+		return;
+	}
+	for (const struct file_ctx *p = x; p; p = p->parent)
+		if (p->dev == st.st_dev && p->ino == st.st_ino) {
+			problem(x, "include %s: include loop: it is %s, which is being read already",
+				path, p->path);
+			fclose(in.f);
+			return;
+		}
+	if (x->c->nincl + 1 >= MAX_CONF_FILES || strlen(path) >= sizeof(x->c->incl[0])) {
+		problem(x, "include %s: %s", path, strlen(path) >= sizeof(x->c->incl[0])
+			? "path too long" : "too many included files (at most 63)");
+		fclose(in.f);
+		return;
+	}
+	in.file = ++x->c->nincl;
+	snprintf(x->c->incl[in.file], sizeof(x->c->incl[0]), "%s", path);
+	in.path = x->c->incl[in.file];
+	in.dev = st.st_dev;
+	in.ino = st.st_ino;
+	if (parse(&in) < 0)
+		in.errors++; /* said there: not text */
+	x->errors += in.errors;
+}
+
+/* include = PATTERN, as nginx's include: a path, or a glob whose matches
+ * are read in name order (byte order: the process runs in the C locale).
+ * A relative pattern is relative to the including file's directory. A
+ * pattern with a wildcard may match nothing (an empty conf.d/); a plain
+ * path must exist. */
+static void include(struct file_ctx *x, const char *pattern)
+{
+	char full[PATH_MAX], dir[PATH_MAX];
+	struct stat st;
+	glob_t g;
+	int r;
+
+	snprintf(dir, sizeof(dir), "%s", x->path);
+	if (pattern[0] == '/' || !strchr(x->path, '/'))
+		r = snprintf(full, sizeof(full), "%s", pattern);
+	else
+		r = snprintf(full, sizeof(full), "%s/%s", dirname(dir), pattern);
+	if (r < 0 || (size_t)r >= sizeof(full)) {
+		problem(x, "include %s: path too long", pattern);
+		return;
+	}
+	include_dir(x->c, full, dir);
+	if (!config_read_includes)
+		return;
+	if (!strpbrk(full, "*?[")) {
+		include_file(x, full);
+		return;
+	}
+	/* matching nothing is fine (an empty conf.d/), a directory that is
+	 * not there is a typo */
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+		problem(x, "include %s: %s: %s", full, dir, errno == ENOENT || !S_ISDIR(st.st_mode)
+			? "no such directory" : strerror(errno));
+		return;
+	}
+	r = glob(full, GLOB_ERR | GLOB_MARK, NULL, &g);
+	if (r == GLOB_NOMATCH)
+		return;
+	if (r) {
+		problem(x, "include %s: %s", full, r == GLOB_ABORTED
+			? "cannot read a directory of it" : "out of memory");
+		if (r != GLOB_NOSPACE)
+			globfree(&g);
+		return;
+	}
+	for (size_t i = 0; i < g.gl_pathc; i++)
+		include_file(x, g.gl_pathv[i]);
+	globfree(&g);
 }
 
 int config_load_file(struct config *c, const char *path)
 {
 	struct file_ctx x = { .c = c, .path = path };
 	struct stat st;
-	int r;
 
 	if (!(x.f = fopen(path, "re"))) {
 		fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno));
@@ -552,14 +785,7 @@ int config_load_file(struct config *c, const char *path)
 		fclose(x.f);
 		return -1;
 	}
-	r = ini_parse_stream(reader, &x, handler, &x);
-	fclose(x.f);
-	if (r > 0) { /* inih's own error: the first line it could not parse */
-		x.line = (unsigned)r;
-		problem(&x, "syntax error: expected '[section]', 'key = value' or a comment");
-	} else if (r < 0) {
-		fprintf(stderr, "%s: cannot read: out of memory\n", path);
-		x.errors++;
-	}
-	return x.binary ? -1 : x.errors;
+	x.dev = st.st_dev;
+	x.ino = st.st_ino;
+	return parse(&x);
 }

@@ -20,12 +20,29 @@
 #include "sni_match.h"
 #include "units.h"
 
+/* The file of a location: the main one or one it includes. */
+static const char *loc_file(const struct config *c, unsigned loc)
+{
+	unsigned f = CONF_LOC_FILE(loc);
+
+	return f && f <= c->nincl ? c->incl[f] : c->file;
+}
+
 void config_where(const struct config *c, unsigned line, char *buf, size_t len)
 {
 	if (c->file[0] && line)
-		snprintf(buf, len, "%s:%u: ", c->file, line);
+		snprintf(buf, len, "%s:%u: ", loc_file(c, line), CONF_LOC_LINE(line));
 	else
 		snprintf(buf, len, "splicer: ");
+}
+
+const char *config_line_ref(const struct config *c, unsigned loc, char *buf, size_t len)
+{
+	if (CONF_LOC_FILE(loc))
+		snprintf(buf, len, "%s:%u", loc_file(c, loc), CONF_LOC_LINE(loc));
+	else
+		snprintf(buf, len, "line %u", CONF_LOC_LINE(loc));
+	return buf;
 }
 
 static int ephemeral(const struct addr *a)
@@ -50,7 +67,7 @@ static struct listen_group *group_of(struct config *c, const struct addr *a)
 static int group_join(const struct config *c, struct listen_group *g, struct route *r,
 		      unsigned line)
 {
-	char where[300];
+	char where[300], ref[300];
 	int bad = 0;
 
 	config_where(c, line, where, sizeof(where));
@@ -63,18 +80,20 @@ static int group_join(const struct config *c, struct listen_group *g, struct rou
 		}
 		if (q->o.accept_proxy != r->o.accept_proxy) {
 			fprintf(stderr, "%slisten %s: route '%s' has accept_proxy %s but route '%s' "
-				"(line %u) on the same address has it %s: clients of one listener "
+				"(%s) on the same address has it %s: clients of one listener "
 				"either all send a PROXY header or none does\n", where, g->addr->text,
-				r->name, r->o.accept_proxy ? "on" : "off", q->name, g->line,
+				r->name, r->o.accept_proxy ? "on" : "off", q->name,
+				config_line_ref(c, g->line, ref, sizeof(ref)),
 				q->o.accept_proxy ? "on" : "off");
 			bad++;
 		}
 	}
 	if (!r->sni[0]) {
 		if (g->dflt) {
-			fprintf(stderr, "%slisten %s: routes '%s' (line %u) and '%s' share this address "
+			fprintf(stderr, "%slisten %s: routes '%s' (%s) and '%s' share this address "
 				"and neither has sni: both would take every client; give one of them "
-				"sni = NAMES\n", where, g->addr->text, g->dflt->name, g->line, r->name);
+				"sni = NAMES\n", where, g->addr->text, g->dflt->name,
+				config_line_ref(c, g->line, ref, sizeof(ref)), r->name);
 			bad++;
 		} else {
 			g->dflt = r;
@@ -298,7 +317,9 @@ static void on_overlap(void *arg, enum sni_overlap kind, size_t a, size_t b, con
 	struct overlap_ctx *x = arg;
 	const struct listen_group *g = x->g;
 	const struct route *ra = g->route[x->rules[a].route], *rb = g->route[x->rules[b].route];
-	const struct route *later = ra->sni_line > rb->sni_line ? ra : rb;
+	/* g->route[] is in reading order, includes and all (a line number
+	 * alone cannot order two files) */
+	const struct route *later = x->rules[a].route > x->rules[b].route ? ra : rb;
 	uint64_t mask = g->name_routes[x->name_of[a]];
 	char where[300], names[512], turned[1024] = "";
 	int every_alpn = 1;

@@ -15,9 +15,13 @@
  * precedence rule decides. Returns 0 or -1. */
 int config_listen_groups(struct config *c);
 
-/* "FILE:LINE: " for a problem at line of c's file, or "splicer: " (no
- * file, or line 0: the command line). */
+/* "FILE:LINE: " for a problem at location line (CONF_LOC: c's file or one
+ * it includes), or "splicer: " (no file, or 0: the command line). */
 void config_where(const struct config *c, unsigned line, char *buf, size_t len);
+
+/* How a message names another location: "line 12" in the main file,
+ * "conf.d/web.conf:12" in an included one. Returns buf. */
+const char *config_line_ref(const struct config *c, unsigned loc, char *buf, size_t len);
 
 /* Frees the name tables (config_free). */
 void config_listen_free(struct config *c);

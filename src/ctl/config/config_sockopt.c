@@ -201,7 +201,7 @@ static int group_build(const struct config *c, struct listen_group *g)
 					     "fastopen", "defer_accept" };
 	const struct route *first = g->route[0];
 	struct listen_opts a, b;
-	char at[300];
+	char at[300], ref[300];
 	int bad = 0, same_cli = 1;
 
 	listen_of(first, &g->lso);
@@ -227,10 +227,11 @@ static int group_build(const struct config *c, struct listen_group *g)
 			diff = 6;
 		if (diff >= 0) {
 			config_where(c, line_in(r, g), at, sizeof(at));
-			fprintf(stderr, "%slisten %s: route '%s' and route '%s' (line %u) share this "
+			fprintf(stderr, "%slisten %s: route '%s' and route '%s' (%s) share this "
 				"address but not its %s: a listening socket has one; give both routes "
 				"the same %s\n", at, g->addr->text, r->name, first->name,
-				line_in(first, g), names[diff], names[diff]);
+				config_line_ref(c, line_in(first, g), ref, sizeof(ref)), names[diff],
+				names[diff]);
 			bad++;
 		}
 		same_cli &= r->o.client_keepalive == first->o.client_keepalive &&

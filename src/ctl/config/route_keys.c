@@ -147,8 +147,10 @@ int route_keys_check(const struct config *c, const struct route *r)
 	}
 	if (acl_admits_nobody(r)) {
 		config_where(c, r->deny_line, at, sizeof(at));
-		fprintf(stderr, "%snote: deny covers every range of allow (line %u), and deny wins: "
-			"route '%s' lets no client in\n", at, r->allow_line, r->name);
+		char ref[300];
+		fprintf(stderr, "%snote: deny covers every range of allow (%s), and deny wins: "
+			"route '%s' lets no client in\n", at,
+			config_line_ref(c, r->allow_line, ref, sizeof(ref)), r->name);
 	}
 	return bad;
 }

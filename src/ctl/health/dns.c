@@ -13,6 +13,7 @@
  * the workers never see it. */
 #define _GNU_SOURCE
 #include "dns.h"
+#include "config_listen.h"
 
 #include <ares.h>
 #include <arpa/nameser.h>
@@ -461,11 +462,13 @@ static void fill_report(const struct config *c, const struct route *r, const str
 	char every[32];
 
 	format_duration_ms(q->every_ms, every, sizeof(every));
-	if (when == DNS_CHECK)
-		fprintf(stderr, "%s:%u: note: backend %s: cannot resolve now (%s): the proxy would "
-			"start without its addresses and look again every %s\n", c->file, q->line,
-			q->name, why, every);
-	else
+	if (when == DNS_CHECK) {
+		char at[300];
+		config_where(c, q->line, at, sizeof(at));
+		fprintf(stderr, "%snote: backend %s: cannot resolve now (%s): the proxy would "
+			"start without its addresses and look again every %s\n", at, q->name, why,
+			every);
+	} else
 		log_warn("%sroute %s: backend %s: no address (%s); the route goes on without its "
 			 "addresses and looks again every %s", when == DNS_RELOAD ? "SIGHUP: " : "",
 			 r->name, q->name, why, every);
@@ -481,10 +484,9 @@ int dns_fill(struct config *c, enum dns_when when)
 	if (strcmp(c->resolvers, "system")) {
 		if (channel_open(&ch, c->resolvers, err, sizeof(err))) {
 			unsigned line = c->set_line[setting_find("resolvers") - settings];
-			if (c->file[0] && line)
-				fprintf(stderr, "%s:%u: resolvers: %s\n", c->file, line, err);
-			else
-				fprintf(stderr, "splicer: resolvers: %s\n", err);
+			char at[300];
+			config_where(c, line, at, sizeof(at));
+			fprintf(stderr, "%sresolvers: %s\n", at, err);
 			return -1;
 		}
 		ares_destroy(ch);

@@ -122,6 +122,11 @@ int sandbox_fs_enter(const struct config *cfg, char *why, size_t len)
 	/* a reload reads the file again (and what it includes beside it) */
 	if (!bad && cfg->file[0])
 		bad = allow(rs, dir_of(cfg->file, dir, sizeof(dir)), rd, ra.handled_access_fs, why, len);
+	/* and the directories its include patterns look in, wherever they are
+	 * (a file added to conf.d/ is read by the next reload); a directory
+	 * that a reload's new include names is not among them: a restart */
+	for (unsigned i = 0; i < cfg->nincl_dir && !bad; i++)
+		bad = allow(rs, cfg->incl_dir[i], rd, ra.handled_access_fs, why, len);
 	/* SIGUSR1 after a rotation opens, or creates, the file anew */
 	if (!bad && strcmp(cfg->access_log, "off") && strcmp(cfg->access_log, "-") &&
 	    strcmp(cfg->access_log, "syslog") && cfg->access_log[0])
