@@ -670,8 +670,10 @@ static void include_dir(struct config *c, const char *pattern, char *dir)
 	for (unsigned i = 0; i < c->nincl_dir; i++)
 		if (!strcmp(c->incl_dir[i], dir))
 			return;
-	if (c->nincl_dir < MAX_CONF_FILES && strlen(dir) < sizeof(c->incl_dir[0]))
-		snprintf(c->incl_dir[c->nincl_dir++], sizeof(c->incl_dir[0]), "%s", dir);
+	size_t n = strlen(dir);
+
+	if (c->nincl_dir < MAX_CONF_FILES && n < sizeof(c->incl_dir[0]))
+		memcpy(c->incl_dir[c->nincl_dir++], dir, n + 1);
 }
 
 /* One file an include names: read as if its lines stood in a file of their
