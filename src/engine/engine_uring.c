@@ -1386,8 +1386,8 @@ static void uring_dir_dead(struct session *s, struct dir *d)
 /* A graceful close on fixed slots: IORING_OP_SHUTDOWN(SHUT_RD) on both
  * sources. Each armed recv then returns what the socket holds, then 0, and
  * the direction ends as on a peer's FIN: its queue is sent, then the FIN.
- * Both SQEs are taken before either is shut, so a full ring leaves the
- * session to be closed at once instead of half shut. */
+ * Both SQEs or none: a full ring leaves the session to be closed at once
+ * instead of half shut. */
 static int uring_shut_read(struct session *s)
 {
 	struct uring_dir *ud[2] = { UR(&s->up)->ur, UR(&s->down)->ur };
@@ -1395,15 +1395,14 @@ static int uring_shut_read(struct session *s)
 
 	if (!ud[0] || !ud[1] || !ud[0]->fixed)
 		return -EINVAL;
+	/* room for both first: a submit between taking the two would send
+	 * the first before it was filled */
+	if (io_uring_sq_space_left(&ud[0]->u->ring) < 2)
+		ring_submit(ud[0]->u);
+	if (io_uring_sq_space_left(&ud[0]->u->ring) < 2)
+		return -EBUSY;
 	for (int i = 0; i < 2; i++) {
-		if (!(sqe[i] = sqe_get(ud[i]->u)))
-			return -EBUSY;
-		/* a NOP nobody waits for until filled: getting the second may
-		 * submit the first, and a full ring leaves it so */
-		io_uring_prep_nop(sqe[i]);
-		io_uring_sqe_set_data64(sqe[i], 0);
-	}
-	for (int i = 0; i < 2; i++) {
+		sqe[i] = io_uring_get_sqe(&ud[0]->u->ring);
 		io_uring_prep_shutdown(sqe[i], ud[i]->src, SHUT_RD);
 		sqe[i]->flags |= IOSQE_FIXED_FILE;
 		io_uring_sqe_set_data64(sqe[i], ud_data(ud[i], OP_SHUTDOWN));
