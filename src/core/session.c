@@ -1273,6 +1273,8 @@ static void session_read_hello(struct session *s)
 		return;
 	case TLS_HELLO_DONE:
 		r = tls_route_choose(s->grp, s->hello);
+		if (access_log_enabled() && !s->seen)
+			s->seen = tls_seen_keep(s->hello);
 		break;
 	case TLS_HELLO_NOT_TLS:
 		r = s->grp->dflt;
@@ -1662,6 +1664,16 @@ static void session_access_log(struct session *s, const char *peer, const char *
 		.event = event,
 		.id = s->id,
 	};
+	const struct tls_seen *t = s->seen;
+
+	if (t && t->has_sni) {
+		e.sni = t->bytes;
+		e.sni_len = t->sni_len;
+	}
+	if (t && t->has_alpn) {
+		e.alpn = (const uint8_t *)t->bytes + t->sni_len;
+		e.alpn_len = t->alpn_len;
+	}
 
 	if (!closing) {
 		e.ended_by = end_names[END_NONE];
@@ -1792,6 +1804,7 @@ void session_close(struct session *s, const char *reason)
 
 void session_free(struct session *s)
 {
+	free(s->seen);
 	free(s);
 }
 
