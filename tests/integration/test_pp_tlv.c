@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "harness.h"
 #include "tls_hello_gen.h"
+#include "tlv_backend.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,86 +24,6 @@
 
 #include "proxy_proto.h"
 #include "proxy_tlv.h"
-
-/* What the backend found in the last header: each TLV's value by type. */
-struct tlv_seen {
-	pthread_mutex_t mu;
-	int done;              /* 1 valid header, -1 refused */
-	char why[128];
-	int has[256];
-	char val[256][300];    /* printable copy (values of the tests are text) */
-};
-
-static void tlv_reset(struct tlv_seen *t)
-{
-	pthread_mutex_lock(&t->mu);
-	t->done = 0;
-	memset(t->has, 0, sizeof t->has);
-	pthread_mutex_unlock(&t->mu);
-}
-
-/* Backend: reads the v2 header (proxy_parse checks its TLVs and CRC32C),
- * records the TLVs, then echoes the stream. */
-static void tlv_conn(struct h_server *s, int fd, int index, void *arg)
-{
-	struct tlv_seen *t = arg;
-	uint8_t buf[PROXY_HDR_MAX + 4096];
-	struct sockaddr_storage src;
-	socklen_t srclen;
-	size_t have = 0;
-	int r = 0;
-	(void)s;
-	(void)index;
-
-	while (have < sizeof buf && r == 0) {
-		ssize_t n = recv(fd, buf + have, sizeof buf - have, 0);
-		if (n <= 0)
-			return;
-		have += (size_t)n;
-		pthread_mutex_lock(&t->mu);
-		r = proxy_parse(buf, have, &src, &srclen, t->why, sizeof t->why);
-		pthread_mutex_unlock(&t->mu);
-	}
-	pthread_mutex_lock(&t->mu);
-	if (r > 0) {
-		size_t off = proxy_tlv_offset(buf, (size_t)r), at = 0, vlen;
-		const uint8_t *val;
-		uint8_t type;
-		while (proxy_tlv_next(buf + off, (size_t)r - off, &at, &type, &val, &vlen)) {
-			t->has[type]++;
-			size_t k = vlen < sizeof t->val[0] - 1 ? vlen : sizeof t->val[0] - 1;
-			memcpy(t->val[type], val, k);
-			t->val[type][k] = 0;
-		}
-	}
-	t->done = r > 0 ? 1 : -1;
-	pthread_mutex_unlock(&t->mu);
-	if (r <= 0)
-		return;
-	if (have > (size_t)r && h_send_all(fd, buf + r, have - (size_t)r, h_now_ms() + 2000))
-		return;
-	for (;;) {
-		ssize_t n = recv(fd, buf, sizeof buf, 0);
-		if (n <= 0 || h_send_all(fd, buf, (size_t)n, h_now_ms() + 2000))
-			break;
-	}
-	shutdown(fd, SHUT_WR);
-}
-
-static void tlv_wait(struct tlv_seen *t, const char *what)
-{
-	int done = 0;
-
-	for (int64_t end = h_now_ms() + 3000; h_now_ms() < end; h_sleep_ms(5)) {
-		pthread_mutex_lock(&t->mu);
-		done = t->done;
-		pthread_mutex_unlock(&t->mu);
-		if (done)
-			break;
-	}
-	H_CHECK(done == 1, "%s: the backend got %s (%s)", what,
-		done ? "a header it refused" : "no header", t->why);
-}
 
 /* Sends msg[0..n) and reads the echo of its last `echo` bytes. */
 static void tlv_roundtrip(const struct h_addr *a, const uint8_t *msg, size_t n, size_t echo,
@@ -169,11 +90,11 @@ Test(integ, pp_tlv_sends_authority_alpn_unique_id_crc32c, .init = h_init, .fini 
 {
 	static struct h_server srv;
 	static struct h_proxy p;
-	static struct tlv_seen t = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	static struct tlv_seen t = TLV_SEEN_INIT;
 	uint8_t hello[8192];
 	char text[1024], log[300], got[300];
 
-	int rc = h_server_start(&srv, "127.0.0.1:0", 128, tlv_conn, &t);
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, tlv_backend_conn, &t);
 	H_CHECK(rc == 0, "backend: %s", strerror(-rc));
 	snprintf(log, sizeof log, "%s/tlv-access.log", h_tmpdir());
 	snprintf(text, sizeof text,
@@ -186,9 +107,9 @@ Test(integ, pp_tlv_sends_authority_alpn_unique_id_crc32c, .init = h_init, .fini 
 
 	/* a TLS client: its ClientHello (and nothing else) is echoed */
 	size_t n = tls_make_hello("db.example.com", "h2,http/1.1", 0, hello, sizeof hello);
-	tlv_reset(&t);
+	tlv_seen_reset(&t);
 	tlv_roundtrip(&p.addr, hello, n, n, "ClientHello with SNI and ALPN");
-	tlv_wait(&t, "TLS client");
+	tlv_seen_wait(&t, "TLS client");
 	char uid[300];
 	pthread_mutex_lock(&t.mu);
 	H_CHECK(t.has[PP2_TYPE_AUTHORITY] == 1 && !strcmp(t.val[PP2_TYPE_AUTHORITY], "db.example.com"),
@@ -210,11 +131,11 @@ Test(integ, pp_tlv_sends_authority_alpn_unique_id_crc32c, .init = h_init, .fini 
 	uint8_t plain[64];
 	memcpy(plain, "PING plain text, not TLS\r\n", 26);
 	h_gen(3, 0, plain + 26, sizeof plain - 26);
-	tlv_reset(&t);
+	tlv_seen_reset(&t);
 	int64_t t0 = h_now_ms();
 	tlv_roundtrip(&p.addr, plain, sizeof plain, sizeof plain, "plain TCP client");
 	int64_t took = h_now_ms() - t0;
-	tlv_wait(&t, "plain client");
+	tlv_seen_wait(&t, "plain client");
 	pthread_mutex_lock(&t.mu);
 	H_CHECK(!t.has[PP2_TYPE_AUTHORITY] && !t.has[PP2_TYPE_ALPN] && t.has[PP2_TYPE_UNIQUE_ID] == 1 &&
 			t.has[PP2_TYPE_CRC32C] == 1 && strcmp(t.val[PP2_TYPE_UNIQUE_ID], uid),
@@ -265,14 +186,14 @@ Test(integ, pp_tlv_passes_the_clients_tlvs_as_configured, .init = h_init, .fini 
 {
 	static struct h_server srv1, srv2;
 	static struct h_proxy p;
-	static struct tlv_seen t1 = { .mu = PTHREAD_MUTEX_INITIALIZER };
-	static struct tlv_seen t2 = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	static struct tlv_seen t1 = TLV_SEEN_INIT;
+	static struct tlv_seen t2 = TLV_SEEN_INIT;
 	uint8_t msg[PROXY_HDR_MAX + 64];
 	char text[1500], log[300], got[300], err[256];
 	int p1 = h_free_port(), p2 = h_free_port();
 
-	H_CHECK(h_server_start(&srv1, "127.0.0.1:0", 128, tlv_conn, &t1) == 0 &&
-			h_server_start(&srv2, "127.0.0.1:0", 128, tlv_conn, &t2) == 0,
+	H_CHECK(h_server_start(&srv1, "127.0.0.1:0", 128, tlv_backend_conn, &t1) == 0 &&
+			h_server_start(&srv2, "127.0.0.1:0", 128, tlv_backend_conn, &t2) == 0,
 		"backends");
 	snprintf(log, sizeof log, "%s/pass-access.log", h_tmpdir());
 	snprintf(text, sizeof text,
@@ -295,9 +216,9 @@ Test(integ, pp_tlv_passes_the_clients_tlvs_as_configured, .init = h_init, .fini 
 	/* listed: authority and 0xe1 go on; unique_id is splicer's own (it
 	 * sends one), not the client's; 0xe2, padding and the client's checksum
 	 * stay; splicer's CRC32C covers the new header */
-	tlv_reset(&t1);
+	tlv_seen_reset(&t1);
 	tlv_roundtrip(&a1, msg, n + 64, 64, "route listed");
-	tlv_wait(&t1, "route listed");
+	tlv_seen_wait(&t1, "route listed");
 	pthread_mutex_lock(&t1.mu);
 	H_CHECK(t1.has[PP2_TYPE_AUTHORITY] == 1 && !strcmp(t1.val[PP2_TYPE_AUTHORITY], "front.example") &&
 			t1.has[0xe1] == 1 && !strcmp(t1.val[0xe1], "custom-e1") && !t1.has[0xe2] &&
@@ -312,9 +233,9 @@ Test(integ, pp_tlv_passes_the_clients_tlvs_as_configured, .init = h_init, .fini 
 	pthread_mutex_unlock(&t1.mu);
 
 	/* all: every TLV but the padding and the client's checksum, as sent */
-	tlv_reset(&t2);
+	tlv_seen_reset(&t2);
 	tlv_roundtrip(&a2, msg, n + 64, 64, "route all");
-	tlv_wait(&t2, "route all");
+	tlv_seen_wait(&t2, "route all");
 	pthread_mutex_lock(&t2.mu);
 	H_CHECK(t2.has[PP2_TYPE_AUTHORITY] == 1 && t2.has[0xe1] == 1 && t2.has[0xe2] == 1 &&
 			!strcmp(t2.val[0xe2], "custom-e2") && !t2.has[PP2_TYPE_NOOP] &&
@@ -344,7 +265,7 @@ Test(integ, pp_tlv_passes_the_clients_tlvs_as_configured, .init = h_init, .fini 
 			whats[k], strerror(-rc));
 		close(fd);
 	}
-	tlv_reset(&t2);
+	tlv_seen_reset(&t2);
 	tlv_roundtrip(&a2, msg, n + 64, 64, "route all, after two lying headers");
 
 	log_wait(log, 5);
