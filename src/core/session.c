@@ -1246,6 +1246,8 @@ static int hello_short(struct session *s)
  * ClientHello is there (any number of segments and TLS records, up to
  * tls_hello_max), then chooses the route. Nothing is consumed: the engine
  * forwards every byte, the hello first. */
+static void hello_done(struct session *s, struct route *r, enum tls_hello_status st);
+
 static void session_read_hello(struct session *s)
 {
 	size_t max = s->grp->hello_max;
@@ -1300,6 +1302,27 @@ static void session_read_hello(struct session *s)
 	}
 	log_debug("session %llx: ClientHello for '%s': route %s", (unsigned long long)s->id,
 		  st == TLS_HELLO_DONE && s->hello->has_sni ? s->hello->sni : "", r->name);
+	hello_done(s, r, st);
+}
+
+/* A listener whose ClientHello is read only for the PROXY header's
+ * authority and alpn (no sni routes) has its one route whatever the client
+ * sends: a client still silent at tls_hello_timeout (a protocol where the
+ * server speaks first: SMTP, MySQL, SSH) goes on to it without them, as
+ * nginx's preread goes on at preread_timeout. Returns 1 when it did. */
+static int hello_gave_up(struct session *s)
+{
+	if (s->grp->sni || !s->grp->dflt)
+		return 0;
+	log_debug("session %llx: no ClientHello within tls_hello_timeout: route %s without "
+		  "authority or alpn", (unsigned long long)s->id, s->grp->dflt->name);
+	hello_done(s, s->grp->dflt, TLS_HELLO_NOT_TLS);
+	return 1;
+}
+
+/* The route r is chosen (st: what was read): on to connecting. */
+static void hello_done(struct session *s, struct route *r, enum tls_hello_status st)
+{
 	if (st == TLS_HELLO_DONE && session_pp_hello(s, r, s->hello)) {
 		ended(s, END_PROXY);
 		session_close(s, "out-of-memory");
@@ -1577,7 +1600,8 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 		ended(s, END_TIMEOUT);
 		header_failed(s, "proxy-header-timeout", "no complete header within proxy_timeout");
 	} else if (s->state == S_HELLO && now_ms >= s->connect_deadline_ms) {
-		hello_failed(s, "tls-hello-timeout", "no whole ClientHello within tls_hello_timeout");
+		if (!hello_gave_up(s))
+			hello_failed(s, "tls-hello-timeout", "no whole ClientHello within tls_hello_timeout");
 	} else if (s->state == S_QUEUED) {
 		if (now_ms >= s->queued_ms + o->queue_timeout_ms) {
 			STAT_ADD(s->route->st->queue_timeouts, 1);

@@ -321,3 +321,46 @@ Test(integ, pp_tlv_check_says_what_is_wrong, .init = h_init, .fini = h_fini, .ti
 		out = errout = NULL;
 	}
 }
+
+/* A listener whose ClientHello is read only for the TLVs (no sni route):
+ * a client that says nothing first (SMTP, MySQL, SSH: the server speaks
+ * first) goes on to the backend at tls_hello_timeout, without authority or
+ * alpn, where an sni listener would close it. */
+Test(integ, pp_tlv_silent_client_goes_on_at_hello_timeout, .init = h_init, .fini = h_fini,
+     .timeout = 60)
+{
+	static struct h_server srv;
+	static struct h_proxy p;
+	static struct tlv_seen t = TLV_SEEN_INIT;
+	char text[1024], err[256];
+	uint8_t msg[32], back[32];
+
+	H_CHECK(h_server_start(&srv, "127.0.0.1:0", 128, tlv_backend_conn, &t) == 0, "backend");
+	snprintf(text, sizeof text,
+		 "[route t]\nlisten = 127.0.0.1:0\nbackend = %s\nproxy_protocol = v2\n"
+		 "proxy_protocol_tlvs = authority alpn unique_id\ntls_hello_timeout = 300ms\n",
+		 srv.addr.text);
+	const char *args[] = { "-c", h_conf_write("tlv-silent.conf", text), NULL };
+	H_CHECK(h_proxy_start(&p, h_binary(0), args, err, sizeof err) == 0, "proxy: %s", err);
+
+	tlv_seen_reset(&t);
+	int64_t t0 = h_now_ms();
+	int fd = h_connect(&p.addr, 2000);
+	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
+	tlv_seen_wait(&t, "silent client");
+	int64_t took = h_now_ms() - t0;
+	pthread_mutex_lock(&t.mu);
+	int auth = t.has[PP2_TYPE_AUTHORITY], alpn = t.has[PP2_TYPE_ALPN], uid = t.has[PP2_TYPE_UNIQUE_ID];
+	pthread_mutex_unlock(&t.mu);
+	H_CHECK(took >= 250 && took < 2500 && !auth && !alpn && uid == 1,
+		"the backend got the header %lld ms after the connect (tls_hello_timeout 300ms) with "
+		"authority %d alpn %d unique_id %d", (long long)took, auth, alpn, uid);
+	h_gen(9, 0, msg, sizeof msg);
+	int rc = h_send_all(fd, msg, sizeof msg, h_now_ms() + 2000);
+	if (!rc)
+		rc = h_recv_exact(fd, back, sizeof back, h_now_ms() + 2000);
+	close(fd);
+	H_CHECK(rc == 0 && !memcmp(msg, back, sizeof msg), "the session did not carry bytes after it");
+	h_proxy_down(&p);
+	h_server_stop(&srv);
+}

@@ -103,7 +103,8 @@ const struct setting settings[] = {
 	  "the one negotiated), unique_id (the session's id, 32 hex digits, as the access log's "
 	  "unique_id), crc32c (a checksum of the header). authority and alpn make the route's "
 	  "listeners read the ClientHello before connecting, as sni routes do; a client without "
-	  "one (not TLS, no SNI, no ALPN) gets no such TLV" },
+	  "one (not TLS, no SNI, no ALPN) gets no such TLV, and one still silent at "
+	  "tls_hello_timeout goes on without them when its listener has no sni route" },
 	{ "proxy-protocol-pass", 0, SET_TEXT, 0, 0, "none", 0, NULL, SCOPE_ROUTE, R(pp_pass_text),
 	  "accept_proxy and proxy_protocol = v2: the TLVs of a client's PROXY v2 header that go on "
 	  "to the backend's header (all, or the types listed); a type splicer sends itself "
