@@ -163,13 +163,8 @@ Test(integ, pp_tlv_sends_authority_alpn_unique_id_crc32c, .init = h_init, .fini 
  * CRC32C (flip: one byte of it wrong). Returns its length. */
 static size_t front_header(uint8_t *out, size_t cap, int flip)
 {
-	struct sockaddr_in c = { .sin_family = AF_INET, .sin_port = htons(4242) };
-	struct sockaddr_in d = { .sin_family = AF_INET, .sin_port = htons(443) };
-	size_t n;
+	size_t n = tlv_front_header(out, cap);
 
-	inet_pton(AF_INET, "203.0.113.9", &c.sin_addr);
-	inet_pton(AF_INET, "198.51.100.1", &d.sin_addr);
-	n = proxy_build(2, (struct sockaddr *)&c, sizeof c, (struct sockaddr *)&d, sizeof d, out);
 	n = proxy_tlv_add(out, n, cap, PP2_TYPE_AUTHORITY, "front.example", 13);
 	n = proxy_tlv_add(out, n, cap, 0xe1, "custom-e1", 9);
 	n = proxy_tlv_add(out, n, cap, PP2_TYPE_UNIQUE_ID, "client-uid-42", 13);

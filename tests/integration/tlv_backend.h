@@ -29,6 +29,11 @@ void tlv_seen_reset(struct tlv_seen *t);
 /* Waits (3 s) for the next header; asserts it was valid. */
 void tlv_seen_wait(struct tlv_seen *t, const char *what);
 
+/* A v2 PROXY header, as a front proxy sends it, for a client
+ * 203.0.113.9:4242 that connected to 198.51.100.1:443, without TLVs (add
+ * them with proxy_tlv_add, seal with proxy_tlv_seal). Returns its length. */
+size_t tlv_front_header(uint8_t *out, size_t cap);
+
 /* The names of the TLV types t holds, comma-separated ("-": none). */
 void tlv_seen_types(struct tlv_seen *t, char *out, size_t len);
 

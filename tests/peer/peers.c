@@ -456,6 +456,21 @@ static void pr_peer_start(struct pr_col *c)
 	h_addr_parse(text, &c->front);
 }
 
+/* Waits (5 s) for pid to listen on 127.0.0.1:port; else shows its log,
+ * stops it and fails the test. */
+static void pr_wait_listening(pid_t pid, const char *name, int port, const char *log)
+{
+	for (int64_t deadline = h_now_ms() + 5000; !pr_listening(port);) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid || h_now_ms() > deadline) {
+			h_print_tail(log, 20);
+			pr_pid_stop(pid);
+			H_CHECK(0, "%s did not listen on port %d (log %s)", name, port, log);
+		}
+		h_sleep_ms(5);
+	}
+}
+
 pid_t pr_haproxy_start(const char *name, const char *conf, int port, char *log, size_t loglen)
 {
 	char exe[512], cfg[320];
@@ -470,15 +485,7 @@ pid_t pr_haproxy_start(const char *name, const char *conf, int port, char *log, 
 	char *argv[] = { exe, "-f", cfg, "-db", NULL };
 	pid = pr_spawn(log, argv);
 	H_CHECK(pid > 0, "%s: cannot start %s", name, exe);
-	for (int64_t deadline = h_now_ms() + 5000; !pr_listening(port);) {
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid || h_now_ms() > deadline) {
-			h_print_tail(log, 20);
-			pr_pid_stop(pid);
-			H_CHECK(0, "%s did not listen on port %d (log %s)", name, port, log);
-		}
-		h_sleep_ms(5);
-	}
+	pr_wait_listening(pid, name, port, log);
 	return pid;
 }
 
@@ -502,15 +509,7 @@ pid_t pr_nginx_start(const char *name, const char *stream, int port, char *log, 
 	char *argv[] = { exe, "-p", (char *)dir, "-e", log, "-c", cfg, NULL };
 	pid = pr_spawn(log, argv);
 	H_CHECK(pid > 0, "%s: cannot start %s", name, exe);
-	for (int64_t deadline = h_now_ms() + 5000; !pr_listening(port);) {
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid || h_now_ms() > deadline) {
-			h_print_tail(log, 20);
-			pr_pid_stop(pid);
-			H_CHECK(0, "%s did not listen on port %d (log %s)", name, port, log);
-		}
-		h_sleep_ms(5);
-	}
+	pr_wait_listening(pid, name, port, log);
 	return pid;
 }
 

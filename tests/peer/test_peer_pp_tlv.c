@@ -202,13 +202,8 @@ static void field(const char *line, const char *key, char *out, size_t len)
  * unique_id, a custom 0xE1 and a CRC32C. */
 static size_t front_header(uint8_t *out, size_t cap)
 {
-	struct sockaddr_in c = { .sin_family = AF_INET, .sin_port = htons(4242) };
-	struct sockaddr_in d = { .sin_family = AF_INET, .sin_port = htons(443) };
-	size_t n;
+	size_t n = tlv_front_header(out, cap);
 
-	inet_pton(AF_INET, "203.0.113.9", &c.sin_addr);
-	inet_pton(AF_INET, "198.51.100.1", &d.sin_addr);
-	n = proxy_build(2, (struct sockaddr *)&c, sizeof c, (struct sockaddr *)&d, sizeof d, out);
 	n = proxy_tlv_add(out, n, cap, PP2_TYPE_AUTHORITY, "front.example", 13);
 	n = proxy_tlv_add(out, n, cap, PP2_TYPE_UNIQUE_ID, "front-uid-7", 11);
 	n = proxy_tlv_add(out, n, cap, 0xe1, "custom", 6);
