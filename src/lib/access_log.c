@@ -171,6 +171,14 @@ void access_log_session(const struct access_entry *e)
 		n += field(line + n, room - n, "event", e->event ? e->event : "close");
 	if (n < room)
 		n += (size_t)snprintf(line + n, room - n, " session=%llx", (unsigned long long)e->id);
+	if (n < room)
+		n += field(line + n, room - n, "authority", e->authority ? e->authority : "-");
+	if (n < room)
+		n += field(line + n, room - n, "alpn", e->alpn ? e->alpn : "-");
+	if (n < room)
+		n += field(line + n, room - n, "unique_id", e->unique_id ? e->unique_id : "-");
+	if (n < room)
+		n += field(line + n, room - n, "pp_tlvs", e->pp_tlvs ? e->pp_tlvs : "-");
 	if (n > room)
 		n = room;
 	/* the leading space of the first field, when there is no timestamp */

@@ -36,6 +36,18 @@
  *                their reason, which no close line has
  *   session      the session's id (hex; the same in each of its lines and in
  *                the -v log's "session ID" lines)
+ *   authority    the server name the client asked for: its ClientHello's SNI
+ *                (listeners that read it: sni routes, proxy_protocol_tlvs
+ *                authority or alpn, with the access log on), else the
+ *                AUTHORITY TLV of the PROXY v2 header it sent; "-" when none
+ *   alpn         the first ALPN protocol its ClientHello offers, else the
+ *                ALPN TLV of its PROXY v2 header; "-"
+ *   unique_id    the UNIQUE_ID TLV the backend gets from splicer
+ *                (proxy_protocol_tlvs unique_id: 32 hex digits), else the
+ *                one of the client's PROXY v2 header; "-"
+ *   pp_tlvs      the types of the TLVs in the client's PROXY v2 header, in
+ *                order, comma-separated (alpn, authority, unique_id, ssl,
+ *                netns, crc32c, noop, or 0xHH); "-" when none
  * Lines go through a bounded
  * queue to a writer thread of their own (log.h: struct log_sink), so a disk,
  * pipe, FIFO or syslog that stalls drops lines (counted in
@@ -78,6 +90,8 @@ struct access_entry {
 	int err;            /* 0: none */
 	const char *event;  /* "close", "connect", "interim" */
 	uint64_t id;        /* the session's */
+	/* PROXY v2 TLVs (session_pp.h); NULL: "-" */
+	const char *authority, *alpn, *unique_id, *pp_tlvs;
 };
 
 void access_log_session(const struct access_entry *e);
