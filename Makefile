@@ -363,7 +363,7 @@ FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -g -O1 -std=gnu11 $(ALL_INC) -DSPLICER_VERSION='"$(VERSION)"' \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZERS      := proxy_proto addr config http_req tls_hello
-FUZZ_SRCS_proxy_proto := src/proto/proxy_proto.c
+FUZZ_SRCS_proxy_proto := src/proto/proxy_proto.c src/proto/proxy_tlv.c
 FUZZ_SRCS_addr        := src/lib/addr.c
 FUZZ_SRCS_http_req    := src/proto/http_req.c
 FUZZ_SRCS_tls_hello   := src/proto/tls_hello.c src/proto/sni_match.c
@@ -373,7 +373,8 @@ FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config/config.c src/c
 			 src/ctl/config/route_keys.c src/ctl/config/config_listen.c src/core/route_admit.c \
 			 src/core/source_table.c src/lib/cidr.c src/proto/sni_match.c src/proto/tls_hello.c \
 			 src/core/route_hist.c src/ctl/config/config_doc.c src/core/qsbr.c \
-			 src/lib/timer.c src/proto/check_spec.c src/ctl/config/config_sockopt.c src/lib/sockopt.c
+			 src/lib/timer.c src/proto/check_spec.c src/ctl/config/config_sockopt.c src/lib/sockopt.c \
+			 src/ctl/config/config_pp.c src/proto/proxy_tlv.c
 
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HDRS) $(SRCS)
 	@mkdir -p $(@D)

@@ -2,12 +2,14 @@
 /* libFuzzer harness: the PROXY protocol parser (src/proto/proxy_proto.c) on any
  * bytes. Checks what the parser promises beyond not crashing: a length it
  * returns lies within the input and the limits, a complete header parses
- * the same with trailing bytes, and every prefix of it asks for more. */
+ * the same with trailing bytes, every prefix of it asks for more, and the
+ * walk of its TLVs stays inside it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proxy_proto.h"
+#include "proxy_tlv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -21,6 +23,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (len > sizeof(src))
 			abort();
+		size_t off = proxy_tlv_offset(data, (size_t)r), at = 0, vlen;
+		const uint8_t *val;
+		uint8_t type;
+		if (off > (size_t)r)
+			abort();
+		while (proxy_tlv_next(data + off, (size_t)r - off, &at, &type, &val, &vlen))
+			if (val < data + off || val + vlen > data + r)
+				abort();
 		for (int k = 0; k < r; k++)
 			if (proxy_parse(data, (size_t)k, &src, &len, why, sizeof(why)) != 0)
 				abort(); /* a prefix of a valid header is never an error */

@@ -15,6 +15,7 @@
 
 #include "addr.h"
 #include "cidr.h"
+#include "proxy_tlv.h"
 #include "sockopt.h"
 
 #define MAX_ROUTES    64
@@ -61,6 +62,9 @@ struct route_opts {
 	uint64_t proxy_protocol;     /* 0 off, 1 v1, 2 v2: header sent to backends */
 	uint64_t accept_proxy;       /* 1: clients must send a PROXY header first */
 	uint64_t proxy_timeout_ms;   /* accept_proxy: the whole header within this */
+	uint64_t pp_tlvs;            /* PP_SEND_* (proxy_tlv.h): the v2 TLVs sent to backends */
+	char pp_pass_text[SETTING_TEXT_MAX]; /* proxy_protocol_pass as written: none, all or
+						types (the set: struct route's pp_pass) */
 	uint64_t check;              /* 0 none, else active health checks (check_spec.h): derived
 					from check_text by config_finalize */
 	uint64_t check_interval_ms;
@@ -212,6 +216,8 @@ struct route {
 	struct route_opts o;
 	settings_mask set;                 /* route_opts given in the route's own section (bit per
 					    * settings[] index; SETTINGS_MAX) */
+	unsigned key_line[SETTINGS_MAX];   /* where the section set each (0: not there) */
+	struct pp_types pp_pass;           /* proxy_protocol_pass: TLV types passed on */
 	/* Run time, shared by the workers: the balancing tables (backend.c),
 	 * immutable once published; a weight change publishes new ones */
 	struct balance_table *tab;         /* atomic pointer */

@@ -25,6 +25,7 @@
 #include "proxy_proto.h"
 #include "route_admit.h"
 #include "route_hist.h"
+#include "session_pp.h"
 #include "session_sock.h"
 #include "tls_hello.h"
 #include "tls_route.h"
@@ -610,7 +611,7 @@ void session_resume(struct session *s)
 
 /* The backend connection is up: with proxy_protocol, its first bytes are
  * the header. A fresh socket's send buffer is empty, so the header (at most
- * 232 bytes) goes in one non-blocking send; a short one ends the session
+ * PROXY_V2_MAX bytes with its TLVs) goes in one non-blocking send; a short one ends the session
  * rather than let a later engine write stream bytes ahead of it. Returns 0,
  * or -1 when the session was closed. */
 static int mark_open(struct session *s)
@@ -644,6 +645,8 @@ static int mark_open(struct session *s)
 		llen = 0, local.ss_family = AF_UNSPEC;
 	n = proxy_build((int)s->route->o.proxy_protocol, (struct sockaddr *)&s->peer, s->peerlen,
 			(struct sockaddr *)&local, llen, hdr);
+	if (s->route->o.proxy_protocol == 2)
+		n = session_pp_build(s, hdr, n, sizeof(hdr));
 	if (send(s->srv.fd, hdr, n, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n) {
 		log_verbose("session %llx: PROXY header to %s: %s", (unsigned long long)s->id,
 			    s->route->backend[s->backend].addr.text, strerror(errno));
@@ -1172,6 +1175,11 @@ static void session_read_header(struct session *s)
 		memcpy(&s->peer, &src, srclen);
 		s->peerlen = srclen;
 	}
+	if (session_pp_received(s, buf, (size_t)r)) {
+		ended(s, END_PROXY);
+		session_close(s, "out-of-memory");
+		return;
+	}
 	s->state = S_CONNECTING;
 	if (session_begin(s) == 0 && s->state == S_HELLO && s->cli.can_read)
 		session_read_hello(s); /* the hello may have come with the header */
@@ -1238,6 +1246,8 @@ static int hello_short(struct session *s)
  * ClientHello is there (any number of segments and TLS records, up to
  * tls_hello_max), then chooses the route. Nothing is consumed: the engine
  * forwards every byte, the hello first. */
+static void hello_done(struct session *s, struct route *r, enum tls_hello_status st);
+
 static void session_read_hello(struct session *s)
 {
 	size_t max = s->grp->hello_max;
@@ -1273,8 +1283,6 @@ static void session_read_hello(struct session *s)
 		return;
 	case TLS_HELLO_DONE:
 		r = tls_route_choose(s->grp, s->hello);
-		if (access_log_enabled() && !s->seen)
-			s->seen = tls_seen_keep(s->hello);
 		break;
 	case TLS_HELLO_NOT_TLS:
 		r = s->grp->dflt;
@@ -1294,6 +1302,32 @@ static void session_read_hello(struct session *s)
 	}
 	log_debug("session %llx: ClientHello for '%s': route %s", (unsigned long long)s->id,
 		  st == TLS_HELLO_DONE && s->hello->has_sni ? s->hello->sni : "", r->name);
+	hello_done(s, r, st);
+}
+
+/* A listener whose ClientHello is read only for the PROXY header's
+ * authority and alpn (no sni routes) has its one route whatever the client
+ * sends: a client still silent at tls_hello_timeout (a protocol where the
+ * server speaks first: SMTP, MySQL, SSH) goes on to it without them, as
+ * nginx's preread goes on at preread_timeout. Returns 1 when it did. */
+static int hello_gave_up(struct session *s)
+{
+	if (s->grp->sni || !s->grp->dflt)
+		return 0;
+	log_debug("session %llx: no ClientHello within tls_hello_timeout: route %s without "
+		  "authority or alpn", (unsigned long long)s->id, s->grp->dflt->name);
+	hello_done(s, s->grp->dflt, TLS_HELLO_NOT_TLS);
+	return 1;
+}
+
+/* The route r is chosen (st: what was read): on to connecting. */
+static void hello_done(struct session *s, struct route *r, enum tls_hello_status st)
+{
+	if (st == TLS_HELLO_DONE && session_pp_hello(s, r, s->hello)) {
+		ended(s, END_PROXY);
+		session_close(s, "out-of-memory");
+		return;
+	}
 	free(s->hello);
 	s->hello = NULL;
 	hello_lowat(s, 1); /* forwarding reads whatever is queued */
@@ -1566,7 +1600,8 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 		ended(s, END_TIMEOUT);
 		header_failed(s, "proxy-header-timeout", "no complete header within proxy_timeout");
 	} else if (s->state == S_HELLO && now_ms >= s->connect_deadline_ms) {
-		hello_failed(s, "tls-hello-timeout", "no whole ClientHello within tls_hello_timeout");
+		if (!hello_gave_up(s))
+			hello_failed(s, "tls-hello-timeout", "no whole ClientHello within tls_hello_timeout");
 	} else if (s->state == S_QUEUED) {
 		if (now_ms >= s->queued_ms + o->queue_timeout_ms) {
 			STAT_ADD(s->route->st->queue_timeouts, 1);
@@ -1650,6 +1685,7 @@ static void session_access_log(struct session *s, const char *peer, const char *
 			       const char *event)
 {
 	int closing = !strcmp(event, "close");
+	struct session_pp_log pl;
 	struct access_entry e = {
 		.route = s->routed ? s->route->name : "-",
 		.client = peer,
@@ -1663,17 +1699,13 @@ static void session_access_log(struct session *s, const char *peer, const char *
 		.err = !closing ? 0 : s->fail_err ? s->fail_err : s->opened ? 0 : s->conn_err,
 		.event = event,
 		.id = s->id,
+		.authority = pl.authority,
+		.alpn = pl.alpn,
+		.unique_id = pl.unique_id,
+		.pp_tlvs = pl.tlvs,
 	};
-	const struct tls_seen *t = s->seen;
 
-	if (t && t->has_sni) {
-		e.sni = t->bytes;
-		e.sni_len = t->sni_len;
-	}
-	if (t && t->has_alpn) {
-		e.alpn = (const uint8_t *)t->bytes + t->sni_len;
-		e.alpn_len = t->alpn_len;
-	}
+	session_pp_log(s, &pl);
 
 	if (!closing) {
 		e.ended_by = end_names[END_NONE];
@@ -1804,7 +1836,7 @@ void session_close(struct session *s, const char *reason)
 
 void session_free(struct session *s)
 {
-	free(s->seen);
+	session_pp_free(s);
 	free(s);
 }
 

@@ -65,7 +65,7 @@ struct dir {
 enum session_state { S_HEADER, S_HELLO, S_QUEUED, S_CONNECTING, S_OPEN, S_CLOSED };
 
 struct tls_hello;
-struct tls_seen;
+struct session_pp;
 struct listen_group;
 
 struct session {
@@ -74,8 +74,7 @@ struct session {
 				  the listener's default, or first, until one is chosen) */
 	const struct listen_group *grp; /* the listener it was accepted on */
 	struct tls_hello *hello; /* S_HELLO: the reader's state (tls_hello.h) */
-	struct tls_seen *seen; /* its name and ALPN, for the access log (tls_route.h); NULL:
-				  not read, or the access log is off */
+	struct session_pp *pp; /* PROXY v2 TLVs learned and sent (session_pp.h); NULL: none */
 	uint32_t hello_lowat;  /* S_HELLO: the client's SO_RCVLOWAT when raised; 0: the default */
 	const struct engine *eng; /* the route's engine: its session hooks (engine.h) */
 	uint64_t id;

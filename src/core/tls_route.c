@@ -4,7 +4,6 @@
 #include "tls_route.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "sni_match.h"
@@ -33,20 +32,4 @@ struct route *tls_route_choose(const struct listen_group *g, const struct tls_he
 		if ((g->name_routes[name] >> i & 1) && alpn_met(g->route[i], hello))
 			return g->route[i];
 	return g->dflt;
-}
-
-struct tls_seen *tls_seen_keep(const struct tls_hello *h)
-{
-	size_t sni = h->has_sni ? h->sni_len : 0;
-	struct tls_seen *t = malloc(sizeof(*t) + sni + h->alpn_len);
-
-	if (!t)
-		return NULL;
-	t->has_sni = h->has_sni;
-	t->has_alpn = h->has_alpn;
-	t->sni_len = (uint16_t)sni;
-	t->alpn_len = (uint16_t)h->alpn_len;
-	memcpy(t->bytes, h->sni, sni);
-	memcpy(t->bytes + sni, h->alpn, h->alpn_len);
-	return t;
 }

@@ -18,16 +18,4 @@
  * no route without sni). hello NULL: not TLS. */
 struct route *tls_route_choose(const struct listen_group *g, const struct tls_hello *hello);
 
-/* What the access log tells of a hello (access_log.h: sni, alpn), kept
- * once the reader's state is freed: only the bytes used, so a session
- * holds a few dozen bytes for it, and only when the access log is on. */
-struct tls_seen {
-	uint16_t sni_len, alpn_len;
-	uint8_t has_sni, has_alpn;
-	char bytes[]; /* the name, then the ALPN protocols in wire form (GREASE left out) */
-};
-
-/* A copy of what h (DONE) says, or NULL (out of memory: the line says "-"). */
-struct tls_seen *tls_seen_keep(const struct tls_hello *h);
-
 #endif

@@ -171,38 +171,12 @@ static size_t field(char *buf, size_t len, const char *key, const char *val)
 	return n + log_escape(val, strlen(val), buf + n, len - n, 1);
 }
 
-/* " alpn=h2,http/1.1": each name escaped as a value is, and a comma in a
- * name too, so the list splits where the names end. */
-static size_t alpn_field(char *buf, size_t len, const uint8_t *alpn, size_t alen)
-{
-	size_t n, k;
-
-	if (!alpn || !alen) /* none, or GREASE only (JSON: []) */
-		return field(buf, len, "alpn", "-");
-	if ((n = (size_t)snprintf(buf, len, " alpn=")) >= len)
-		return len;
-	for (size_t off = 0; off < alen && n < len - 1; off += 1 + k) {
-		const char *name = (const char *)alpn + off + 1;
-		k = alpn[off] < alen - off ? alpn[off] : alen - off - 1;
-		if (off && n + 1 < len)
-			buf[n++] = ',';
-		for (size_t i = 0; i < k && n < len - 1; i++) {
-			if (name[i] == ',')
-				n += (size_t)snprintf(buf + n, len - n, "%s", len - n > 4 ? "\\x2c" : "");
-			else
-				n += log_escape(name + i, 1, buf + n, len - n, 1);
-		}
-	}
-	buf[n] = '\0';
-	return n;
-}
-
 /* The key=value line (access_log.h) into line[0..room); ts NULL: without
  * the leading time (syslog stamps its own). Returns its length. */
 static size_t format_kv(char *line, size_t room, const struct access_entry *e,
 			const struct timespec *ts)
 {
-	char ms[24], sni[256];
+	char ms[24];
 	size_t n = 0, start;
 	struct tm tm;
 
@@ -238,11 +212,14 @@ static size_t format_kv(char *line, size_t room, const struct access_entry *e,
 		n += field(line + n, room - n, "event", e->event ? e->event : "close");
 	if (n < room)
 		n += (size_t)snprintf(line + n, room - n, " session=%llx", (unsigned long long)e->id);
-	snprintf(sni, sizeof(sni), "%.*s", e->sni ? (int)e->sni_len : 1, e->sni ? e->sni : "-");
 	if (n < room)
-		n += field(line + n, room - n, "sni", sni);
+		n += field(line + n, room - n, "authority", e->authority ? e->authority : "-");
 	if (n < room)
-		n += alpn_field(line + n, room - n, e->alpn, e->alpn_len);
+		n += field(line + n, room - n, "alpn", e->alpn ? e->alpn : "-");
+	if (n < room)
+		n += field(line + n, room - n, "unique_id", e->unique_id ? e->unique_id : "-");
+	if (n < room)
+		n += field(line + n, room - n, "pp_tlvs", e->pp_tlvs ? e->pp_tlvs : "-");
 	if (n > room)
 		n = room;
 	/* the leading space of the first field, when there is no timestamp */
@@ -257,7 +234,7 @@ static size_t format_kv(char *line, size_t room, const struct access_entry *e,
 
 /* Room kept free while a string is written: every key, number and closing
  * token after it fits in this (the whole object without its strings is
- * about 360 bytes), so a long string is shortened and the object always
+ * about 340 bytes), so a long string is shortened and the object always
  * closes. */
 #define JSON_TAIL 480
 
@@ -306,27 +283,6 @@ static void jw_str_or_null(struct jw *w, const char *key, const char *s)
 		jw_str(w, key, s, strlen(s));
 }
 
-/* "alpn":["h2","http/1.1"]: the names that fit whole. */
-static void jw_alpn(struct jw *w, const uint8_t *alpn, size_t alen)
-{
-	char esc[6 * 255 + 1];
-	size_t k, m;
-
-	if (!alpn) {
-		jw_raw(w, ",\"alpn\":null");
-		return;
-	}
-	jw_raw(w, ",\"alpn\":[");
-	for (size_t off = 0, i = 0; off < alen && !w->over; off += 1 + k) {
-		k = alpn[off] < alen - off ? alpn[off] : alen - off - 1;
-		m = json_escape((const char *)alpn + off + 1, k, esc, sizeof(esc));
-		if (m + 3 >= jw_room(w))
-			break;
-		jw_raw(w, "%s\"%s\"", i++ ? "," : "", esc);
-	}
-	jw_raw(w, "]");
-}
-
 static size_t format_json(char *line, size_t room, const struct access_entry *e,
 			  const struct timespec *ts)
 {
@@ -352,11 +308,10 @@ static size_t format_json(char *line, size_t room, const struct access_entry *e,
 	jw_str_or_null(&w, "ended_by", e->ended_by);
 	jw_str_or_null(&w, "event", e->event ? e->event : "close");
 	jw_raw(&w, ",\"session\":\"%llx\"", (unsigned long long)e->id);
-	if (e->sni)
-		jw_str(&w, "sni", e->sni, e->sni_len);
-	else
-		jw_raw(&w, ",\"sni\":null");
-	jw_alpn(&w, e->alpn, e->alpn_len);
+	jw_str_or_null(&w, "authority", e->authority);
+	jw_str_or_null(&w, "alpn", e->alpn);
+	jw_str_or_null(&w, "unique_id", e->unique_id);
+	jw_str_or_null(&w, "pp_tlvs", e->pp_tlvs);
 	jw_raw(&w, "}");
 	if (w.over) /* never (JSON_TAIL); still one whole object if it were */
 		w.n = (size_t)snprintf(line, room, "{\"time\":\"%s.%03ldZ\",\"session\":\"%llx\","

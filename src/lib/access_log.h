@@ -36,24 +36,29 @@
  *                their reason, which no close line has
  *   session      the session's id (hex; the same in each of its lines and in
  *                the -v log's "session ID" lines)
- *   sni          the server name of the client's TLS ClientHello, on a
- *                listener with sni routes (the hello is read there to route
- *                it); "-" when there was none (not TLS, no SNI, no sni routes)
- *   alpn         the ALPN protocols that hello offered, in its order, comma-
- *                separated (a comma inside a name escaped, GREASE values left
- *                out); "-" when it had no ALPN extension or was not read
+ *   authority    the server name the client asked for: its ClientHello's SNI
+ *                (listeners that read it: sni routes, proxy_protocol_tlvs
+ *                authority or alpn, with the access log on), else the
+ *                AUTHORITY TLV of the PROXY v2 header it sent; "-" when none
+ *   alpn         the first ALPN protocol its ClientHello offers, else the
+ *                ALPN TLV of its PROXY v2 header; "-"
+ *   unique_id    the UNIQUE_ID TLV the backend gets from splicer
+ *                (proxy_protocol_tlvs unique_id: 32 hex digits), else the
+ *                one of the client's PROXY v2 header; "-"
+ *   pp_tlvs      the types of the TLVs in the client's PROXY v2 header, in
+ *                order, comma-separated (alpn, authority, unique_id, ssl,
+ *                netns, crc32c, noop, or 0xHH); "-" when none
  *
  * log_format = json writes the same fields as one JSON object per line,
  * in the same order, with the same names: numbers as JSON numbers (up,
  * down, duration_ms, connect_ms), session as its hex string (a JSON number
- * is exact only to 2^53), alpn as an array of strings, and null where the
- * key=value line says "-" (backend, connect_ms, error, ended_by of a
- * connect or interim line, sni, alpn). "time" is there in every target,
+ * is exact only to 2^53), and null where the key=value line says "-"
+ * (backend, connect_ms, error, ended_by of a connect or interim line,
+ * authority, alpn, unique_id, pp_tlvs). "time" is there in every target,
  * syslog too. Strings are escaped as json_text.h says: the line is
  * printable ASCII and valid JSON whatever bytes came from the network.
  * A line longer than LOG_LINE_MAX is cut in the key=value format; in JSON
- * a long string (an ALPN list of hundreds of bytes) is shortened instead,
- * so the line stays one whole object.
+ * a long string is shortened instead, so the line stays one whole object.
  *
  * Targets (log =): FILE, "-" (stdout), "syslog" (syslog(3): the local
  * daemon, its own format), "syslog:udp://HOST[:PORT]" and
@@ -116,11 +121,8 @@ struct access_entry {
 	int err;            /* 0: none */
 	const char *event;  /* "close", "connect", "interim" */
 	uint64_t id;        /* the session's */
-	const char *sni;    /* NULL: none */
-	size_t sni_len;
-	const uint8_t *alpn; /* the protocols in wire form (a length byte, the name);
-				NULL: no ALPN extension */
-	size_t alpn_len;
+	/* PROXY v2 TLVs (session_pp.h); NULL: "-" */
+	const char *authority, *alpn, *unique_id, *pp_tlvs;
 };
 
 void access_log_session(const struct access_entry *e);

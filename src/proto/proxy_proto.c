@@ -2,6 +2,7 @@
 /* proxy_proto: see proxy_proto.h. */
 #define _GNU_SOURCE
 #include "proxy_proto.h"
+#include "proxy_tlv.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -115,13 +116,15 @@ static int parse_v2(const uint8_t *buf, size_t n, struct sockaddr_storage *src, 
 	if (cmd > 1)
 		return fail(why, whylen, "v2 header: command is neither LOCAL nor PROXY");
 	if (total > PROXY_V2_MAX)
-		return fail(why, whylen, "v2 header longer than 536 bytes");
+		return fail(why, whylen, "v2 header longer than 2048 bytes");
 	if (n < total)
 		return 0;
 	memset(src, 0, sizeof(*src));
 	src->ss_family = AF_UNSPEC;
 	*srclen = 0;
-	if (cmd == 0 || fam == 0) /* LOCAL (health checks) or UNSPEC: keep the real address */
+	/* LOCAL (health checks) or UNSPEC: keep the real address; TLVs are
+	 * not read (the address block's size is unknown), as HAProxy */
+	if (cmd == 0 || fam == 0)
 		return (int)total;
 	if (proto != 1)
 		return fail(why, whylen, "v2 header: transport is not STREAM");
@@ -156,7 +159,25 @@ static int parse_v2(const uint8_t *buf, size_t n, struct sockaddr_storage *src, 
 	} else {
 		return fail(why, whylen, "v2 header: unknown address family");
 	}
+	if (proxy_tlv_check(buf, total, proxy_tlv_offset(buf, total), why, whylen))
+		return -1;
 	return (int)total;
+}
+
+/* The bytes of addresses a v2 family takes. */
+static size_t addr_block(uint8_t fam)
+{
+	return fam == 1 ? 12 : fam == 2 ? 36 : fam == 3 ? 216 : 0;
+}
+
+size_t proxy_tlv_offset(const uint8_t *hdr, size_t len)
+{
+	size_t off;
+
+	if (len < 16 || hdr[0] != v2_sig[0] || (hdr[12] & 0x0f) != 1 || !addr_block(hdr[13] >> 4))
+		return len; /* v1, LOCAL, UNSPEC: no TLVs read */
+	off = 16 + addr_block(hdr[13] >> 4);
+	return off < len ? off : len;
 }
 
 int proxy_parse(const uint8_t *buf, size_t n, struct sockaddr_storage *src, socklen_t *srclen,

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Integration cases for the access log's formats and syslog targets (issue
  * 24, item 10), on real sockets: log_format = json through proxied sessions
- * (a TLS route, so sni and alpn are filled, a plain echo, a refused
- * backend), every line parsed by Python's json module; log =
+ * (a TLS route, so authority and alpn are filled from the ClientHello, a
+ * plain echo, a refused backend), every line parsed by Python's json module; log =
  * syslog:udp:// and syslog:unix: received on sockets this test binds, the
  * RFC 5424 header and the facility checked; and a Unix receiver that never
  * reads: sessions keep their pace, the drops are counted on /metrics, and
@@ -26,17 +26,18 @@
 #define PYTHON "/usr/bin/python3"
 
 /* Parses every line of a JSON access log (argv[1]) and prints each as
- * "key=value ..." (null for null, lists as JSON) for the C side to check;
+ * "key=value ..." (null for null, alpn as a JSON string: it holds any
+ * byte) for the C side to check;
  * a line that is not one JSON object with the documented keys, in order,
  * and types fails it. Opened as ASCII: the format promises printable
  * ASCII whatever bytes came from the network. */
 static const char py_check[] =
 	"import json, re, sys\n"
 	"KEYS = ['time', 'route', 'client', 'backend', 'up', 'down', 'duration_ms', 'reason',\n"
-	"        'listener', 'connect_ms', 'error', 'ended_by', 'event', 'session', 'sni', 'alpn']\n"
-	"def text(v):\n"
-	"    return 'null' if v is None else json.dumps(v, separators=(',', ':')) "
-	"if isinstance(v, list) else str(v)\n"
+	"        'listener', 'connect_ms', 'error', 'ended_by', 'event', 'session', 'authority',\n"
+	"        'alpn', 'unique_id', 'pp_tlvs']\n"
+	"def text(k, v):\n"
+	"    return 'null' if v is None else json.dumps(v) if k == 'alpn' else str(v)\n"
 	"bad = 0\n"
 	"for i, line in enumerate(open(sys.argv[1], encoding='ascii', newline='\\n'), 1):\n"
 	"    why = []\n"
@@ -56,18 +57,15 @@ static const char py_check[] =
 	"            why.append('connect_ms %r' % c)\n"
 	"        for k in ('route', 'client', 'reason', 'listener', 'event', 'session'):\n"
 	"            if not isinstance(o[k], str) or not o[k]: why.append(k + ' not a string')\n"
-	"        for k in ('backend', 'error', 'ended_by', 'sni'):\n"
+	"        for k in ('backend', 'error', 'ended_by', 'authority', 'alpn', 'unique_id', "
+	"'pp_tlvs'):\n"
 	"            if o[k] is not None and not isinstance(o[k], str): why.append(k)\n"
-	"        a = o['alpn']\n"
-	"        if a is not None and not (isinstance(a, list) and "
-	"all(isinstance(x, str) for x in a)):\n"
-	"            why.append('alpn %r' % a)\n"
 	"        if not re.fullmatch(r'\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z', o['time']):\n"
 	"            why.append('time %r' % o['time'])\n"
 	"        if not re.fullmatch(r'[0-9a-f]+', o['session']): why.append('session')\n"
 	"    if why:\n"
 	"        print('line %d: %s: %s' % (i, '; '.join(why), line.strip())); bad = 1; continue\n"
-	"    print(' '.join('%s=%s' % (k, text(o[k])) for k in KEYS[1:]))\n"
+	"    print(' '.join('%s=%s' % (k, text(k, o[k])) for k in KEYS[1:]))\n"
 	"sys.exit(bad)\n";
 
 /* Runs py_check on path; asserts it passed, returns its output (malloc'd). */
@@ -175,9 +173,10 @@ static void case_json(const char *bin)
 	snprintf(want, sizeof want, "127.0.0.1:%d", dport);
 	H_CHECK(h_addr_parse(want, &da) == 0, "addr");
 
-	/* an ALPN name with a quote, a backslash, UTF-8 and a control byte:
-	 * bytes from the network the JSON must escape and keep */
-	size_t hn = tls_make_hello("tls.example.com", "h2,q\"\\\xc3\xa9\x01", 0, hello, sizeof hello);
+	/* a first ALPN name (the one logged) with a quote, a backslash, UTF-8
+	 * and a control byte: bytes from the network the JSON must escape and
+	 * keep */
+	size_t hn = tls_make_hello("tls.example.com", "q\"\\\xc3\xa9\x01,h2", 0, hello, sizeof hello);
 	int p_tls = session(&la, hello, hn, back, sizeof back, &got);
 	H_CHECK(got == hn && !memcmp(back, hello, hn), "the hello's echo: %zu of %zu bytes", got, hn);
 	h_gen(0x24a, 0, plain, sizeof plain);
@@ -195,23 +194,24 @@ static void case_json(const char *bin)
 	snprintf(want, sizeof want, "backend=%s up=%zu down=%zu ", tls.addr.text, hn, hn);
 	line_of(lines, p_tls, line, sizeof line);
 	line_has(line, "the TLS session", "route=tls ", want, "reason=done ", "error=null ",
-		 "ended_by=client ", "event=close ", "sni=tls.example.com ",
-		 "alpn=[\"h2\",\"q\\\"\\\\\\u00e9\\u0001\"]", NULL);
+		 "ended_by=client ", "event=close ", "authority=tls.example.com ",
+		 "alpn=\"q\\\"\\\\\\u00e9\\u0001\" unique_id=null pp_tlvs=null", NULL);
 	H_CHECK(!strstr(line, "connect_ms=null"), "the TLS session's backend was up: %s", line);
 
 	snprintf(want, sizeof want, "backend=%s up=%zu down=%zu ", echo.addr.text, sizeof plain,
 		 sizeof plain);
 	line_of(lines, p_plain, line, sizeof line);
 	line_has(line, "the plain session", "route=plain ", want, "reason=done ", "error=null ",
-		 "ended_by=client ", "event=close ", "sni=null alpn=null", NULL);
+		 "ended_by=client ", "event=close ",
+		 "authority=null alpn=null unique_id=null pp_tlvs=null", NULL);
 	snprintf(want, sizeof want, "listener=127.0.0.1:%d ", lport);
 	line_has(line, "the plain session", want, NULL);
 
 	snprintf(want, sizeof want, "backend=%s up=0 down=0 ", dead.text);
 	line_of(lines, p_dead, line, sizeof line);
 	line_has(line, "the refused session", "route=dead ", want, "reason=no-backend ",
-		 "connect_ms=null ", "error=ECONNREFUSED ", "ended_by=backend ", "sni=null alpn=null",
-		 NULL);
+		 "connect_ms=null ", "error=ECONNREFUSED ", "ended_by=backend ",
+		 "authority=null alpn=null", NULL);
 
 	free(lines);
 	h_proxy_down(&p);

@@ -830,7 +830,7 @@ static const struct bad_header bad_headers[] = {
 	  "bad-proxy-header" },
 	{ V2SIG "\x2f\x11\x00\x0c" "abcdefghijkl", 28, 0, 0,
 	  "v2 header: command is neither LOCAL nor PROXY", "bad-proxy-header" },
-	{ V2SIG "\x21\x11\x02\x58", 16, 0, 0, "v2 header longer than 536 bytes", "bad-proxy-header" },
+	{ V2SIG "\x21\x11\x07\xf1", 16, 0, 0, "v2 header longer than 2048 bytes", "bad-proxy-header" },
 	{ V2SIG "\x21\x12\x00\x0c" "abcdefghijkl", 28, 0, 0, "v2 header: transport is not STREAM",
 	  "bad-proxy-header" },
 	{ "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", 11, 0, 0,

@@ -50,7 +50,9 @@ static const struct {
 	{ "unknown-key.conf", "[global]\nworkers = 1\nnonsense = 3\n", "",
 	  "3: unknown key 'nonsense' in [global]; expects engine, balance, workers, buffer_size, "
 	  "pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, idle_timeout, "
-	  "half_close_timeout, log, log_format, log_facility, log_interval, log_connect, proxy_protocol, accept_proxy, proxy_timeout, check, "
+	  "half_close_timeout, log, log_format, log_facility, log_interval, log_connect, "
+	  "proxy_protocol, accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, proxy_timeout, "
+	  "check, "
 	  "check_interval, check_timeout, rise, fall, on_backend_down, slowstart, stats, user, "
 	  "sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
@@ -61,7 +63,7 @@ static const struct {
 	{ "unknown-route-key.conf", "", "bogus = 1\n",
 	  "4: unknown key 'bogus' in a route; expects listen, backend, sni, alpn, allow, deny, engine, "
 	  "balance, lowat, connect_timeout, idle_timeout, half_close_timeout, proxy_protocol, "
-	  "accept_proxy, proxy_timeout, check, check_interval, check_timeout, rise, fall, "
+	  "accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, proxy_timeout, check, check_interval, check_timeout, rise, fall, "
 	  "on_backend_down, slowstart, source_max_conns, source_conn_rate, tls_hello_timeout, "
 	  "tls_hello_max, queue_timeout, max_session_time, max_session_jitter, client_keepalive, "
 	  "backend_keepalive, client_user_timeout, backend_user_timeout, source, mptcp, fastopen, "
@@ -70,7 +72,7 @@ static const struct {
 	{ "typo-route-key.conf", "", "idle_timout = 5s\n",
 	  "4: unknown key 'idle_timout' in a route (did you mean 'idle_timeout'?); expects listen, "
 	  "backend, sni, alpn, allow, deny, engine, balance, lowat, connect_timeout, idle_timeout, "
-	  "half_close_timeout, proxy_protocol, accept_proxy, proxy_timeout, check, check_interval, "
+	  "half_close_timeout, proxy_protocol, accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, proxy_timeout, check, check_interval, "
 	  "check_timeout, rise, fall, on_backend_down, slowstart, source_max_conns, source_conn_rate, "
 	  "tls_hello_timeout, tls_hello_max, queue_timeout, max_session_time, max_session_jitter, "
 	  "client_keepalive, backend_keepalive, client_user_timeout, backend_user_timeout, source, "
@@ -79,7 +81,9 @@ static const struct {
 	{ "typo-global-key.conf", "[global]\nwrokers = 2\n", "",
 	  "2: unknown key 'wrokers' in [global] (did you mean 'workers'?); expects engine, balance, "
 	  "workers, buffer_size, pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, "
-	  "idle_timeout, half_close_timeout, log, log_format, log_facility, log_interval, log_connect, proxy_protocol, accept_proxy, proxy_timeout, check, "
+	  "idle_timeout, half_close_timeout, log, log_format, log_facility, log_interval, "
+	  "log_connect, proxy_protocol, accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, "
+	  "proxy_timeout, check, "
 	  "check_interval, check_timeout, rise, fall, on_backend_down, slowstart, stats, user, "
 	  "sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "

@@ -456,6 +456,21 @@ static void pr_peer_start(struct pr_col *c)
 	h_addr_parse(text, &c->front);
 }
 
+/* Waits (5 s) for pid to listen on 127.0.0.1:port; else shows its log,
+ * stops it and fails the test. */
+static void pr_wait_listening(pid_t pid, const char *name, int port, const char *log)
+{
+	for (int64_t deadline = h_now_ms() + 5000; !pr_listening(port);) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid || h_now_ms() > deadline) {
+			h_print_tail(log, 20);
+			pr_pid_stop(pid);
+			H_CHECK(0, "%s did not listen on port %d (log %s)", name, port, log);
+		}
+		h_sleep_ms(5);
+	}
+}
+
 pid_t pr_haproxy_start(const char *name, const char *conf, int port, char *log, size_t loglen)
 {
 	char exe[512], cfg[320];
@@ -470,15 +485,31 @@ pid_t pr_haproxy_start(const char *name, const char *conf, int port, char *log, 
 	char *argv[] = { exe, "-f", cfg, "-db", NULL };
 	pid = pr_spawn(log, argv);
 	H_CHECK(pid > 0, "%s: cannot start %s", name, exe);
-	for (int64_t deadline = h_now_ms() + 5000; !pr_listening(port);) {
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid || h_now_ms() > deadline) {
-			h_print_tail(log, 20);
-			pr_pid_stop(pid);
-			H_CHECK(0, "%s did not listen on port %d (log %s)", name, port, log);
-		}
-		h_sleep_ms(5);
-	}
+	pr_wait_listening(pid, name, port, log);
+	return pid;
+}
+
+pid_t pr_nginx_start(const char *name, const char *stream, int port, char *log, size_t loglen)
+{
+	char exe[512], cfg[320], pidf[320], conf[4096];
+	const char *dir = h_tmpdir();
+	int dynamic = access(NGINX_STREAM_MODULE, R_OK) == 0;
+	pid_t pid;
+
+	snprintf(log, loglen, "%s/%s.log", dir, name);
+	snprintf(cfg, sizeof cfg, "%s/%s.conf", dir, name);
+	snprintf(pidf, sizeof pidf, "%s/%s.pid", dir, name);
+	H_CHECK(pr_find("nginx", "SPLICER_NGINX", exe, sizeof exe),
+		"nginx not found ($SPLICER_NGINX, PATH, /usr/sbin): the differential suite needs it "
+		"(`make peer-deps`)");
+	snprintf(conf, sizeof conf,
+		 "%sdaemon off;\npid %s;\nerror_log %s info;\nevents {}\nstream {\n%s}\n",
+		 dynamic ? "load_module " NGINX_STREAM_MODULE ";\n" : "", pidf, log, stream);
+	H_CHECK(pr_write_file(cfg, conf) == 0, "cannot write %s", cfg);
+	char *argv[] = { exe, "-p", (char *)dir, "-e", log, "-c", cfg, NULL };
+	pid = pr_spawn(log, argv);
+	H_CHECK(pid > 0, "%s: cannot start %s", name, exe);
+	pr_wait_listening(pid, name, port, log);
 	return pid;
 }
 

@@ -128,6 +128,9 @@ const struct pr_side *pr_backend_wait(struct pr_col *c, int rep, int timeout_ms)
  * (asserts); pr_pid_stop() stops it (SIGTERM, then its group SIGKILL). */
 pid_t pr_haproxy_start(const char *name, const char *conf, int port, char *log, size_t loglen);
 void pr_pid_stop(pid_t pid);
+/* The same for nginx: stream is the body of its stream {} block (log
+ * formats, servers); its error log goes to log. */
+pid_t pr_nginx_start(const char *name, const char *stream, int port, char *log, size_t loglen);
 /* With SPLICER_PEER_TABLE set (make test), appends a row (and, to an empty
  * file, the header) to the table printed after the run. */
 void pr_table_append(const char *head, const char *row);

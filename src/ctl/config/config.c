@@ -9,6 +9,7 @@
 #include "config_doc.h"
 #include "check_spec.h"
 #include "config_listen.h"
+#include "config_pp.h"
 #include "config_sockopt.h"
 #include "route_admit.h"
 #include "route_hist.h"
@@ -108,6 +109,18 @@ const struct setting settings[] = {
 	  "send a PROXY protocol header with the client's addresses to backends (v1: text, v2: binary)" },
 	{ "accept-proxy", 0, SET_ENUM, 0, 0, "no", 0, no_yes, SCOPE_ROUTE, R(accept_proxy),
 	  "require a PROXY header (v1 or v2) from clients; its address is the one logged, hashed and forwarded" },
+	{ "proxy-protocol-tlvs", 0, SET_CUSTOM, 0, 0, "none", 0, NULL, SCOPE_ROUTE, R(pp_tlvs),
+	  "proxy_protocol = v2: TLVs added to the header: authority (the server name of the "
+	  "client's TLS ClientHello), alpn (the first protocol it offers: splicer does not see "
+	  "the one negotiated), unique_id (the session's id, 32 hex digits, as the access log's "
+	  "unique_id), crc32c (a checksum of the header). authority and alpn make the route's "
+	  "listeners read the ClientHello before connecting, as sni routes do; a client without "
+	  "one (not TLS, no SNI, no ALPN) gets no such TLV, and one still silent at "
+	  "tls_hello_timeout goes on without them when its listener has no sni route" },
+	{ "proxy-protocol-pass", 0, SET_TEXT, 0, 0, "none", 0, NULL, SCOPE_ROUTE, R(pp_pass_text),
+	  "accept_proxy and proxy_protocol = v2: the TLVs of a client's PROXY v2 header that go on "
+	  "to the backend's header (all, or the types listed); a type splicer sends itself "
+	  "(proxy_protocol_tlvs) goes once, with splicer's value when it has one" },
 	{ "proxy-timeout", 0, SET_DURATION, 1, DAY_MS, "3s", 0, NULL, SCOPE_ROUTE, R(proxy_timeout_ms),
 	  "accept-proxy: a client that has not sent its whole header by then is closed" },
 	{ "check", 0, SET_TEXT, 0, 0, "none", 0, check_forms, SCOPE_ROUTE, R(check_text),
@@ -771,6 +784,7 @@ static void resolve_route_opts(struct config *c, struct route *r)
 	struct check_spec cs;
 	char why[256];
 	r->o.check = check_spec_parse(r->o.check_text, &cs, why, sizeof(why)) ? CHECK_TCP : cs.kind;
+	config_pp_resolve(r);
 }
 
 /* A backend that is the route's own listener: each session would connect
@@ -994,6 +1008,10 @@ int config_finalize(struct config *c)
 			return -1;
 		}
 	}
+	for (unsigned i = 0; i < c->nroutes; i++) /* the keys' values as resolved */
+		bad += config_pp_check(c, c->route[i]);
+	if (bad)
+		return -1;
 	if (config_listen_groups(c) || config_sockopt_build(c) || route_admit_build(c) ||
 	    route_hist_build(c))
 		return -1;

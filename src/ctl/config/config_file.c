@@ -617,8 +617,10 @@ static int handler_value(struct file_ctx *x, const char *name, const char *value
 		problem(x, "%s: %s", name, why);
 		return 1;
 	}
-	if (x->sec == SEC_ROUTE)
+	if (x->sec == SEC_ROUTE) {
 		x->route->set |= SETTING_BIT(k);
+		x->route->key_line[k] = x->line;
+	}
 	else
 		x->c->set_line[k] = loc(x);
 	return 1;

@@ -101,6 +101,10 @@ static int group_join(const struct config *c, struct listen_group *g, struct rou
 	} else {
 		g->hello = 1;
 	}
+	/* the client's server name and ALPN for the PROXY header: read its
+	 * ClientHello first, as for sni routes */
+	if (r->o.pp_tlvs & (PP_SEND_AUTHORITY | PP_SEND_ALPN))
+		g->hello = 1;
 	g->route[g->nroute++] = r;
 	return bad;
 }
@@ -413,7 +417,10 @@ int config_listen_groups(struct config *c)
 		g->hello_timeout_ms = group_hello_limit(c, g, "tls_hello_timeout", hello_timeout_of,
 							format_duration_ms);
 		g->hello_max = group_hello_limit(c, g, "tls_hello_max", hello_max_of, format_size);
-		if (g->hello)
+		int names = 0;
+		for (unsigned i = 0; i < g->nroute; i++)
+			names |= g->route[i]->sni[0] != 0;
+		if (names) /* (a hello read for the PROXY TLVs alone has no names) */
 			bad += group_names(c, g);
 	}
 	return bad ? -1 : 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config_listen.h"
+#include "config_pp.h"
 #include "sockopt.h"
 #include "units.h"
 
@@ -106,6 +107,7 @@ const struct setting_kind *setting_kind(const struct setting *s)
 		{ "rate-limit-up", &kind_rate },         { "rate-limit-down", &kind_rate },
 		{ "mark", &kind_mark },                  { "tos", &kind_tos },
 		{ "interface", &kind_iface },            { "source", &kind_source },
+		{ "proxy-protocol-tlvs", &kind_pp_tlvs }, { "proxy-protocol-pass", &kind_pp_pass },
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)

@@ -108,7 +108,7 @@ static void bad(const void *buf, size_t n, const char *frag)
 Test(unit_proxy_proto, malformed_headers_are_rejected)
 {
 	char longline[200];
-	uint8_t v2[600] = { 0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A };
+	uint8_t v2[PROXY_V2_MAX + 64] = { 0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A };
 
 	bad("GET / HTTP/1.1\r\n", 16, "wrong signature");
 	bad("PROXX TCP4", 10, "wrong signature");
@@ -130,13 +130,19 @@ Test(unit_proxy_proto, malformed_headers_are_rejected)
 	bad(v2, 16, "command");
 	v2[12] = 0x21;
 	v2[13] = 0x11;
-	v2[14] = 0x02; /* length 520 + 16 = 536: allowed */
-	v2[15] = 0x08;
+	v2[14] = 0x07; /* length 2032 + 16 = 2048: allowed */
+	v2[15] = 0xf0;
+	/* the addresses (12 bytes), then one NOOP TLV of 2017 bytes: padding */
+	v2[28] = 0x04;
+	v2[29] = 0x07;
+	v2[30] = 0xe1;
 	struct sockaddr_storage got;
 	char why[128];
-	cr_assert_eq(parse(v2, 536, &got, why), 536, "a 536-byte v2 header with TLV padding: %s", why);
-	v2[15] = 0x09; /* 537 */
-	bad(v2, 537, "longer than 536");
+	cr_assert_eq(parse(v2, 2048, &got, why), 2048, "a 2048-byte v2 header with TLV padding: %s",
+		     why);
+	v2[15] = 0xf1; /* 2049 */
+	bad(v2, 2049, "longer than 2048");
+	memset(v2 + 28, 0, 3);
 	v2[14] = 0;
 	v2[15] = 4; /* IPv4 needs 12 */
 	bad(v2, 20, "too short");
