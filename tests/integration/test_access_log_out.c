@@ -162,7 +162,8 @@ static void case_json(const char *bin)
 		 "[global]\nworkers = 2\nlog = %s\nlog_format = json\n"
 		 "[route tls]\nlisten = 127.0.0.1:%d\nsni = tls.example.com\nbackend = %s\n"
 		 "[route plain]\nlisten = 127.0.0.1:%d\nbackend = %s\n"
-		 "[route dead]\nlisten = 127.0.0.1:%d\nbackend = %s\n",
+		 "[route dead]\nlisten = 127.0.0.1:%d\nbackend = %s\nproxy_protocol = v2\n"
+		 "proxy_protocol_tlvs = unique_id\n",
 		 log, lport, tls.addr.text, lport, echo.addr.text, dport, dead.text);
 	const char *args[] = { "-c", h_conf_write("json.conf", text), NULL };
 	char err[256];
@@ -211,7 +212,11 @@ static void case_json(const char *bin)
 	line_of(lines, p_dead, line, sizeof line);
 	line_has(line, "the refused session", "route=dead ", want, "reason=no-backend ",
 		 "connect_ms=null ", "error=ECONNREFUSED ", "ended_by=backend ",
-		 "authority=null alpn=null", NULL);
+		 "authority=null alpn=null unique_id=", " pp_tlvs=null", NULL);
+	/* the id its PROXY v2 header would have carried: 32 hex digits */
+	const char *u = strstr(line, "unique_id=") + 10;
+	H_CHECK(strspn(u, "0123456789abcdef") == 32 && u[32] == ' ', "unique_id of route dead: %s",
+		line);
 
 	free(lines);
 	h_proxy_down(&p);
