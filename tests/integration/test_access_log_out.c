@@ -2,7 +2,8 @@
 /* Integration cases for the access log's formats and syslog targets (issue
  * 24, item 10), on real sockets: log_format = json through proxied sessions
  * (a TLS route, so authority and alpn are filled from the ClientHello, a
- * plain echo, a refused backend), every line parsed by Python's json module; log =
+ * plain echo, a refused backend), every line parsed by Python's json module,
+ * and kept across a reload that asks for kv; log =
  * syslog:udp:// and syslog:unix: received on sockets this test binds, the
  * RFC 5424 header and the facility checked; and a Unix receiver that never
  * reads: sessions keep their pace, the drops are counted on /metrics, and
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,6 +238,52 @@ Test(integ, access_log_json_every_line_parses_with_its_fields_asan, .init = h_in
      .fini = h_fini, .timeout = 60)
 {
 	case_json(h_binary(1));
+}
+
+/* A reload cannot switch the format under a running log (its readers and
+ * the open syslog socket stay as they are): SIGHUP with log_format = kv
+ * and another facility keeps json, with one warning. */
+Test(integ, access_log_format_kept_across_reload_with_a_warning, .init = h_init, .fini = h_fini,
+     .timeout = 60)
+{
+	static struct h_server echo;
+	static struct h_proxy p;
+	char log[300], text[600], back[64], addr[64];
+	size_t got;
+	int port = h_free_port();
+	struct h_addr la;
+
+	snprintf(log, sizeof log, "%s/reload.json", h_tmpdir());
+	H_CHECK(h_server_start(&echo, "127.0.0.1:0", 64, h_echo_conn, NULL) == 0, "echo backend");
+	const char *fmt = "[global]\nlog = %s\nlog_format = %s\nlog_facility = %s\n"
+			  "[route web]\nlisten = 127.0.0.1:%d\nbackend = %s\n";
+	snprintf(text, sizeof text, fmt, log, "json", "daemon", port, echo.addr.text);
+	const char *conf = h_conf_write("reload.conf", text);
+	const char *args[] = { "-c", conf, NULL };
+	char err[256];
+	H_CHECK(h_proxy_start(&p, h_binary(0), args, err, sizeof err) == 0, "proxy: %s", err);
+	snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+	H_CHECK(h_addr_parse(addr, &la) == 0, "addr");
+	session(&la, "a", 1, back, sizeof back, &got);
+
+	snprintf(text, sizeof text, fmt, log, "kv", "local0", port, echo.addr.text);
+	H_CHECK(!strcmp(h_conf_write("reload.conf", text), conf), "the config moved");
+	H_CHECK(kill(p.pid, SIGHUP) == 0, "SIGHUP: %s", strerror(errno));
+	int64_t end = h_now_ms() + 5000;
+	while (!h_log_lines(&p, "SIGHUP: reloaded", NULL) && h_now_ms() < end)
+		h_sleep_ms(20);
+	H_CHECK(h_log_lines(&p, "SIGHUP: reloaded", NULL) == 1, "no reload within 5 s");
+	H_CHECK(h_log_lines(&p, "log_format or log_facility changed; it needs a restart, keeping "
+				"json and daemon", NULL) == 1,
+		"no warning that the reload keeps log_format and log_facility");
+	session(&la, "b", 1, back, sizeof back, &got);
+	end = h_now_ms() + 3000;
+	while (lines_in(log) < 2 && h_now_ms() < end)
+		h_sleep_ms(20);
+	H_CHECK(lines_in(log) == 2, "%s has %d lines, expected 2", log, lines_in(log));
+	free(json_lines(log)); /* both lines JSON */
+	h_proxy_down(&p);
+	h_server_stop(&echo);
 }
 
 /* ---- syslog receivers ------------------------------------------------- */
