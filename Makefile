@@ -374,7 +374,8 @@ FUZZ_SRCS_config      := src/engine/engine_names.c src/ctl/config/config.c src/c
 			 src/core/source_table.c src/lib/cidr.c src/proto/sni_match.c src/proto/tls_hello.c \
 			 src/core/route_hist.c src/ctl/config/config_doc.c src/core/qsbr.c \
 			 src/lib/timer.c src/proto/check_spec.c src/ctl/config/config_sockopt.c src/lib/sockopt.c \
-			 src/ctl/config/config_pp.c src/proto/proxy_tlv.c
+			 src/ctl/config/config_pp.c src/proto/proxy_tlv.c src/lib/access_log.c src/lib/syslog_out.c \
+			 src/lib/json_text.c
 
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(HDRS) $(SRCS)
 	@mkdir -p $(@D)

@@ -361,7 +361,8 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	 * after the mask: the writer must not take SIGTERM's default action */
 	if ((hr = log_async_start()))
 		log_warn("error log writer thread: %s; logging directly", strerror(-hr));
-	if (access_log_open(cfg->access_log, err, sizeof(err))) {
+	if (access_log_open(cfg->access_log, (unsigned)cfg->log_format,
+			    (unsigned)cfg->log_facility, err, sizeof(err))) {
 		log_err("%s", err);
 		return 1;
 	}

@@ -303,7 +303,9 @@ struct config {
 	uint64_t lameduck_ms;        /* SIGTERM: /health 503 this long before listeners close */
 	uint64_t drain_spread;       /* 1: the drain closes sessions gracefully, spread over it */
 	uint64_t verbose;            /* -v count */
-	char access_log[SETTING_TEXT_MAX]; /* FILE, "-", "syslog" or "off" */
+	char access_log[SETTING_TEXT_MAX]; /* FILE, "-", "syslog", "syslog:..." or "off" */
+	uint64_t log_format;               /* enum access_log_format: kv, json */
+	uint64_t log_facility;             /* index of syslog_facility_names (syslog_out.h) */
 	uint64_t log_interval_ms;          /* an interim access-log line per open session this
 					      often; 0 = off */
 	uint64_t log_connect;              /* 1: an access-log line when the backend is up */

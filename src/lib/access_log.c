@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,24 +19,52 @@ enum { SYSLOG_INFO = LOG_INFO };
 #undef LOG_ERR
 #undef LOG_INFO
 #undef LOG_DEBUG
+#include "json_text.h"
 #include "log.h"
+#include "syslog_out.h"
 
 #define CLOSE_WAIT_MS 1000 /* at exit, for queued lines to reach the sink */
 
-enum { AL_OFF, AL_FD, AL_SYSLOG };
+/* AL_SYSLOG: syslog(3); AL_REMOTE: RFC 5424 datagrams (syslog_out.h) */
+enum { AL_OFF, AL_FD, AL_SYSLOG, AL_REMOTE };
+
+const char *const access_log_formats[] = { "kv", "json", NULL };
 
 static int mode = AL_OFF;
+static unsigned format = ACCESS_LOG_KV;
 static int fd = -1;          /* AL_FD: its number never changes while running */
 static int owned;            /* fd is a file we opened (not stdout) */
 static char path[256];
-static void to_syslog(const char *line)
+static struct syslog_out remote; /* AL_REMOTE: only the writer thread sends */
+
+static int to_syslog(const char *line, size_t n)
 {
+	(void)n;
 	syslog(SYSLOG_INFO, "%s", line);
+	return 0;
+}
+
+static int to_remote(const char *line, size_t n)
+{
+	return syslog_out_send(&remote, line, n);
 }
 
 static struct log_sink sink = { .name = "access", .line_fn = to_syslog, .mu = PTHREAD_MUTEX_INITIALIZER,
 				.more = PTHREAD_COND_INITIALIZER, .idle = PTHREAD_COND_INITIALIZER,
 				.fd = -1 };
+
+int access_log_is_file(const char *where)
+{
+	return where[0] && strcmp(where, "off") && strcmp(where, "-") && strcmp(where, "syslog") &&
+	       !syslog_target_is(where);
+}
+
+int access_log_target_valid(const char *where, char *why, size_t len)
+{
+	struct syslog_target t;
+
+	return syslog_target_is(where) ? syslog_target_parse(where, &t, why, len) : 0;
+}
 
 /* O_NONBLOCK so a FIFO without a reader fails (ENXIO) instead of blocking
  * start-up; then blocking again: only the writer thread writes to it. */
@@ -61,7 +90,10 @@ static int open_file(char *err, size_t errlen)
 
 static int start(char *err, size_t errlen)
 {
-	int r = log_sink_start(&sink, mode == AL_SYSLOG ? -1 : fd);
+	int r;
+
+	sink.line_fn = mode == AL_REMOTE ? to_remote : to_syslog;
+	r = log_sink_start(&sink, mode == AL_FD ? fd : -1);
 
 	if (r) {
 		snprintf(err, errlen, "access log: writer thread: %s", strerror(-r));
@@ -71,14 +103,24 @@ static int start(char *err, size_t errlen)
 	return 0;
 }
 
-int access_log_open(const char *where, char *err, size_t errlen)
+int access_log_open(const char *where, unsigned fmt, unsigned facility, char *err, size_t errlen)
 {
+	struct syslog_target t;
+
 	access_log_close();
+	format = fmt;
 	if (!where[0] || !strcmp(where, "off"))
 		return 0;
 	if (!strcmp(where, "syslog")) {
-		openlog("splicer", LOG_PID, LOG_DAEMON);
+		openlog("splicer", LOG_PID, (int)syslog_facility_code(facility) << 3);
 		mode = AL_SYSLOG;
+		return start(err, errlen);
+	}
+	if (syslog_target_is(where)) {
+		if (syslog_target_parse(where, &t, err, errlen) ||
+		    syslog_out_open(&remote, &t, syslog_facility_code(facility), err, errlen))
+			return -1;
+		mode = AL_REMOTE;
 		return start(err, errlen);
 	}
 	if (!strcmp(where, "-")) {
@@ -129,22 +171,21 @@ static size_t field(char *buf, size_t len, const char *key, const char *val)
 	return n + log_escape(val, strlen(val), buf + n, len - n, 1);
 }
 
-void access_log_session(const struct access_entry *e)
+/* The key=value line (access_log.h) into line[0..room); ts NULL: without
+ * the leading time (syslog stamps its own). Returns its length. */
+static size_t format_kv(char *line, size_t room, const struct access_entry *e,
+			const struct timespec *ts)
 {
-	char line[LOG_LINE_MAX], ms[24];
-	const size_t room = sizeof(line) - 1; /* the newline */
-	struct timespec ts;
+	char ms[24];
+	size_t n = 0, start;
 	struct tm tm;
-	size_t n = 0;
 
-	if (mode == AL_OFF)
-		return;
-	if (mode == AL_FD) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		gmtime_r(&ts.tv_sec, &tm);
+	if (ts) {
+		gmtime_r(&ts->tv_sec, &tm);
 		n = strftime(line, room, "%Y-%m-%dT%H:%M:%S", &tm);
-		n += (size_t)snprintf(line + n, room - n, ".%03ldZ", ts.tv_nsec / 1000000);
+		n += (size_t)snprintf(line + n, room - n, ".%03ldZ", ts->tv_nsec / 1000000);
 	}
+	start = n;
 	n += field(line + n, room - n, "route", e->route);
 	n += field(line + n, room - n, "client", e->client);
 	n += field(line + n, room - n, "backend", e->backend);
@@ -182,10 +223,119 @@ void access_log_session(const struct access_entry *e)
 	if (n > room)
 		n = room;
 	/* the leading space of the first field, when there is no timestamp */
-	if (mode == AL_SYSLOG) {
+	if (!ts && n > start) {
 		memmove(line, line + 1, n - 1);
 		n--;
 	}
+	return n;
+}
+
+/* ---- log_format = json ------------------------------------------------------ */
+
+/* Room kept free while a string is written: every key, number and closing
+ * token after it fits in this (the whole object without its strings is
+ * about 340 bytes), so a long string is shortened and the object always
+ * closes. */
+#define JSON_TAIL 480
+
+struct jw {
+	char *b;
+	size_t n, cap; /* b[0..cap): the line's room */
+	int over;      /* something did not fit (cannot happen: JSON_TAIL) */
+};
+
+static void jw_raw(struct jw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jw_raw(struct jw *w, const char *fmt, ...)
+{
+	va_list ap;
+	int m;
+
+	va_start(ap, fmt);
+	m = vsnprintf(w->b + w->n, w->cap - w->n, fmt, ap);
+	va_end(ap);
+	if (m < 0 || (size_t)m >= w->cap - w->n)
+		w->over = 1;
+	else
+		w->n += (size_t)m;
+}
+
+/* The room a string may take now. */
+static size_t jw_room(const struct jw *w)
+{
+	return w->cap - w->n > JSON_TAIL ? w->cap - w->n - JSON_TAIL : 1;
+}
+
+static void jw_str(struct jw *w, const char *key, const char *s, size_t len)
+{
+	jw_raw(w, ",\"%s\":\"", key);
+	if (w->over)
+		return;
+	w->n += json_escape(s, len, w->b + w->n, jw_room(w));
+	jw_raw(w, "\"");
+}
+
+/* A string, or null for the key=value line's "-" (nothing there). */
+static void jw_str_or_null(struct jw *w, const char *key, const char *s)
+{
+	if (!s || !strcmp(s, "-"))
+		jw_raw(w, ",\"%s\":null", key);
+	else
+		jw_str(w, key, s, strlen(s));
+}
+
+static size_t format_json(char *line, size_t room, const struct access_entry *e,
+			  const struct timespec *ts)
+{
+	struct jw w = { .b = line, .cap = room };
+	struct tm tm;
+	char t[32];
+
+	gmtime_r(&ts->tv_sec, &tm);
+	strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);
+	jw_raw(&w, "{\"time\":\"%s.%03ldZ\"", t, ts->tv_nsec / 1000000);
+	jw_str_or_null(&w, "route", e->route);
+	jw_str(&w, "client", e->client, strlen(e->client));
+	jw_str_or_null(&w, "backend", e->backend);
+	jw_raw(&w, ",\"up\":%llu,\"down\":%llu,\"duration_ms\":%llu", (unsigned long long)e->up,
+	       (unsigned long long)e->down, (unsigned long long)e->duration_ms);
+	jw_str(&w, "reason", e->reason, strlen(e->reason));
+	jw_str_or_null(&w, "listener", e->listener);
+	if (e->connect_ms < 0)
+		jw_raw(&w, ",\"connect_ms\":null");
+	else
+		jw_raw(&w, ",\"connect_ms\":%lld", (long long)e->connect_ms);
+	jw_str_or_null(&w, "error", e->err ? log_errno_name(e->err) : NULL);
+	jw_str_or_null(&w, "ended_by", e->ended_by);
+	jw_str_or_null(&w, "event", e->event ? e->event : "close");
+	jw_raw(&w, ",\"session\":\"%llx\"", (unsigned long long)e->id);
+	jw_str_or_null(&w, "authority", e->authority);
+	jw_str_or_null(&w, "alpn", e->alpn);
+	jw_str_or_null(&w, "unique_id", e->unique_id);
+	jw_str_or_null(&w, "pp_tlvs", e->pp_tlvs);
+	jw_raw(&w, "}");
+	if (w.over) /* never (JSON_TAIL); still one whole object if it were */
+		w.n = (size_t)snprintf(line, room, "{\"time\":\"%s.%03ldZ\",\"session\":\"%llx\","
+				       "\"truncated\":true}", t, ts->tv_nsec / 1000000,
+				       (unsigned long long)e->id);
+	return w.n;
+}
+
+void access_log_session(const struct access_entry *e)
+{
+	char line[LOG_LINE_MAX];
+	const size_t room = sizeof(line) - 1; /* the newline */
+	struct timespec ts;
+	size_t n = 0;
+
+	if (mode == AL_OFF)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (mode == AL_REMOTE)
+		n = syslog_out_header(&remote, &ts, line, room);
+	if (format == ACCESS_LOG_JSON)
+		n += format_json(line + n, room - n, e, &ts);
+	else
+		n += format_kv(line + n, room - n, e, mode == AL_FD ? &ts : NULL);
 	line[n++] = '\n';
 	log_sink_put(&sink, line, n);
 }
@@ -197,14 +347,20 @@ uint64_t access_log_dropped(void)
 
 void access_log_close(void)
 {
+	int stopped;
+
 	if (mode == AL_OFF)
 		return;
 	/* A writer stuck in write() keeps its descriptor: closing it under
 	 * the thread could send its lines into whatever reuses the number. */
-	if (log_sink_stop(&sink, CLOSE_WAIT_MS) == 0 && mode == AL_FD && owned)
+	stopped = log_sink_stop(&sink, CLOSE_WAIT_MS) == 0;
+
+	if (stopped && mode == AL_FD && owned)
 		close(fd);
 	if (mode == AL_SYSLOG)
 		closelog();
+	if (stopped && mode == AL_REMOTE)
+		syslog_out_close(&remote);
 	mode = AL_OFF;
 	fd = -1;
 	owned = 0;

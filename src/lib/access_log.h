@@ -48,6 +48,21 @@
  *   pp_tlvs      the types of the TLVs in the client's PROXY v2 header, in
  *                order, comma-separated (alpn, authority, unique_id, ssl,
  *                netns, crc32c, noop, or 0xHH); "-" when none
+ *
+ * log_format = json writes the same fields as one JSON object per line,
+ * in the same order, with the same names: numbers as JSON numbers (up,
+ * down, duration_ms, connect_ms), session as its hex string (a JSON number
+ * is exact only to 2^53), and null where the key=value line says "-"
+ * (backend, connect_ms, error, ended_by of a connect or interim line,
+ * authority, alpn, unique_id, pp_tlvs). "time" is there in every target,
+ * syslog too. Strings are escaped as json_text.h says: the line is
+ * printable ASCII and valid JSON whatever bytes came from the network.
+ * A line longer than LOG_LINE_MAX is cut in the key=value format; in JSON
+ * a long string is shortened instead, so the line stays one whole object.
+ *
+ * Targets (log =): FILE, "-" (stdout), "syslog" (syslog(3): the local
+ * daemon, its own format), "syslog:udp://HOST[:PORT]" and
+ * "syslog:unix:PATH" (RFC 5424 datagrams: syslog_out.h), "off".
  * Lines go through a bounded
  * queue to a writer thread of their own (log.h: struct log_sink), so a disk,
  * pipe, FIFO or syslog that stalls drops lines (counted in
@@ -67,12 +82,28 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Starts logging to where ("FILE", "-" for stdout, "syslog"; "off" or ""
- * logs nothing). A FIFO without a reader is an error, not a wait: the open
+enum access_log_format { ACCESS_LOG_KV, ACCESS_LOG_JSON };
+
+/* log_format's names, in enum access_log_format's order (config.c). */
+extern const char *const access_log_formats[];
+
+/* Whether where is a valid `log =` value (a syslog: target parses, its host
+ * resolves); 0, or -1 with a sentence in why. A file's own checks are the
+ * caller's (privs_check_append). */
+int access_log_target_valid(const char *where, char *why, size_t len);
+
+/* Whether where names a file (not off, stdout or a syslog target). */
+int access_log_is_file(const char *where);
+
+/* Starts logging to where ("FILE", "-" for stdout, "syslog", "syslog:..."
+ * targets; "off" or "" logs nothing), lines in format (enum
+ * access_log_format), syslog messages with facility (an index of
+ * syslog_facility_names, syslog_out.h). A FIFO without a reader is an error, not a wait: the open
  * never blocks. With `user =` the caller is the user already (or has its
  * file-system identity, privs.h): the file is opened as the user would,
  * never by root, and is never chowned. Returns 0, or -1 with the reason in err. */
-int access_log_open(const char *where, char *err, size_t errlen);
+int access_log_open(const char *where, unsigned format, unsigned facility, char *err,
+		    size_t errlen);
 
 /* Reopens the file (SIGUSR1). Returns 1 when a file was reopened, 0 when
  * there is nothing to reopen (stdout, syslog, off), or -1 with the reason

@@ -126,12 +126,13 @@ static unsigned sink_deliver(const struct log_sink *s, char *buf, size_t n)
 		done = write_all(s->fd, buf, n);
 		return count_lines(buf + done, n - done);
 	}
+	done = 0;
 	for (char *p = buf, *nl; p < buf + n; p = nl + 1) {
 		nl = memchr(p, '\n', (size_t)(buf + n - p));
 		*nl = '\0';
-		s->line_fn(p);
+		done += s->line_fn(p, (size_t)(nl - p)) < 0;
 	}
-	return 0;
+	return (unsigned)done;
 }
 
 static void drop_add(struct log_sink *s, uint64_t k)

@@ -63,7 +63,9 @@ struct log_sink {
 	char ring[LOG_SINK_RING];  /* records: 2-byte length, then the line */
 	size_t head, used;
 	int fd;                    /* where lines go; -1: to line_fn, one call per line */
-	void (*line_fn)(const char *line); /* fd -1: e.g. syslog(3); no newline */
+	/* fd -1: e.g. syslog(3), a datagram socket; the line without its
+	 * newline (NUL-terminated, n bytes); returns 0, or -1 when it was lost */
+	int (*line_fn)(const char *line, size_t n);
 	int started, stop, busy;   /* busy: the writer holds lines outside the ring */
 	uint64_t dropped;          /* lines dropped over the sink's life (atomic reads) */
 	uint64_t unreported;       /* dropped since the last note */

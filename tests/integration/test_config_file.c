@@ -27,11 +27,12 @@ static void check_one_error(const char *bin, const char *name, const char *text,
 	char *out = NULL, *err = NULL, want[1024];
 	int st = h_run_capture(bin, args, 5000, &out, &err);
 
-	/* "PATH" in expected stands for the file's path on further lines */
+	/* "PATH" starting a further line of expected stands for the file's path */
 	int n = snprintf(want, sizeof want, "%s:", path);
 	for (const char *e = expected; *e && n < (int)sizeof want - 2; e++)
-		n += !strncmp(e, "PATH", 4) ? (e += 3, snprintf(want + n, sizeof want - (size_t)n, "%s", path))
-					  : (want[n] = *e, 1);
+		n += e > expected && e[-1] == '\n' && !strncmp(e, "PATH", 4)
+			     ? (e += 3, snprintf(want + n, sizeof want - (size_t)n, "%s", path))
+			     : (want[n] = *e, 1);
 	snprintf(want + n, sizeof want - (size_t)n, "\n");
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1,
 		"%s: check expected exit 1, got status %d; stderr: %s", name, st, err ? err : "");
@@ -49,7 +50,9 @@ static const struct {
 	{ "unknown-key.conf", "[global]\nworkers = 1\nnonsense = 3\n", "",
 	  "3: unknown key 'nonsense' in [global]; expects engine, balance, workers, buffer_size, "
 	  "pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, idle_timeout, "
-	  "half_close_timeout, log, log_interval, log_connect, proxy_protocol, accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, proxy_timeout, check, "
+	  "half_close_timeout, log, log_format, log_facility, log_interval, log_connect, "
+	  "proxy_protocol, accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, proxy_timeout, "
+	  "check, "
 	  "check_interval, check_timeout, rise, fall, on_backend_down, slowstart, stats, user, "
 	  "sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
@@ -78,7 +81,9 @@ static const struct {
 	{ "typo-global-key.conf", "[global]\nwrokers = 2\n", "",
 	  "2: unknown key 'wrokers' in [global] (did you mean 'workers'?); expects engine, balance, "
 	  "workers, buffer_size, pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, "
-	  "idle_timeout, half_close_timeout, log, log_interval, log_connect, proxy_protocol, accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, proxy_timeout, check, "
+	  "idle_timeout, half_close_timeout, log, log_format, log_facility, log_interval, "
+	  "log_connect, proxy_protocol, accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, "
+	  "proxy_timeout, check, "
 	  "check_interval, check_timeout, rise, fall, on_backend_down, slowstart, stats, user, "
 	  "sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
@@ -152,6 +157,25 @@ static const struct {
 	{ "indented-continuation.conf", "", "    127.0.0.1:18092\n",
 	  "4: indented line '127.0.0.1:18092' is not 'key = value': continuation lines are not "
 	  "supported (repeat the key, as in another 'backend =' line)" },
+	/* issue 24, item 10: the access log's format, facility and syslog targets */
+	{ "bad-log-format.conf", "[global]\nlog_format = xml\n", "",
+	  "2: log_format: invalid value 'xml' (expects kv|json)" },
+	{ "bad-log-facility.conf", "[global]\nlog_facility = kernel\n", "",
+	  "2: log_facility: invalid value 'kernel' (expects user|mail|daemon|auth|syslog|lpr|news|"
+	  "uucp|cron|authpriv|ftp|local0|local1|local2|local3|local4|local5|local6|local7)" },
+	{ "syslog-no-host.conf", "[global]\nlog = syslog:udp://\n", "",
+	  "2: log: syslog:udp://: no host (syslog:udp://HOST[:PORT])" },
+	{ "syslog-bad-port.conf", "[global]\nlog = syslog:udp://127.0.0.1:99999\n", "",
+	  "2: log: syslog:udp://127.0.0.1:99999: address '127.0.0.1:99999': port 99999 out of range "
+	  "0..65535" },
+	{ "syslog-tcp.conf", "[global]\nlog = syslog:tcp://127.0.0.1\n", "",
+	  "2: log: syslog:tcp://127.0.0.1: unknown syslog target (syslog, syslog:udp://HOST[:PORT] or "
+	  "syslog:unix:PATH)" },
+	{ "syslog-relative-path.conf", "[global]\nlog = syslog:unix:dev/log\n", "",
+	  "2: log: syslog:unix:dev/log: a socket path starts with / (or @ for the abstract "
+	  "namespace): syslog:unix:/dev/log" },
+	{ "syslog-missing-socket.conf", "[global]\nlog = syslog:unix:/nonexistent-24/log\n", "",
+	  "2: log: /nonexistent-24/log: No such file or directory (start the syslog daemon first)" },
 	/* issue 12, defect 13: a backend that is its own route's listener */
 	{ "backend-is-own-listener.conf", "", "backend = 127.0.0.1:18080\n",
 	  "4: backend 127.0.0.1:18080 is listen 127.0.0.1:18080 of its own route (line 2): sessions "

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "access_log.h"
 #include "backend.h"
 #include "dns.h"
 #include "engine.h"
@@ -23,6 +24,7 @@
 #include "privs.h"
 #include "route_admit.h"
 #include "stats_http.h"
+#include "syslog_out.h"
 
 /* The running values of what a reload cannot change, with a warning for
  * each one the file changed. */
@@ -50,6 +52,12 @@ static void keep_process_settings(const struct config *old, struct config *nw)
 	KEEP_NUM(busy_poll_us, "busy_poll");
 	KEEP_NUM(sandbox, "sandbox");
 	KEEP_TEXT(access_log, "log");
+	if (nw->log_format != old->log_format || nw->log_facility != old->log_facility)
+		log_warn("SIGHUP: log_format or log_facility changed; it needs a restart, keeping "
+			 "%s and %s", access_log_formats[old->log_format],
+			 syslog_facility_names[old->log_facility]);
+	nw->log_format = old->log_format;
+	nw->log_facility = old->log_facility;
 	KEEP_TEXT(stats, "stats");
 	KEEP_TEXT(user, "user");
 	KEEP_TEXT(admin, "admin");

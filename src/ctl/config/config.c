@@ -21,12 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "access_log.h"
 #include "privs.h"
+#include "syslog_out.h"
 #include "units.h"
 
-static const char *const log_forms[] = { "FILE|-|syslog|off", NULL };
+static const char *const log_forms[] = { "FILE|-|syslog|syslog:udp://HOST[:PORT]|syslog:unix:PATH|off",
+					 NULL };
 static const char *const stats_forms[] = { "ADDRESS|off", NULL };
 static const char *const user_forms[] = { "NAME|off", NULL };
 static const char *const admin_forms[] = { "PATH|off", NULL };
@@ -87,7 +91,15 @@ const struct setting settings[] = {
 	  "once one direction has ended (FIN or reset), close the session after this long without a byte "
 	  "either way (or without the peer taking what is left to deliver)" },
 	{ "log", 0, SET_TEXT, 0, 0, "off", 0, log_forms, SCOPE_GLOBAL, G(access_log),
-	  "access log, a line per session: a file (SIGUSR1 reopens it), - (stdout), syslog, or off" },
+	  "access log, a line per session: a file (SIGUSR1 reopens it), - (stdout), syslog (the "
+	  "local daemon through syslog(3)), syslog:udp://HOST[:PORT] (port 514 if left out) or "
+	  "syslog:unix:PATH (RFC 5424 datagrams, non-blocking: lines a receiver cannot take are "
+	  "dropped and counted), or off" },
+	{ "log-format", 0, SET_ENUM, 0, 0, "kv", 0, access_log_formats, SCOPE_GLOBAL, G(log_format),
+	  "access log lines: kv (key=value) or json (one object per line, the same fields; "
+	  "doc/operations.md)" },
+	{ "log-facility", 0, SET_ENUM, 0, 0, "daemon", 0, syslog_facility_names, SCOPE_GLOBAL,
+	  G(log_facility), "the syslog facility of access log messages (log = syslog and syslog:...)" },
 	{ "log-interval", 0, SET_DURATION, 1000, DAY_MS, "0", SET_ZERO_OK, NULL, SCOPE_GLOBAL, G(log_interval_ms),
 	  "access log: an interim line (reason=interim, bytes so far) for each open session this often "
 	  "(at least 1s; 0: off, lines only at close)" },
@@ -334,6 +346,7 @@ static int text_invalid(const struct setting *s, const char *val, char *why, siz
 		int (*valid)(const char *val, char *why, size_t len);
 	} forms[] = {
 		{ "check", check_valid },
+		{ "log", access_log_target_valid },
 	};
 
 	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++)
@@ -954,11 +967,22 @@ static int check_globals(struct config *c)
 		bad++;
 	}
 	/* without the user, as this process: a missing directory still shows */
-	if (strcmp(c->access_log, "off") && strcmp(c->access_log, "-") &&
-	    strcmp(c->access_log, "syslog") && c->access_log[0] &&
+	if (access_log_is_file(c->access_log) &&
 	    privs_check_append(c->access_log, user_ok ? c->user : "off", why, sizeof(why))) {
 		where_global(c, "log", at, sizeof(at));
 		fprintf(stderr, "%saccess %s\n", at, why);
+		bad++;
+	}
+	/* a Unix syslog socket must be there at start (syslog_out.h) */
+	struct syslog_target t;
+	struct stat st;
+	int gone;
+	if (syslog_target_is(c->access_log) && !syslog_target_parse(c->access_log, &t, why, sizeof(why)) &&
+	    !t.udp && t.addr.text[5] == '/' &&
+	    ((gone = stat(t.addr.text + 5, &st)) || !S_ISSOCK(st.st_mode))) {
+		where_global(c, "log", at, sizeof(at));
+		fprintf(stderr, "%slog: %s: %s (start the syslog daemon first)\n", at, t.addr.text + 5,
+			gone ? strerror(errno) : "not a socket");
 		bad++;
 	}
 	return bad;

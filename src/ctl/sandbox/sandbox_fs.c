@@ -5,6 +5,7 @@
  * the ruleset asks for exactly what the running kernel knows. */
 #define _GNU_SOURCE
 #include "sandbox_parts.h"
+#include "access_log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -128,8 +129,7 @@ int sandbox_fs_enter(const struct config *cfg, char *why, size_t len)
 	for (unsigned i = 0; i < cfg->nincl_dir && !bad; i++)
 		bad = allow(rs, cfg->incl_dir[i], rd, ra.handled_access_fs, why, len);
 	/* SIGUSR1 after a rotation opens, or creates, the file anew */
-	if (!bad && strcmp(cfg->access_log, "off") && strcmp(cfg->access_log, "-") &&
-	    strcmp(cfg->access_log, "syslog") && cfg->access_log[0])
+	if (!bad && access_log_is_file(cfg->access_log))
 		bad = allow(rs, dir_of(cfg->access_log, dir, sizeof(dir)),
 			    FS_WRITE_FILE | FS_MAKE_REG | FS_TRUNCATE, ra.handled_access_fs, why, len);
 	/* socket files: made at start or by a reload, removed at stop */
