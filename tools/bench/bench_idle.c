@@ -220,7 +220,8 @@ struct idle_case {
 /* The same room for 8,000 sessions in every proxy, within `ulimit -n`
  * 20,000: splicer's automatic max-conns leaves fds for a pipe per direction
  * (4,981 sessions here), HAProxy's bench config has maxconn 7500 for its
- * splice modes' pipes. Neither pipes nor splicing matter to idle sessions. */
+ * splice modes' pipes (bench/haproxy-idle.cfg: 8500). Neither pipes nor
+ * splicing matter to idle sessions. */
 static const struct idle_case known[] = {
 	{ "direct", { .name = "direct", .kind = PX_DIRECT } },
 	{ "copy", { .name = "copy", .kind = PX_SPLICER,
@@ -234,7 +235,7 @@ static const struct idle_case known[] = {
 	{ "sockmap", { .name = "sockmap", .kind = PX_SPLICER,
 		       .opts = { "--engine", "sockmap", "--max-conns", "8500", NULL } } },
 	{ "haproxy", { .name = "haproxy", .kind = PX_HAPROXY,
-		       .opts = { "global:maxconn 8500", "global:maxpipes 16", NULL } } },
+		       .opts = { "conf:haproxy-idle.cfg", NULL } } },
 	{ "nginx", { .name = "nginx", .kind = PX_NGINX } },
 };
 #define NKNOWN (sizeof(known) / sizeof(known[0]))
