@@ -281,7 +281,7 @@ MANPAGES     := doc/splicer.8 doc/splicer.conf.5
 # what install writes, but for the config (see uninstall)
 INSTALLED    := $(SBINDIR)/splicer $(DATADIR)/bench/haproxy.cfg $(DATADIR)/bench/nginx.conf \
 		$(DATADIR)/bench/haproxy-sni.cfg $(DATADIR)/bench/splicer-sni.conf \
-		$(DATADIR)/bench/nginx-rate.conf $(UNITDIR)/splicer.service $(UNITDIR)/splicer.socket $(SYSCTLDIR)/60-splicer.conf $(LOGROTATEDIR)/splicer \
+		$(DATADIR)/bench/nginx-rate.conf $(DATADIR)/bench/haproxy-idle.cfg $(UNITDIR)/splicer.service $(UNITDIR)/splicer.socket $(SYSCTLDIR)/60-splicer.conf $(LOGROTATEDIR)/splicer \
 		$(foreach m,$(MANPAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
 
 install: all
@@ -291,6 +291,7 @@ install: all
 	install -D -m 644 bench/haproxy-sni.cfg $(DESTDIR)$(DATADIR)/bench/haproxy-sni.cfg
 	install -D -m 644 bench/splicer-sni.conf $(DESTDIR)$(DATADIR)/bench/splicer-sni.conf
 	install -D -m 644 bench/nginx-rate.conf $(DESTDIR)$(DATADIR)/bench/nginx-rate.conf
+	install -D -m 644 bench/haproxy-idle.cfg $(DESTDIR)$(DATADIR)/bench/haproxy-idle.cfg
 	for m in $(MANPAGES); do \
 		install -D -m 644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/} || exit 1; done
 	install -d $(DESTDIR)$(UNITDIR)

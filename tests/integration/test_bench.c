@@ -440,3 +440,59 @@ Test(integ, bench_pacing_bad_options, .init = h_init, .fini = h_fini)
 		free(err);
 	}
 }
+
+/* --idle: the memory of idle sessions. The figures that do not depend on
+ * the machine's other work: an idle session of every engine holds no pipe
+ * (an idle direction gives its pipe back) and no buffer (RSS per session far
+ * below one 64 KiB copy buffer: buffers are held only while bytes are in
+ * flight), and two sockets (its client's and its backend's). Kernel slab is
+ * machine-wide and moves with other work: only its presence is checked. */
+Test(integ, bench_idle_rows, .init = h_init, .fini = h_fini, .timeout = 120)
+{
+	char json[256], *out = NULL, *err = NULL;
+	snprintf(json, sizeof json, "%s/bench-idle.json", h_tmpdir());
+	const char *args[] = { "bench", "--idle", "--sessions", "300", "--cases", "copy,splice,auto",
+			       "--reps", "1", "--json", json, NULL };
+	int st = h_run_capture(h_binary(0), args, 100000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d:\n%s\n%s", st, out, err);
+	char *buf = slurp(json);
+	H_CHECK(buf, "no JSON at %s", json);
+	int rows = 0;
+	for (const char *r = strstr(buf, "\"case\""); r; r = strstr(r + 1, "\"case\"")) {
+		char name[32] = "";
+		sscanf(r, "\"case\": \"%31[^\"]\"", name);
+		if (!strcmp(name, "direct"))
+			continue;
+		const char *rss = strstr(r, "\"proxy_rss_kib_per_session\":"),
+			   *k = strstr(r, "\"kernel_kib_per_session\":"),
+			   *so = strstr(r, "\"sockets_per_session\":"), *pi = strstr(r, "\"pipes_per_session\":");
+		H_CHECK(rss && k && so && pi, "row %s without its figures:\n%s", name, buf);
+		/* strtod skips the space after the colon */
+		double vrss = strtod(strchr(rss + 1, ':') + 1, NULL), vso = strtod(strchr(so + 1, ':') + 1, NULL),
+		       vpi = strtod(strchr(pi + 1, ':') + 1, NULL);
+		H_CHECK(vrss > 0 && vrss < 16, "%s: %.2f KiB of RSS per idle session (a buffer held?)\n%s",
+			name, vrss, out);
+		H_CHECK(vso > 1.9 && vso < 2.1 && vpi < 0.05,
+			"%s: %.2f sockets and %.2f pipes per idle session\n%s", name, vso, vpi, out);
+		rows++;
+	}
+	H_CHECK(rows == 3, "%d proxy rows in the JSON:\n%s", rows, buf);
+	free(out);
+	free(err);
+}
+
+Test(integ, bench_idle_bad_options, .init = h_init, .fini = h_fini)
+{
+	const char *bad[][3] = { { "--sessions", "5", "--sessions 5: up to 4 counts, each 10 to 9000" },
+				 { "--cases", "socat", "unknown case 'socat' for --idle" },
+				 { "--reps", "0", "--reps 0: 1 to 9" } };
+	for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char *out = NULL, *err = NULL;
+		const char *args[] = { "bench", "--idle", bad[i][0], bad[i][1], NULL };
+		int st = h_run_capture(h_binary(0), args, 10000, &out, &err);
+		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(err, bad[i][2]),
+			"%s %s: status %d, stderr:\n%s", bad[i][0], bad[i][1], st, err);
+		free(out);
+		free(err);
+	}
+}

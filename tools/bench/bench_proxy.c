@@ -520,16 +520,23 @@ void bench_tree_pids(pid_t pid, char *out, size_t len)
 		add_pid(pid, &l);
 }
 
+struct rss_sum {
+	const char *key; /* "VmHWM:" or "VmRSS:" */
+	long kib;
+};
+
 static void add_rss(pid_t pid, void *arg)
 {
+	struct rss_sum *r = arg;
+	size_t klen = strlen(r->key);
 	char path[64], line[256];
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	if ((f = fopen(path, "re"))) {
 		while (fgets(line, sizeof(line), f))
-			if (!strncmp(line, "VmHWM:", 6))
-				*(long *)arg += atol(line + 6);
+			if (!strncmp(line, r->key, klen))
+				r->kib += atol(line + klen);
 		fclose(f);
 	}
 	for_children(pid, add_rss, arg);
@@ -537,11 +544,20 @@ static void add_rss(pid_t pid, void *arg)
 
 long bench_tree_peak_rss_kib(pid_t pid)
 {
-	long sum = 0;
+	struct rss_sum r = { "VmHWM:", 0 };
 
 	if (pid > 0)
-		add_rss(pid, &sum);
-	return sum;
+		add_rss(pid, &r);
+	return r.kib;
+}
+
+long bench_tree_rss_kib(pid_t pid)
+{
+	struct rss_sum r = { "VmRSS:", 0 };
+
+	if (pid > 0)
+		add_rss(pid, &r);
+	return r.kib;
 }
 
 double bench_machine_busy(void)

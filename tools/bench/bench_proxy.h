@@ -57,6 +57,8 @@ void bench_tree_pids(pid_t pid, char *out, size_t len);
 void bench_tree_avoid_cpu(pid_t pid, int cpu);
 /* Peak RSS (VmHWM) of pid and its live descendants, in KiB. */
 long bench_tree_peak_rss_kib(pid_t pid);
+/* Resident set (VmRSS) of pid and its live descendants now, in KiB. */
+long bench_tree_rss_kib(pid_t pid);
 /* Busy CPU seconds of the whole machine (all CPUs, /proc/stat). */
 double bench_machine_busy(void);
 

@@ -8,6 +8,7 @@
  *                 [--json FILE] [--chart FILE.png|.svg] [--doc FILE.md]
  *                 [--baseline [NAME=]PATH ... [--baseline-cases LIST]]
  *   splicer bench --pacing [--rates LIST] [--seconds S] [--json FILE]
+ *   splicer bench --idle [--sessions LIST] [--cases LIST] [--reps N] [--json FILE]
  *
  * Each case (a proxy and its settings, or `direct`, the ceiling) runs the
  * workloads against the built-in sink: one bulk stream, four bulk streams,
@@ -39,6 +40,7 @@
 #include <unistd.h>
 
 #include "bench_file.h"
+#include "bench_idle.h"
 #include "bench_link.h"
 #include "bench_pacing.h"
 #include "bench_proxy.h"
@@ -656,6 +658,9 @@ static void usage(void)
 	       "  --pacing           only the rate limits: splicer's rate_limit_down (kernel pacing)\n"
 	       "                     and nginx's proxy_download_rate at several rates, the rate\n"
 	       "                     achieved and the CPU per GB (bench_pacing.h: --rates, --json)\n"
+	       "  --idle             only the memory of idle sessions: RSS and kernel memory per\n"
+	       "                     session at 1,000 and 8,000 sessions, splicer's engines beside\n"
+	       "                     HAProxy and nginx (bench_idle.h: --sessions, --cases, --reps)\n"
 	       "  --real             also redis-benchmark and pgbench -S against servers the bench\n"
 	       "                     starts (make bench-deps installs them)\n"
 	       "  --reps N           repetitions of every case, interleaved (default 3)\n"
@@ -1021,9 +1026,12 @@ int cmd_bench(int argc, char **argv)
 	uint64_t verified = 0, mism = 0;
 	double t_start, done_work = 0, all_work = 0;
 
-	for (int i = 1; i < argc; i++) /* the rate limits: a table of their own */
+	for (int i = 1; i < argc; i++) { /* rate limits, idle memory: tables of their own */
 		if (!strcmp(argv[i], "--pacing"))
 			return bench_pacing_main(argc, argv);
+		if (!strcmp(argv[i], "--idle"))
+			return bench_idle_main(argc, argv);
+	}
 	if ((r = parse_opts(&o, argc, argv)))
 		return r > 0 ? 0 : 2;
 	signal(SIGPIPE, SIG_IGN);
