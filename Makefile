@@ -198,6 +198,8 @@ perf-baseline:
 # BASELINE_REV=<revision> to change it).
 PERF_CASES ?= direct,copy,splice,auto,uring,sockmap,haproxy,haproxy-splice
 BASELINE_REV ?= $(shell git describe --tags --abbrev=0 2>/dev/null)
+# the memory table appended to perf-results.md (bench_idle.h)
+IDLE_CASES := copy,splice,auto,uring,haproxy,nginx
 perf-doc: deps bench-deps
 	$(if $(BASELINE_REV),,$(error make perf-doc: no tag to take as the baseline (git fetch --tags, or BASELINE_REV=<revision>)))
 	$(Q)$(MAKE) --no-print-directory all
@@ -205,6 +207,8 @@ perf-doc: deps bench-deps
 	$(B)/splicer bench --real --workers 1,2 --links loopback,veth1500 --cases $(PERF_CASES) \
 		--baseline $(BASELINE_REV)=$(B)/baseline/splicer \
 		--json $(B)/perf.json --chart doc/perf-results.svg --doc doc/perf-results.md $(ARGS)
+	{ printf '\n## Memory per idle session (`splicer bench --idle`)\n\n'; \
+	  $(B)/splicer bench --idle --cases $(IDLE_CASES) --json $(B)/perf-idle.json; } >> doc/perf-results.md
 
 # The fault matrix's delay helper (tests/tools/nfq_delay.c, NFQUEUE).
 $(B)/nfq_delay: tests/tools/nfq_delay.c
