@@ -177,15 +177,8 @@ static size_t format_kv(char *line, size_t room, const struct access_entry *e,
 			const struct timespec *ts)
 {
 	char ms[24];
-	size_t n = 0, start;
-	struct tm tm;
+	size_t n = ts ? log_timestamp(ts, line, room) : 0, start = n;
 
-	if (ts) {
-		gmtime_r(&ts->tv_sec, &tm);
-		n = strftime(line, room, "%Y-%m-%dT%H:%M:%S", &tm);
-		n += (size_t)snprintf(line + n, room - n, ".%03ldZ", ts->tv_nsec / 1000000);
-	}
-	start = n;
 	n += field(line + n, room - n, "route", e->route);
 	n += field(line + n, room - n, "client", e->client);
 	n += field(line + n, room - n, "backend", e->backend);
@@ -287,12 +280,10 @@ static size_t format_json(char *line, size_t room, const struct access_entry *e,
 			  const struct timespec *ts)
 {
 	struct jw w = { .b = line, .cap = room };
-	struct tm tm;
 	char t[32];
 
-	gmtime_r(&ts->tv_sec, &tm);
-	strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);
-	jw_raw(&w, "{\"time\":\"%s.%03ldZ\"", t, ts->tv_nsec / 1000000);
+	log_timestamp(ts, t, sizeof(t));
+	jw_raw(&w, "{\"time\":\"%s\"", t);
 	jw_str_or_null(&w, "route", e->route);
 	jw_str(&w, "client", e->client, strlen(e->client));
 	jw_str_or_null(&w, "backend", e->backend);
@@ -314,9 +305,8 @@ static size_t format_json(char *line, size_t room, const struct access_entry *e,
 	jw_str_or_null(&w, "pp_tlvs", e->pp_tlvs);
 	jw_raw(&w, "}");
 	if (w.over) /* never (JSON_TAIL); still one whole object if it were */
-		w.n = (size_t)snprintf(line, room, "{\"time\":\"%s.%03ldZ\",\"session\":\"%llx\","
-				       "\"truncated\":true}", t, ts->tv_nsec / 1000000,
-				       (unsigned long long)e->id);
+		w.n = (size_t)snprintf(line, room, "{\"time\":\"%s\",\"session\":\"%llx\","
+				       "\"truncated\":true}", t, (unsigned long long)e->id);
 	return w.n;
 }
 

@@ -274,20 +274,29 @@ int log_async_start(void)
 
 /* ---- lines ----------------------------------------------------------------- */
 
+size_t log_timestamp(const struct timespec *ts, char *out, size_t len)
+{
+	struct tm tm;
+	size_t n;
+	int m;
+
+	gmtime_r(&ts->tv_sec, &tm);
+	n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	m = snprintf(out + n, len - n, ".%03ldZ", ts->tv_nsec / 1000000);
+	return n + (m < 0 ? 0 : (size_t)m < len - n ? (size_t)m : len - n - 1);
+}
+
 /* Formats one line: prefix, then the message escaped (log.h). */
 static size_t format_line(char *line, size_t len, enum log_level lvl, const char *fmt, va_list ap)
 {
 	char msg[1024];
 	struct timespec ts;
-	struct tm tm;
 	size_t n;
 	int m;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	n = strftime(line, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	n += (size_t)snprintf(line + n, len - n, ".%03ldZ splicer[%d] %s: ", ts.tv_nsec / 1000000,
-			      (int)getpid(), level_names[lvl]);
+	n = log_timestamp(&ts, line, len);
+	n += (size_t)snprintf(line + n, len - n, " splicer[%d] %s: ", (int)getpid(), level_names[lvl]);
 	m = vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (m < 0)
 		m = 0;

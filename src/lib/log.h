@@ -47,6 +47,11 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
  * key=value values). Returns the length written. */
 size_t log_escape(const char *in, size_t n, char *out, size_t outlen, int also_space);
 
+/* ts as UTC to the millisecond, "2026-12-03T08:30:00.123Z", into out (NUL-
+ * terminated): the stamp of every line splicer writes. Returns its length. */
+struct timespec;
+size_t log_timestamp(const struct timespec *ts, char *out, size_t len);
+
 /* The symbolic name of an errno value ("ECONNREFUSED"), for lines a program
  * reads; "-" for 0 and "EUNKNOWN" for a value libc has no name for. */
 const char *log_errno_name(int err);

@@ -11,6 +11,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "log.h"
+
 #define SEVERITY_INFO 6
 
 /* RFC 5424 6.2.1, without kern (0: the kernel's own) */
@@ -136,16 +138,13 @@ int syslog_out_open(struct syslog_out *o, const struct syslog_target *t, unsigne
 size_t syslog_out_header(const struct syslog_out *o, const struct timespec *ts, char *buf,
 			 size_t len)
 {
-	struct tm tm;
 	size_t n;
 	int m;
 
-	gmtime_r(&ts->tv_sec, &tm);
 	m = snprintf(buf, len, "<%u>1 ", o->pri);
 	n = m < 0 ? 0 : (size_t)m < len ? (size_t)m : len - 1;
-	n += strftime(buf + n, len - n, "%Y-%m-%dT%H:%M:%S", &tm);
-	m = snprintf(buf + n, len - n, ".%03ldZ %s splicer %d access - ", ts->tv_nsec / 1000000,
-		     o->host, o->pid);
+	n += log_timestamp(ts, buf + n, len - n);
+	m = snprintf(buf + n, len - n, " %s splicer %d access - ", o->host, o->pid);
 	n += m < 0 ? 0 : (size_t)m < len - n ? (size_t)m : len - n - 1;
 	return n;
 }
