@@ -98,6 +98,12 @@ static int parse_v1(const uint8_t *buf, size_t n, struct sockaddr_storage *src, 
 	return (int)(crlf - buf) + 2;
 }
 
+/* The bytes of addresses a v2 family takes. */
+static size_t addr_block(uint8_t fam)
+{
+	return fam == 1 ? 12 : fam == 2 ? 36 : fam == 3 ? 216 : 0;
+}
+
 static int parse_v2(const uint8_t *buf, size_t n, struct sockaddr_storage *src, socklen_t *srclen,
 		    char *why, size_t whylen)
 {
@@ -130,7 +136,7 @@ static int parse_v2(const uint8_t *buf, size_t n, struct sockaddr_storage *src, 
 		return fail(why, whylen, "v2 header: transport is not STREAM");
 	if (fam == 1) {
 		struct sockaddr_in *sin = (struct sockaddr_in *)src;
-		if (len < 12)
+		if (len < addr_block(fam))
 			return fail(why, whylen, "v2 header: too short for IPv4 addresses");
 		sin->sin_family = AF_INET;
 		memcpy(&sin->sin_addr, buf + 16, 4);
@@ -138,7 +144,7 @@ static int parse_v2(const uint8_t *buf, size_t n, struct sockaddr_storage *src, 
 		*srclen = sizeof(*sin);
 	} else if (fam == 2) {
 		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)src;
-		if (len < 36)
+		if (len < addr_block(fam))
 			return fail(why, whylen, "v2 header: too short for IPv6 addresses");
 		sin6->sin6_family = AF_INET6;
 		memcpy(&sin6->sin6_addr, buf + 16, 16);
@@ -147,7 +153,7 @@ static int parse_v2(const uint8_t *buf, size_t n, struct sockaddr_storage *src, 
 	} else if (fam == 3) {
 		struct sockaddr_un *sun = (struct sockaddr_un *)src;
 		size_t plen;
-		if (len < 216)
+		if (len < addr_block(fam))
 			return fail(why, whylen, "v2 header: too short for Unix addresses");
 		sun->sun_family = AF_UNIX;
 		memcpy(sun->sun_path, buf + 16, 108);
@@ -162,12 +168,6 @@ static int parse_v2(const uint8_t *buf, size_t n, struct sockaddr_storage *src, 
 	if (proxy_tlv_check(buf, total, proxy_tlv_offset(buf, total), why, whylen))
 		return -1;
 	return (int)total;
-}
-
-/* The bytes of addresses a v2 family takes. */
-static size_t addr_block(uint8_t fam)
-{
-	return fam == 1 ? 12 : fam == 2 ? 36 : fam == 3 ? 216 : 0;
 }
 
 size_t proxy_tlv_offset(const uint8_t *hdr, size_t len)
