@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "bench_proxy.h"
+#include "bench_traffic.h"
 #include "json.h"
 #include "stats.h"
 
@@ -32,14 +33,6 @@
 #define ID_MSG       64   /* bytes each session carries each way before it idles */
 #define ID_SETTLE_MS 1000 /* after the last session opened: lazy frees done */
 #define ID_BATCH     100
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void sleep_ms(int ms)
 {
@@ -133,7 +126,6 @@ static void holder_stop(struct holder *h)
 struct mem_sample {
 	long rss_kib;     /* the proxy's processes */
 	long slab_kib;    /* the kernel's slab (sockets, files, epoll items, pipes' rings) */
-	long tcp_pages;   /* TCP's socket buffers (/proc/net/sockstat mem) */
 	int sockets, pipes; /* descriptors the proxy holds */
 };
 
@@ -150,22 +142,6 @@ static long meminfo_kib(const char *key)
 	if (f)
 		fclose(f);
 	return v;
-}
-
-static long sockstat_tcp_pages(void)
-{
-	FILE *f = fopen("/proc/net/sockstat", "re");
-	char line[256];
-	long mem = -1;
-
-	while (f && fgets(line, sizeof(line), f)) {
-		char *m = strstr(line, " mem ");
-		if (!strncmp(line, "TCP:", 4) && m)
-			mem = atol(m + 5);
-	}
-	if (f)
-		fclose(f);
-	return mem;
 }
 
 /* The sockets and pipes among the descriptors of the pids in list
@@ -202,7 +178,6 @@ static void sample(pid_t pid, struct mem_sample *m)
 
 	m->rss_kib = pid ? bench_tree_rss_kib(pid) : 0;
 	m->slab_kib = meminfo_kib("Slab");
-	m->tcp_pages = sockstat_tcp_pages();
 	bench_tree_pids(pid, list, sizeof(list));
 	if (pid)
 		count_fds(list, &m->sockets, &m->pipes);
@@ -307,7 +282,7 @@ static void close_sessions(int *fds, unsigned n, struct holder *h)
 	for (unsigned i = 0; i < n; i++)
 		if (fds[i] >= 0)
 			close_rst(fds[i]);
-	for (double end = now_s() + 10; __atomic_load_n(&h->open, __ATOMIC_RELAXED) && now_s() < end;)
+	for (double end = bench_now() + 10; __atomic_load_n(&h->open, __ATOMIC_RELAXED) && bench_now() < end;)
 		sleep_ms(20);
 }
 
@@ -332,9 +307,9 @@ static int measure(struct idle_row *row, struct holder *h, struct idle_fig *f)
 	}
 	sleep_ms(200);
 	sample(p.pid, &a);
-	double t0 = now_s();
+	double t0 = bench_now();
 	if (open_sessions(&p.ss, p.len, row->sessions, fds, row->err, sizeof(row->err)) == 0) {
-		f->open_s = now_s() - t0;
+		f->open_s = bench_now() - t0;
 		sleep_ms(ID_SETTLE_MS);
 		sample(p.pid, &b);
 		double n = row->sessions;
@@ -343,9 +318,8 @@ static int measure(struct idle_row *row, struct holder *h, struct idle_fig *f)
 		 * empty, and the machine's other traffic moves them by hundreds of MB */
 		f->kernel = (double)(b.slab_kib - a.slab_kib) / n;
 		if (getenv("SPLICER_IDLE_DEBUG"))
-			fprintf(stderr, "\n%s %u: rss %ld -> %ld KiB, slab %ld -> %ld KiB, tcp pages %ld -> %ld\n",
-				row->ic->name, row->sessions, a.rss_kib, b.rss_kib, a.slab_kib, b.slab_kib,
-				a.tcp_pages, b.tcp_pages);
+			fprintf(stderr, "\n%s %u: rss %ld -> %ld KiB, slab %ld -> %ld KiB\n",
+				row->ic->name, row->sessions, a.rss_kib, b.rss_kib, a.slab_kib, b.slab_kib);
 		f->sockets = (double)(b.sockets - a.sockets) / n;
 		f->pipes = (double)(b.pipes - a.pipes) / n;
 		r = 0;
@@ -358,20 +332,13 @@ static int measure(struct idle_row *row, struct holder *h, struct idle_fig *f)
 
 /* ---- the run ---------------------------------------------------------------- */
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
 static double med_of(const struct idle_row *r, size_t off)
 {
 	double v[ID_MAX_REPS];
 
 	for (int i = 0; i < r->nrep; i++)
 		v[i] = *(const double *)((const char *)&r->rep[i] + off);
-	qsort(v, (size_t)r->nrep, sizeof(double), cmp_d);
-	return r->nrep ? v[r->nrep / 2] : NAN;
+	return r->nrep ? stats_median(v, (size_t)r->nrep) : NAN;
 }
 
 static void usage(void)
@@ -395,7 +362,7 @@ static const struct idle_case *find_case(const char *name)
 	return NULL;
 }
 
-static void print_table(struct idle_row *rows, unsigned nrows, unsigned nsizes)
+static void print_table(struct idle_row *rows, unsigned nrows)
 {
 	printf("| case | sessions | proxy RSS KiB/session | kernel KiB/session | total KiB/session | "
 	       "x best peer | sockets/session | pipes/session | open s |\n"
@@ -421,7 +388,6 @@ static void print_table(struct idle_row *rows, unsigned nrows, unsigned nsizes)
 		       r->sessions, r->med.rss, r->med.kernel, r->med.total, x, r->med.sockets,
 		       r->med.pipes, r->med.open_s);
 	}
-	(void)nsizes;
 }
 
 static int write_json(const char *path, struct idle_row *rows, unsigned nrows, int reps)
@@ -581,7 +547,7 @@ int bench_idle_main(int argc, char **argv)
 	       "slab, less what the same sessions cost without a proxy "
 	       "(direct); x best peer: total against the better of HAProxy and nginx.\n\n",
 	       ID_MSG, reps);
-	print_table(rows, nrows, nsizes);
+	print_table(rows, nrows);
 	if (json && write_json(json, rows, nrows, reps))
 		bad = 1;
 	holder_stop(&h);
