@@ -146,25 +146,69 @@ void h_fini(void)
 	}
 }
 
+/* Whether line holds every needle of ap (a NULL-terminated list). */
+static int holds_all(const char *line, va_list ap)
+{
+	const char *needle;
+	va_list c;
+	int all = 1;
+
+	va_copy(c, ap);
+	while (all && (needle = va_arg(c, const char *)))
+		all = strstr(line, needle) != NULL;
+	va_end(c);
+	return all;
+}
+
 int h_log_lines(const struct h_proxy *p, ...)
 {
 	FILE *f = fopen(p->log, "re");
 	char line[4096];
+	va_list ap;
 	int n = 0;
 
-	while (f && fgets(line, sizeof line, f)) {
-		va_list ap;
-		const char *needle;
-		int all = 1;
-		va_start(ap, p);
-		while (all && (needle = va_arg(ap, const char *)))
-			all = strstr(line, needle) != NULL;
-		va_end(ap);
-		n += all;
-	}
+	va_start(ap, p);
+	while (f && fgets(line, sizeof line, f))
+		n += holds_all(line, ap);
+	va_end(ap);
 	if (f)
 		fclose(f);
 	return n;
+}
+
+int h_file_line(const char *path, int wait_ms, char *out, size_t len, ...)
+{
+	va_list ap;
+	int found = 0;
+
+	out[0] = '\0';
+	va_start(ap, len);
+	for (int64_t end = h_now_ms() + wait_ms; !found; h_sleep_ms(20)) {
+		char *text = h_read_file(path, NULL), *save, *line;
+		for (line = text ? strtok_r(text, "\n", &save) : NULL; line && !found;
+		     line = strtok_r(NULL, "\n", &save))
+			if ((found = holds_all(line, ap)))
+				snprintf(out, len, "%s", line);
+		free(text);
+		if (h_now_ms() >= end)
+			break;
+	}
+	va_end(ap);
+	return found;
+}
+
+void h_kv_value(const char *line, const char *key, char *out, size_t len)
+{
+	char needle[64];
+	const char *at;
+
+	snprintf(needle, sizeof needle, " %s=", key);
+	out[0] = '\0';
+	if ((at = strstr(line, needle))) {
+		at += strlen(needle);
+		size_t k = strcspn(at, " ");
+		snprintf(out, len, "%.*s", (int)(k < len ? k : len - 1), at);
+	}
 }
 
 void h_print_tail(const char *path, int lines)

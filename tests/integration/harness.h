@@ -213,6 +213,15 @@ void h_proxy_down(struct h_proxy *p);
  * list of strings). */
 int h_log_lines(const struct h_proxy *p, ...);
 
+/* The first line of the file at path holding every needle (a NULL-
+ * terminated list), read again every 20 ms for up to wait_ms (0: once),
+ * copied into out without its newline. Returns 1, or 0 with out empty. */
+int h_file_line(const char *path, int wait_ms, char *out, size_t len, ...);
+
+/* The value of key in a key=value line (an access log's): the text after
+ * " key=" up to the next space; empty when the key is not there. */
+void h_kv_value(const char *line, const char *key, char *out, size_t len);
+
 /* Prints the last `lines` lines of a file to stderr. */
 void h_print_tail(const char *path, int lines);
 

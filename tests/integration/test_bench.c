@@ -425,20 +425,27 @@ Test(integ, bench_pacing_rows, .init = h_init, .fini = h_fini, .timeout = 60)
 	free(err);
 }
 
-Test(integ, bench_pacing_bad_options, .init = h_init, .fini = h_fini)
+/* `splicer bench MODE OPTION VALUE` for each {option, value, message} of
+ * bad: exit 2 and the message on stderr. */
+static void bad_options(const char *mode, const char *const (*bad)[3], size_t n)
 {
-	const char *bad[][3] = { { "--peers", "haproxy", "--peers haproxy: nginx or none" },
-				 { "--rates", "0", "--rates" },
-				 { "--seconds", "0.1", "--seconds 0.1: 0.5 to 600" } };
-	for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+	for (size_t i = 0; i < n; i++) {
 		char *out = NULL, *err = NULL;
-		const char *args[] = { "bench", "--pacing", bad[i][0], bad[i][1], NULL };
+		const char *args[] = { "bench", mode, bad[i][0], bad[i][1], NULL };
 		int st = h_run_capture(h_binary(0), args, 10000, &out, &err);
 		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(err, bad[i][2]),
-			"%s %s: status %d, stderr:\n%s", bad[i][0], bad[i][1], st, err);
+			"%s %s %s: status %d, stderr:\n%s", mode, bad[i][0], bad[i][1], st, err);
 		free(out);
 		free(err);
 	}
+}
+
+Test(integ, bench_pacing_bad_options, .init = h_init, .fini = h_fini)
+{
+	static const char *const bad[][3] = { { "--peers", "haproxy", "--peers haproxy: nginx or none" },
+					      { "--rates", "0", "--rates" },
+					      { "--seconds", "0.1", "--seconds 0.1: 0.5 to 600" } };
+	bad_options("--pacing", bad, sizeof bad / sizeof bad[0]);
 }
 
 /* --idle: the memory of idle sessions. The figures that do not depend on
@@ -483,16 +490,9 @@ Test(integ, bench_idle_rows, .init = h_init, .fini = h_fini, .timeout = 120)
 
 Test(integ, bench_idle_bad_options, .init = h_init, .fini = h_fini)
 {
-	const char *bad[][3] = { { "--sessions", "5", "--sessions 5: up to 4 counts, each 10 to 9000" },
-				 { "--cases", "socat", "unknown case 'socat' for --idle" },
-				 { "--reps", "0", "--reps 0: 1 to 9" } };
-	for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		char *out = NULL, *err = NULL;
-		const char *args[] = { "bench", "--idle", bad[i][0], bad[i][1], NULL };
-		int st = h_run_capture(h_binary(0), args, 10000, &out, &err);
-		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(err, bad[i][2]),
-			"%s %s: status %d, stderr:\n%s", bad[i][0], bad[i][1], st, err);
-		free(out);
-		free(err);
-	}
+	static const char *const bad[][3] = {
+		{ "--sessions", "5", "--sessions 5: up to 4 counts, each 10 to 9000" },
+		{ "--cases", "socat", "unknown case 'socat' for --idle" },
+		{ "--reps", "0", "--reps 0: 1 to 9" } };
+	bad_options("--idle", bad, sizeof bad / sizeof bad[0]);
 }

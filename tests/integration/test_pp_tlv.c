@@ -46,21 +46,11 @@ static void tlv_roundtrip(const struct h_addr *a, const uint8_t *msg, size_t n, 
 /* The access log's value of key in the first line holding `with`. */
 static void log_value(const char *path, const char *with, const char *key, char *out, size_t len)
 {
-	char *text = h_read_file(path, NULL), needle[64], *line, *save;
+	char line[4096], needle[64];
 
-	out[0] = 0;
-	H_CHECK(text, "no access log at %s", path);
 	snprintf(needle, sizeof needle, " %s=", key);
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *at = strstr(line, needle);
-		if (!strstr(line, with) || !at)
-			continue;
-		at += strlen(needle);
-		size_t k = strcspn(at, " ");
-		snprintf(out, len, "%.*s", (int)(k < len ? k : len - 1), at);
-		break;
-	}
-	free(text);
+	h_file_line(path, 0, line, sizeof line, with, needle, (char *)NULL);
+	h_kv_value(line, key, out, len);
 }
 
 /* The access log's lines, once the proxy wrote the close of `n` sessions. */

@@ -27,7 +27,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,45 +157,11 @@ static void roundtrip(int port, const uint8_t *msg, size_t n, size_t echo, const
 		"intact (%s)", what, echo, rc ? strerror(-rc) : "different bytes");
 }
 
-/* The first line of the file holding every needle (NULL-terminated) within
- * 3 s, copied to out; asserts. */
-static void wait_line(const char *path, char *out, size_t len, ...)
-{
-	for (int64_t end = h_now_ms() + 3000;; h_sleep_ms(20)) {
-		char *text = h_read_file(path, NULL), *save, *line;
-		for (line = text ? strtok_r(text, "\n", &save) : NULL; line;
-		     line = strtok_r(NULL, "\n", &save)) {
-			va_list ap;
-			const char *needle;
-			int all = 1;
-			va_start(ap, len);
-			while (all && (needle = va_arg(ap, const char *)))
-				all = strstr(line, needle) != NULL;
-			va_end(ap);
-			if (all) {
-				snprintf(out, len, "%s", line);
-				free(text);
-				return;
-			}
-		}
-		free(text);
-		H_CHECK(h_now_ms() < end, "no line of %s holds what was expected", path);
-	}
-}
-
-/* The value of key= in a splicer access log line. */
-static void field(const char *line, const char *key, char *out, size_t len)
-{
-	char needle[48];
-
-	snprintf(needle, sizeof needle, " %s=", key);
-	const char *at = strstr(line, needle);
-	out[0] = 0;
-	if (at) {
-		at += strlen(needle);
-		snprintf(out, len, "%.*s", (int)strcspn(at, " "), at);
-	}
-}
+/* The first line of the file holding every needle, within 3 s, into out
+ * (a char array); asserts. */
+#define WAIT_LINE(path, out, ...)                                                          \
+	H_CHECK(h_file_line(path, 3000, out, sizeof out, __VA_ARGS__, (char *)NULL),        \
+		"no line of %s holds what was expected", path)
 
 /* A front proxy's v2 header for 203.0.113.9:4242 with authority,
  * unique_id, a custom 0xE1 and a CRC32C. */
@@ -297,32 +262,32 @@ Test(peer, proxy_v2_tlvs_sent_passed_and_read, .init = h_init, .fini = tl_fini, 
 	/* 3. HAProxy reads splicer's header (checks its CRC32C) and logs its TLVs */
 	roundtrip(p.spl_to_hap, hello, n, n, "splicer -> HAProxy", &cport);
 	snprintf(v, sizeof v, "client=127.0.0.1:%d ", cport);
-	wait_line(sacc, line, sizeof line, "route=to_hap", v, (char *)NULL);
-	field(line, "unique_id", uid, sizeof uid);
+	WAIT_LINE(sacc, line, "route=to_hap", v);
+	h_kv_value(line, "unique_id", uid, sizeof uid);
 	snprintf(v, sizeof v, "uid=%s src=127.0.0.1:%d", uid, cport);
-	wait_line(hlog, line, sizeof line, "rx authority=db.example.com", (char *)NULL);
+	WAIT_LINE(hlog, line, "rx authority=db.example.com");
 	H_CHECK(strstr(line, v), "HAProxy logged '%s', expected '%s' (splicer's unique id, the client)",
 		line, v);
 
 	/* 4. nginx takes splicer's header with its TLVs */
 	roundtrip(p.spl_to_ngx, hello, n, n, "splicer -> nginx", &cport);
 	snprintf(v, sizeof v, "rx ppaddr=127.0.0.1:%d bytes=%zu", cport, n);
-	wait_line(nacc, line, sizeof line, v, (char *)NULL);
+	WAIT_LINE(nacc, line, v);
 
 	/* 5. HAProxy's own header read by splicer, its unique id passed on */
 	uint8_t ping[64];
 	h_gen(0x34, 0, ping, sizeof ping);
 	roundtrip(p.hap_tx, ping, sizeof ping, sizeof ping, "HAProxy -> splicer -> HAProxy", NULL);
-	wait_line(hlog, line, sizeof line, "tx uid=", (char *)NULL);
+	WAIT_LINE(hlog, line, "tx uid=");
 	snprintf(uid, sizeof uid, "%s", strstr(line, "tx uid=") + 7);
-	wait_line(sacc, line, sizeof line, "route=from_hap", (char *)NULL);
-	field(line, "unique_id", v, sizeof v);
+	WAIT_LINE(sacc, line, "route=from_hap");
+	h_kv_value(line, "unique_id", v, sizeof v);
 	H_CHECK(!strcmp(v, uid), "splicer logged unique_id=%s of HAProxy's header, HAProxy's is %s", v,
 		uid);
-	field(line, "pp_tlvs", v, sizeof v);
+	h_kv_value(line, "pp_tlvs", v, sizeof v);
 	H_CHECK(strstr(v, "unique_id") && strstr(v, "crc32c"), "splicer logged pp_tlvs=%s", v);
 	snprintf(v, sizeof v, "rx authority=- uid=%s ", uid);
-	wait_line(hlog, line, sizeof line, v, (char *)NULL);
+	WAIT_LINE(hlog, line, v);
 	fprintf(stderr, "[peer]   HAProxy 2.6 reads splicer's authority, unique_id and CRC32C; nginx "
 		"1.22 takes the header (TLV variables from 1.23.2); HAProxy -> splicer -> HAProxy "
 		"carries the unique id %s\n", uid);
