@@ -1194,16 +1194,37 @@ void h_epoll_arm(int ep, int fd, uint32_t id, uint32_t *cur, uint32_t want)
 	*cur = want;
 }
 
+/* The kernel may hand the same free port to two binds in a row: a test that
+ * takes two ports before it listens on either (a route and the one a reload
+ * adds) then gets one port twice. The last ports given are not given again. */
+#define H_RECENT_PORTS 256
+
 int h_free_port(void)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof sin;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static int recent[H_RECENT_PORTS];
+	static unsigned next;
+	int port = 0;
 
-	H_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
-			getsockname(fd, (struct sockaddr *)&sin, &len) == 0, "free port");
-	close(fd);
-	return ntohs(sin.sin_port);
+	pthread_mutex_lock(&mu);
+	for (int tries = 0; tries < 64; tries++) {
+		struct sockaddr_in sin = { .sin_family = AF_INET,
+					   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t len = sizeof sin;
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), seen = 0;
+
+		H_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
+				getsockname(fd, (struct sockaddr *)&sin, &len) == 0, "free port");
+		close(fd);
+		port = ntohs(sin.sin_port);
+		for (unsigned i = 0; i < H_RECENT_PORTS && !seen; i++)
+			seen = recent[i] == port;
+		if (!seen)
+			break;
+	}
+	recent[next++ % H_RECENT_PORTS] = port;
+	pthread_mutex_unlock(&mu);
+	return port;
 }
 
 int h_ipv6_available(void)

@@ -182,8 +182,10 @@ Test(integ, cli_backend_that_is_the_own_listener_is_refused, .init = h_init, .fi
 		cli_expect_exact(bin, args, want, "-l :P -b 127.0.0.1:P");
 	}
 	/* another port of this host, or the same port elsewhere, is no loop:
-	 * check -c with a file holding both */
+	 * check -c with a file holding both (a port taken now: check binds it,
+	 * and the one above was free before two proxies ran) */
 	char path[300], text[300];
+	port = h_free_port();
 	snprintf(path, sizeof path, "%s/noloop.conf", h_tmpdir());
 	snprintf(text, sizeof text, "[route r]\nlisten = :%d\nbackend = 127.0.0.1:%d 198.51.100.77:%d\n",
 		 port, port == 65535 ? 1 : port + 1, port);
