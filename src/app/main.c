@@ -208,6 +208,9 @@ static void stop_begin(struct reload_ctx *rl, struct stop *s, const char *why, i
 		listener_unlink_enable(0); /* the paths are the new process's: first */
 		stats_http_stop(); /* the new process answers /health now */
 		rl->sh->nkept = upgrade_kept(&rl->sh->kept_fds); /* worker.c: not accepted from */
+		/* the sessions that can move go to the new process as the
+		 * workers stop (session_handoff.h); the rest drain here */
+		__atomic_store_n(&rl->sh->handoff, upgrade_handoff_begin(), __ATOMIC_RELAXED);
 	} else {
 		for (unsigned l = 0; l < rl->cfg->nlst; l++)
 			for (unsigned w = 0; w < rl->nw; w++)
@@ -224,6 +227,8 @@ static void stop_begin(struct reload_ctx *rl, struct stop *s, const char *why, i
 	__atomic_store_n(&rl->sh->stopping, 1, __ATOMIC_RELEASE);
 	for (unsigned i = 0; i < rl->nw; i++)
 		worker_wake(&rl->ws[i]);
+	if (rl->sh->handoff) /* the workers hand theirs over: `ctl upgrade` answers the counts */
+		upgrade_handoff_finish(rl->sh->handoff, rl->nw);
 	if (handed_over) /* last: it may be finishing `ctl upgrade`'s answer */
 		admin_stop(); /* the new process answers ctl now */
 }
@@ -458,7 +463,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	log_startup(cfg, engine_routes_use_pipes(cfg) ? granted_pipe_size(cfg) : 0);
 	sandbox_log();
 	sandbox_selftest(); /* the tests' proof; nothing without its variable */
-	if (!upgrade_ready() && notify_send("READY=1\nSTATUS=forwarding") < 0)
+	if (!upgrade_ready(cfg, ws, (unsigned)cfg->workers) && notify_send("READY=1\nSTATUS=forwarding") < 0)
 		log_warn("NOTIFY_SOCKET is set but READY=1 could not be sent to it");
 	rl.cfg = cfg;
 	rl.ws = ws;

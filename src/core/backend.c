@@ -725,6 +725,11 @@ int backend_try_hold(struct route *r, unsigned i)
 	return 1;
 }
 
+void backend_hold(struct route *r, unsigned i)
+{
+	__atomic_add_fetch(&r->health[i]->active, 1, __ATOMIC_RELAXED);
+}
+
 void backend_release(struct route *r, unsigned i)
 {
 	__atomic_sub_fetch(&r->health[i]->active, 1, __ATOMIC_RELAXED);

@@ -135,5 +135,8 @@ void backend_on_cut(void (*fn)(void *arg), void *arg);
  * backend is at its maxconn; backend_release gives the slot back. */
 int backend_try_hold(struct route *r, unsigned i);
 void backend_release(struct route *r, unsigned i);
+/* A slot taken whatever the maxconn: a session an upgrade handed over,
+ * which held it in the old process (session_handoff.h). */
+void backend_hold(struct route *r, unsigned i);
 
 #endif

@@ -302,6 +302,7 @@ struct config {
 	uint64_t drain_timeout_ms;   /* SIGTERM: how long running sessions may finish */
 	uint64_t lameduck_ms;        /* SIGTERM: /health 503 this long before listeners close */
 	uint64_t drain_spread;       /* 1: the drain closes sessions gracefully, spread over it */
+	uint64_t upgrade_sessions;   /* 0: handover (session_handoff.h), 1: drain */
 	uint64_t verbose;            /* -v count */
 	char access_log[SETTING_TEXT_MAX]; /* FILE, "-", "syslog", "syslog:..." or "off" */
 	uint64_t log_format;               /* enum access_log_format: kv, json */

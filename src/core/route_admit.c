@@ -179,6 +179,15 @@ bool route_admit_listener_denies(const struct listen_group *g, const struct sock
 	return g->nroute > 0;
 }
 
+int route_admit_hold(struct route *r, const struct sockaddr *peer, uint64_t now_ms)
+{
+	struct ip ip;
+
+	if (!r->sources || !ip_from_sockaddr(peer, &ip))
+		return 0;
+	return source_admit(r->sources, peer, now_ms, 0, 0) == SOURCE_OK;
+}
+
 void route_admit_release(struct route *r, const struct sockaddr *peer)
 {
 	struct ip ip;

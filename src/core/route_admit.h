@@ -39,6 +39,11 @@ void route_admit_free(struct route *r);
 enum admit_result route_admit(struct route *r, const struct sockaddr *peer, uint64_t now_ms,
 			      int *held);
 void route_admit_release(struct route *r, const struct sockaddr *peer);
+/* Counts a session against its source on r whatever the limits (one an
+ * upgrade handed over, admitted by the old process): 1 when held (then
+ * route_admit_release follows), 0 when r has no source limits or its table
+ * has no room. */
+int route_admit_hold(struct route *r, const struct sockaddr *peer, uint64_t now_ms);
 
 /* The two halves of route_admit: r's allow/deny (ADMIT_OK or ADMIT_DENIED),
  * and r's source limits (with *held as above). */

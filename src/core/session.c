@@ -25,6 +25,7 @@
 #include "proxy_proto.h"
 #include "route_admit.h"
 #include "route_hist.h"
+#include "session_int.h"
 #include "session_pp.h"
 #include "session_sock.h"
 #include "tls_hello.h"
@@ -1065,6 +1066,12 @@ int session_dequeue(struct session *s)
 int session_new(struct worker *w, const struct listen_group *g, int fd,
 		const struct sockaddr *peer, socklen_t peerlen)
 {
+	return session_new_at(w, g, fd, peer, peerlen, NULL);
+}
+
+int session_new_at(struct worker *w, const struct listen_group *g, int fd,
+		   const struct sockaddr *peer, socklen_t peerlen, struct session_carry *c)
+{
 	struct session *s = calloc(1, sizeof(*s));
 	struct route *route = g->dflt ? g->dflt : g->route[0];
 
@@ -1087,6 +1094,17 @@ int session_new(struct worker *w, const struct listen_group *g, int fd,
 	s->timer.due_ms = TIMER_NONE;
 	s->expire_ms = TIMER_NONE;
 	s->connect_deadline_ms = w->now_ms + route->o.proxy_timeout_ms;
+	if (c) { /* handed over: its time runs from its accept, its header's is done */
+		s->start_ms = s->active_ms = s->log_last_ms = c->start_ms;
+		if (c->header_read)
+			s->state = S_CONNECTING;
+		else if (s->state == S_HEADER)
+			s->connect_deadline_ms = c->deadline_ms;
+		s->pp = c->pp;
+		c->pp = NULL;
+		s->uid[0] = c->uid[0];
+		s->uid[1] = c->uid[1];
+	}
 	memcpy(&s->peer, peer, peerlen);
 	s->peerlen = peerlen;
 	s->next = w->sessions;
@@ -1116,6 +1134,8 @@ int session_new(struct worker *w, const struct listen_group *g, int fd,
 	}
 	if (s->state == S_CONNECTING && session_begin(s))
 		return 0;
+	if (c && s->state == S_HELLO && c->deadline_ms < s->connect_deadline_ms)
+		s->connect_deadline_ms = c->deadline_ms; /* its hello's, from the old process */
 	session_timer_update(s);
 	return 0;
 }
@@ -1832,6 +1852,92 @@ void session_close(struct session *s, const char *reason)
 	__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
 	if (w->paused_max_conns)
 		worker_listeners_arm(w, 1);
+}
+
+/* ---- an upgrade's hand-over (session_handoff.c) ------------------------------ */
+
+void session_handed(struct session *s)
+{
+	struct worker *w = s->w;
+	struct side *sides[2] = { &s->cli, &s->srv };
+
+	timer_del(&w->timers, &s->timer);
+	session_leave_queue(s);
+	free(s->hello);
+	s->hello = NULL;
+	loop_guard_del(&s->loop);
+	/* out of this epoll set first: the sockets live on in the new process,
+	 * and an epoll item lasts as long as its file does, not its descriptor */
+	for (int i = 0; i < 2; i++)
+		if (sides[i]->fd >= 0) {
+			epoll_ctl(w->epfd, EPOLL_CTL_DEL, sides[i]->fd, NULL);
+			close(sides[i]->fd);
+			sides[i]->fd = -1;
+		}
+	session_unhold(s);
+	if (s->src_held)
+		route_admit_release(s->route, (struct sockaddr *)&s->peer);
+	s->src_held = 0;
+	/* a pipe sent with bytes in it is closed here, never pooled (engine.h) */
+	if (s->up.eng->release)
+		s->up.eng->release(w, &s->up);
+	if (s->down.eng->release)
+		s->down.eng->release(w, &s->down);
+	s->state = S_CLOSED;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		w->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->prev = s->next = NULL;
+	s->dead_next = w->dead;
+	w->dead = s;
+	bytes_undirty(s);
+	bytes_report(s);
+	if (s->routed)
+		__atomic_sub_fetch(&s->route->st->active, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&s->route->live, 1, __ATOMIC_RELEASE);
+	CTR_ADD(w, active, (uint64_t)-1);
+	__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
+}
+
+int session_adopted(struct session *s)
+{
+	struct worker *w = s->w;
+	struct route *r = s->route;
+	const struct backend_conf *b = s->state >= S_CONNECTING && s->srv.fd >= 0 ? &r->backend[s->backend] : NULL;
+
+	s->next = w->sessions;
+	if (w->sessions)
+		w->sessions->prev = s;
+	w->sessions = s;
+	CTR_ADD(w, active, 1);
+	__atomic_add_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
+	STAT_ADD(r->live, 1);
+	if (s->routed)
+		STAT_ADD(r->st->active, 1);
+	if (s->counted)
+		backend_hold(r, s->backend); /* leastconn sees it as before */
+	if (s->src_held)
+		s->src_held = (uint8_t)route_admit_hold(r, (struct sockaddr *)&s->peer, w->now_ms);
+	if (b && b->this_host)
+		loop_guard_add(&s->loop, s->srv.fd, (const struct sockaddr *)&b->addr.ss, b->addr.len);
+	if (side_register(w, &s->cli) || (s->srv.fd >= 0 && side_register(w, &s->srv))) {
+		log_warn("session %llx: epoll_ctl: %s", (unsigned long long)s->id, strerror(errno));
+		ended(s, END_PROXY);
+		session_close(s, "handoff-error");
+		return -1;
+	}
+	if (s->state == S_QUEUED) {
+		uint64_t since = s->queued_ms;
+		session_enqueue(s); /* behind the waiters of this worker */
+		s->queued_ms = since;
+	} else if (s->state == S_OPEN) {
+		runq_push(s); /* what the kernel holds is looked at now */
+	}
+	session_timer_update(s);
+	return 0;
 }
 
 void session_free(struct session *s)

@@ -134,6 +134,8 @@ struct session {
 	uint32_t rate_div;           /* a per-source rate: the sessions it was shared by */
 	uint64_t rate_next_ms;       /* then looked at again; 0: no per-source rate */
 	uint64_t priv[SESSION_PRIV_WORDS]; /* the engine's own state (engine.h) */
+	uint64_t uid[2];             /* its unique id as an old process made it (an upgrade's
+					hand-over); 0, 0: this process's (session_pp.h) */
 };
 
 enum { EXPIRE_NONE, EXPIRE_LIFETIME, EXPIRE_DRAIN };
@@ -148,6 +150,20 @@ void session_drain_spread(struct worker *w, uint64_t deadline_ms);
  * -errno after closing fd. */
 int session_new(struct worker *w, const struct listen_group *g, int fd,
 		const struct sockaddr *peer, socklen_t peerlen);
+
+/* session_new for a client an upgrade handed over before its route was
+ * chosen (reading a PROXY header or ClientHello, which are peeked at, never
+ * consumed, but for a whole PROXY header): what it carries from the old
+ * process. */
+struct session_carry {
+	uint64_t start_ms;      /* its accept */
+	uint64_t deadline_ms;   /* its header's or hello's */
+	uint8_t header_read;    /* accept_proxy: its header was read (peer is its source) */
+	struct session_pp *pp;  /* its header's TLVs (taken), or NULL */
+	uint64_t uid[2];
+};
+int session_new_at(struct worker *w, const struct listen_group *g, int fd,
+		   const struct sockaddr *peer, socklen_t peerlen, struct session_carry *c);
 
 /* S_QUEUED: tries for a backend slot again (waitq.c, when one may have
  * freed or a backend become usable). After a reload or a DNS change it

@@ -33,10 +33,19 @@ __attribute__((constructor)) static void nonce_draw(void)
 		((uint64_t)getpid() << 40);
 }
 
+void session_pp_uid(const struct session *s, uint64_t out[2])
+{
+	out[0] = s->uid[0] || s->uid[1] ? s->uid[0] : nonce;
+	out[1] = s->uid[0] || s->uid[1] ? s->uid[1] : s->id;
+}
+
 void session_pp_unique_id(const struct session *s, char out[PP_UNIQUE_ID_LEN + 1])
 {
-	snprintf(out, PP_UNIQUE_ID_LEN + 1, "%016llx%016llx", (unsigned long long)nonce,
-		 (unsigned long long)s->id);
+	uint64_t uid[2];
+
+	session_pp_uid(s, uid);
+	snprintf(out, PP_UNIQUE_ID_LEN + 1, "%016llx%016llx", (unsigned long long)uid[0],
+		 (unsigned long long)uid[1]);
 }
 
 static struct session_pp *pp_of(struct session *s)

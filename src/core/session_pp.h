@@ -48,6 +48,9 @@ size_t session_pp_build(struct session *s, uint8_t *out, size_t n, size_t cap);
  * line of the session, and unique across processes: a nonce drawn at
  * start, then the session id. */
 void session_pp_unique_id(const struct session *s, char out[PP_UNIQUE_ID_LEN + 1]);
+/* Its two halves (nonce, id): what an upgrade hands over, so the session
+ * keeps its id in the new process (session.h: uid). */
+void session_pp_uid(const struct session *s, uint64_t out[2]);
 
 /* The access log's values (access_log.h), "-" when none: authority and
  * alpn (the ClientHello's, else the client's PROXY header's), unique_id

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "qsbr.h"
 #include "session.h"
+#include "session_handoff.h"
 #include "waitq.h"
 
 #define MAX_EVENTS      256
@@ -119,6 +120,7 @@ static void call_init(struct worker *w)
 	pthread_condattr_t ca;
 
 	pthread_mutex_init(&w->call_lock, NULL);
+	pthread_mutex_init(&w->adopt_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->call_done, &ca);
@@ -477,15 +479,53 @@ static int kept_by_new_process(const struct worker *w, const struct listener *l)
 
 static void worker_start_drain(struct worker *w)
 {
+	struct handoff_target *t = __atomic_load_n(&w->sh->handoff, __ATOMIC_ACQUIRE);
+
 	w->draining = 1;
 	worker_listeners_arm(w, 0);
 	for (unsigned i = 0; i < w->nlst; i++)
 		if (!kept_by_new_process(w, &w->lst[i]))
 			listener_drain(w, &w->lst[i]);
 	listeners_close(w); /* new connects are refused from now on */
+	if (t) /* an upgrade's: what can move goes on in the new process */
+		session_hand_over(w, t);
 	/* the sessions' graceful closes spread over the drain (drain_spread):
 	 * their clients reconnect a few at a time, not all at its end */
 	session_drain_spread(w, __atomic_load_n(&w->sh->drain_deadline_ms, __ATOMIC_RELAXED));
+}
+
+void worker_adopt(struct worker *w, struct handoff_msg *m)
+{
+	m->next = NULL;
+	pthread_mutex_lock(&w->adopt_lock);
+	if (w->adopt_tail)
+		w->adopt_tail->next = m;
+	else
+		w->adopt_head = m;
+	w->adopt_tail = m;
+	__atomic_store_n(&w->adopt_pending, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&w->adopt_lock);
+	worker_wake(w);
+}
+
+/* The sessions handed over since the last turn become this worker's. */
+static void adopt_run(struct worker *w)
+{
+	struct handoff_msg *m;
+
+	pthread_mutex_lock(&w->adopt_lock);
+	m = w->adopt_head;
+	w->adopt_head = w->adopt_tail = NULL;
+	__atomic_store_n(&w->adopt_pending, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&w->adopt_lock);
+	while (m) {
+		struct handoff_msg *next = m->next;
+		if (session_adopt(w, m) == 0)
+			CTR_ADD(w, adopted, 1);
+		else
+			CTR_ADD(w, adopt_failed, 1);
+		m = next;
+	}
 }
 
 static void free_dead(struct worker *w)
@@ -588,6 +628,8 @@ void *worker_main(void *arg)
 			}
 			}
 		}
+		if (__atomic_load_n(&w->adopt_pending, __ATOMIC_ACQUIRE))
+			adopt_run(w); /* an upgrade's old process handed sessions over */
 		run_queue(w);
 		waitq_run(w);
 		if (w->cut_seen != backend_cut_gen()) { /* on_backend_down = close */
@@ -649,4 +691,10 @@ void worker_destroy(struct worker *w)
 		close(w->epfd);
 	pthread_cond_destroy(&w->call_done);
 	pthread_mutex_destroy(&w->call_lock);
+	while (w->adopt_head) { /* handed over as it stopped: closed with the rest */
+		struct handoff_msg *m = w->adopt_head;
+		w->adopt_head = m->next;
+		handoff_msg_free(m);
+	}
+	pthread_mutex_destroy(&w->adopt_lock);
 }

@@ -57,6 +57,8 @@ struct counters {
 	uint64_t dead_client;       /* sessions ended by ETIMEDOUT on the client connection
 				       (keepalive unanswered, client_user_timeout) */
 	uint64_t dead_backend;      /* the same on the backend connection */
+	uint64_t adopted;           /* sessions an upgrade's old process handed to this one */
+	uint64_t adopt_failed;      /* handed over but not adopted: closed (session_handoff.h) */
 	/* each engine's own (engine.h: engine_count), by engine id */
 	uint64_t engine[ENGINE_MAX][ENGINE_COUNTERS];
 };
@@ -77,6 +79,10 @@ struct shared {
 	 * without accepting again. Set before stopping (its release store). */
 	const int *kept_fds;
 	unsigned nkept;
+	/* an upgrade's hand-over: the new process to give sessions to when the
+	 * drain begins (session_handoff.h), NULL: they drain here. Set before
+	 * stopping (its release store). */
+	struct handoff_target *handoff;
 };
 
 struct listener {
@@ -152,6 +158,11 @@ struct worker {
 	void (*call_fn)(struct worker *w, void *arg);
 	void *call_arg;
 	int call_pending;               /* atomic */
+	/* sessions an upgrade's old process handed over, for this worker to
+	 * adopt between two loop turns (worker_adopt) */
+	pthread_mutex_t adopt_lock;
+	struct handoff_msg *adopt_head, *adopt_tail;
+	int adopt_pending;              /* atomic */
 };
 
 /* Prepares w (epoll, pools, listeners from fds already bound by the caller,
@@ -175,6 +186,11 @@ void worker_destroy(struct worker *w);
  * never runs. */
 int worker_call(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg,
 		int timeout_ms);
+
+/* Gives w a session handed over by an upgrade's old process (any thread;
+ * w adopts it on its next turn: session_handoff.h). */
+struct handoff_msg;
+void worker_adopt(struct worker *w, struct handoff_msg *m);
 
 char *buf_pool_get(struct buf_pool *bp);
 void buf_pool_put(struct buf_pool *bp, char *buf);

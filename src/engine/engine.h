@@ -57,9 +57,15 @@ struct engine_counter {
 	const char *name, *help;
 };
 
+struct dir_handoff;
+
 struct engine {
 	const char *name;
 	uint8_t id;                      /* registry index (engine_registry.c) */
+	/* As a session's engine: its sessions may move to a new process at an
+	 * upgrade (session_handoff.h), their directions through hand_out and
+	 * hand_in below. 0: they stay in the old process and drain there. */
+	uint8_t hands_over;
 	const struct engine *fallback;   /* where a direction goes on PUMP_FALLBACK */
 	uint8_t uses_pipes;              /* draws on the worker's pipe pool */
 	/* Its sockets cannot be asked SIOCOUTQ (uring's fixed file table):
@@ -103,9 +109,29 @@ struct engine {
 	int (*pump)(struct worker *w, struct dir *d, unsigned *budget);
 	void (*release)(struct worker *w, struct dir *d); /* drop what it holds */
 	uint64_t (*pending)(const struct dir *d);      /* bytes read, not yet written */
+	/* An upgrade's hand-over (session_handoff.h). hand_out describes what d
+	 * holds in *h without changing it (0, or <0: it cannot go); once sent,
+	 * release() follows as at a close, so a held pipe that was sent must
+	 * count as holding bytes (it is closed, never pooled). hand_in takes it
+	 * over in the new process (0 or -errno; the descriptors are d's then). */
+	int (*hand_out)(const struct dir *d, struct dir_handoff *h);
+	int (*hand_in)(struct worker *w, struct dir *d, const struct dir_handoff *h);
 
 	const struct engine_counter *counters;         /* its own: slots 1..ncounters */
 	unsigned ncounters;                            /* below ENGINE_COUNTERS */
+};
+
+/* What a direction holds, as an upgrade hands it to the new process:
+ * the descriptors it owns (splice: a pipe with in_pipe bytes), the bytes it
+ * read and has not sent (copy: bytes[0..len)), and a word of its own
+ * state (aux). */
+struct dir_handoff {
+	int fds[2];
+	unsigned nfds;
+	const char *bytes;
+	uint32_t len;
+	uint32_t in_pipe;
+	uint32_t aux;
 };
 
 /* A route's choice (`engine = NAME`): a row of engine_list.h. */

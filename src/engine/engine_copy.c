@@ -5,6 +5,7 @@
  * comes from the worker's pool and goes back as soon as it is empty, so an
  * idle session holds no buffer. */
 #include <errno.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "engine.h"
@@ -128,8 +129,40 @@ static uint64_t copy_pending(const struct dir *d)
 	return c->tail - c->head;
 }
 
+/* The bytes waiting in the buffer go with the session; the buffer itself
+ * goes back to this worker's pool (release). */
+static int copy_hand_out(const struct dir *d, struct dir_handoff *h)
+{
+	const struct copy_dir *c = ENGINE_STATE(const struct copy_dir, d);
+
+	h->bytes = c->buf ? c->buf + c->head : NULL;
+	h->len = c->tail - c->head;
+	h->aux = c->full_reads;
+	return 0;
+}
+
+static int copy_hand_in(struct worker *w, struct dir *d, const struct dir_handoff *h)
+{
+	struct copy_dir *c = copy_state(d);
+
+	c->full_reads = h->aux;
+	if (!h->len)
+		return 0;
+	if (h->len > w->bufs.size) /* the old process checked our size: not expected */
+		return -E2BIG;
+	if (!(c->buf = buf_pool_get(&w->bufs)))
+		return -ENOMEM;
+	memcpy(c->buf, h->bytes, h->len);
+	c->head = 0;
+	c->tail = h->len;
+	return 0;
+}
+
 struct engine engine_copy = {
 	.name = "copy",
+	.hands_over = 1,
+	.hand_out = copy_hand_out,
+	.hand_in = copy_hand_in,
 	.probe = copy_probe,
 	.pump = copy_pump,
 	.release = copy_release,

@@ -225,12 +225,47 @@ static uint64_t splice_pending(const struct dir *d)
 	return state(d)->in_pipe;
 }
 
+/* A pipe with bytes in it goes with the session as it is (its pages are
+ * never copied); release() then closes this process's ends, as for any
+ * pipe that holds bytes. An empty one stays here, in the pool. */
+static int splice_hand_out(const struct dir *d, struct dir_handoff *h)
+{
+	const struct splice_dir *p = state(d);
+
+	if (p->in_pipe && p->pipe.rd >= 0) {
+		h->fds[0] = p->pipe.rd;
+		h->fds[1] = p->pipe.wr;
+		h->nfds = 2;
+		h->in_pipe = p->in_pipe;
+	}
+	h->aux = p->pipe_full;
+	return 0;
+}
+
+static int splice_hand_in(struct worker *w, struct dir *d, const struct dir_handoff *h)
+{
+	struct splice_dir *p = state(d);
+
+	p->pipe.rd = p->pipe.wr = -1;
+	if (h->nfds == 2) {
+		p->pipe.rd = h->fds[0];
+		p->pipe.wr = h->fds[1];
+		p->in_pipe = h->in_pipe;
+		pipe_pool_adopt(&w->pipes); /* counted as this pool's from now on */
+	}
+	p->pipe_full = (uint8_t)h->aux;
+	return 0;
+}
+
 static const struct engine_counter splice_counters[] = {
 	{ "splice_fallbacks_total", "Directions that wanted a pipe and copied instead." },
 };
 
 struct engine engine_splice = {
 	.name = "splice",
+	.hands_over = 1,
+	.hand_out = splice_hand_out,
+	.hand_in = splice_hand_in,
 	.fallback = &engine_copy,
 	.uses_pipes = 1,
 	.probe = splice_probe,

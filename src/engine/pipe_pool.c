@@ -96,6 +96,11 @@ void pipe_pool_put(struct pipe_pool *p, struct pipe_pair *pp, size_t bytes_left)
 	pp->rd = pp->wr = -1;
 }
 
+void pipe_pool_adopt(struct pipe_pool *p)
+{
+	SET(p->total, p->total + 1);
+}
+
 void pipe_pool_destroy(struct pipe_pool *p)
 {
 	while (p->nfree) {

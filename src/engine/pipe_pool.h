@@ -55,6 +55,10 @@ void pipe_pool_put(struct pipe_pool *p, struct pipe_pair *pp, size_t bytes_left)
 #define PIPE_POOL_TRIM_BATCH 64
 unsigned pipe_pool_trim(struct pipe_pool *p);
 
+/* A pipe this pool did not create (an upgrade's hand-over: the old
+ * process's, with bytes in it) is now one of its pipes in use. */
+void pipe_pool_adopt(struct pipe_pool *p);
+
 /* Pipes currently handed out. */
 static inline unsigned pipe_pool_in_use(const struct pipe_pool *p)
 {

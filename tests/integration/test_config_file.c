@@ -56,7 +56,8 @@ static const struct {
 	  "check_interval, check_timeout, rise, fall, on_backend_down, slowstart, stats, user, "
 	  "sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
-	  "queue_timeout, resolvers, max_session_time, max_session_jitter, drain_spread, "
+	  "queue_timeout, resolvers, max_session_time, max_session_jitter, upgrade_sessions, "
+	  "drain_spread, "
 	  "client_keepalive, backend_keepalive, client_user_timeout, backend_user_timeout, source, "
 	  "mptcp, fastopen, mark, tos, defer_accept, interface, backlog, rate_limit_up, "
 	  "rate_limit_down" },
@@ -87,7 +88,8 @@ static const struct {
 	  "check_interval, check_timeout, rise, fall, on_backend_down, slowstart, stats, user, "
 	  "sandbox, admin, verbose, drain_timeout, lameduck, "
 	  "source_max_conns, source_conn_rate, source_table_size, tls_hello_timeout, tls_hello_max, "
-	  "queue_timeout, resolvers, max_session_time, max_session_jitter, drain_spread, "
+	  "queue_timeout, resolvers, max_session_time, max_session_jitter, upgrade_sessions, "
+	  "drain_spread, "
 	  "client_keepalive, backend_keepalive, client_user_timeout, backend_user_timeout, source, "
 	  "mptcp, fastopen, mark, tos, defer_accept, interface, backlog, rate_limit_up, "
 	  "rate_limit_down" },

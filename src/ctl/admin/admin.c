@@ -849,8 +849,7 @@ static void cmd_upgrade(struct buf *b, int argc, char **argv, int json)
 		upgrade_outcome(&o);
 		if (o.seq != before.seq) {
 			if (o.ok) {
-				put(b, "ok: upgraded: process %d serves now; this one (%d) drains its "
-				    "sessions\n", o.pid, (int)getpid());
+				put(b, "ok: upgraded: %s\n", o.why);
 				return;
 			}
 			fail(b, "upgrade: %s", o.why);

@@ -24,6 +24,7 @@
 
 #include "activation.h"
 #include "backend.h"
+#include "handoff.h"
 #include "listener.h"
 #include "sockopt.h"
 #include "log.h"
@@ -35,6 +36,7 @@
 #define ENV_ANSWER  "SPLICER_UPGRADE_FD"
 #define ENV_LOG     "SPLICER_UPGRADE_LOG"
 #define ENV_STATE   "SPLICER_UPGRADE_STATE"
+#define ENV_SESSIONS "SPLICER_UPGRADE_SESSIONS"
 #define STATE_MAX   (4 << 20) /* bytes of overrides read: far above MAX_BACKENDS' lines */
 
 extern char **environ;
@@ -57,6 +59,7 @@ static unsigned ninh;
 static int answer_fd = -1; /* the pipe to the old process, until "ready" */
 static int real_err = -1;  /* stderr as started, while fd 2 goes to the old process */
 static char *state;        /* the admin overrides handed over, until applied */
+static int sessions_fd = -1; /* the hand-over's socket (handoff.h), until ready */
 
 /* The path as started, made absolute now (the working directory could
  * change; a relative path would then name another file). */
@@ -220,13 +223,19 @@ void upgrade_init(int argc, char **argv)
 		}
 	}
 	if (answer_fd >= 0) {
+		const char *sv = getenv(ENV_SESSIONS);
 		stderr_to_old(getenv(ENV_LOG));
 		state_read(getenv(ENV_STATE));
+		if (sv && (sessions_fd = atoi(sv)) > 2 && fcntl(sessions_fd, F_SETFD, FD_CLOEXEC) < 0)
+			sessions_fd = -1;
+		else if (sessions_fd <= 2)
+			sessions_fd = -1;
 	}
 	unsetenv(ENV_INHERIT);
 	unsetenv(ENV_ANSWER);
 	unsetenv(ENV_LOG);
 	unsetenv(ENV_STATE);
+	unsetenv(ENV_SESSIONS);
 }
 
 int upgrade_inherited(void)
@@ -374,9 +383,9 @@ static int give_back(const struct inherited *h, int *stays)
  * SPLICER_INHERIT) whose queues are this process's, which the old process
  * closes without accepting from. An old process that reads only "ready"
  * (an older binary) accepts every queue empty, as it always did. */
-static void answer(const char *stays)
+static void answer(const char *stays, unsigned sessions)
 {
-	size_t cap = (size_t)ninh * 11 + 16, n = 6;
+	size_t cap = (size_t)ninh * 11 + 40, n = 6;
 	char *msg = stays ? malloc(cap) : NULL; /* none: plain "ready", nothing is lost */
 
 	if (msg) {
@@ -387,20 +396,30 @@ static void answer(const char *stays)
 				first = 0;
 			}
 		msg[n++] = '\n';
+		if (sessions) /* the hand-over format it reads (handoff.h) */
+			n += (size_t)snprintf(msg + n, cap - n, "sessions %u\n", sessions);
 	}
 	if (write(answer_fd, msg ? msg : "ready\n", n) != (ssize_t)n) /* it gave up on us */
 		log_warn("upgrade: the old process did not take the answer (%s)", strerror(errno));
 	free(msg);
 }
 
-int upgrade_ready(void)
+int upgrade_ready(const struct config *cfg, struct worker *ws, unsigned nw)
 {
 	char msg[96], *stays;
-	unsigned taken = 0, back = 0;
-	int grace = 0;
+	unsigned taken = 0, back = 0, sessions = 0;
+	int grace = 0, hr;
 
 	if (answer_fd < 0)
 		return 0;
+	if (sessions_fd >= 0) { /* its workers run: the old process's sessions may come */
+		if ((hr = handoff_adopt_start(sessions_fd, cfg, ws, nw)) == 0)
+			sessions = HANDOFF_VERSION;
+		else
+			log_warn("upgrade: sessions cannot be taken over (%s): the old process drains "
+				 "them", strerror(-hr));
+		sessions_fd = -1;
+	}
 	stderr_back(); /* what follows is logged as it happens */
 	snprintf(msg, sizeof(msg), "MAINPID=%d\nREADY=1\nSTATUS=forwarding", (int)getpid());
 	if (notify_send(msg) < 0)
@@ -424,7 +443,7 @@ int upgrade_ready(void)
 	}
 	log_info("upgrade: serving in place of the old process: %u inherited socket%s taken, %u "
 		 "left to it to close", taken, taken == 1 ? "" : "s", back);
-	answer(stays);
+	answer(stays, sessions);
 	close(answer_fd);
 	answer_fd = -1;
 	free(stays);
@@ -510,7 +529,7 @@ static int sp_send(int fd, int type, int val, const int *fds, unsigned nfds)
 
 /* The descriptors SP_GO carries besides the sockets, in order, and the
  * variable that names each to the new process. */
-static const char *const go_env[] = { ENV_ANSWER, ENV_LOG, ENV_STATE };
+static const char *const go_env[] = { ENV_ANSWER, ENV_LOG, ENV_STATE, ENV_SESSIONS };
 #define NGO (sizeof(go_env) / sizeof(go_env[0]))
 
 /* 1 when the entry sets one of the hand-over's variables. */
@@ -852,7 +871,16 @@ static struct {
 	size_t n, cap;
 	int *fds;         /* what it was given, in order: the answer's indices */
 	unsigned nfds;
-} up = { .rfd = -1 };
+	int hfd;          /* the hand-over's socket (handoff.h); -1: none */
+} up = { .rfd = -1, .hfd = -1 };
+
+/* After "ready": the hand-over to come (stop_begin takes it). */
+static struct {
+	int fd;           /* -1: none (drain as before) */
+	int pid;
+	unsigned version; /* the answer's "sessions" line; 0: none */
+	uint64_t ready_ms;
+} hand = { .fd = -1 };
 
 /* After the hand-over: the sockets the new process keeps (upgrade_kept). */
 static int *kept;
@@ -930,7 +958,8 @@ int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned 
 		  int admin_fd)
 {
 	unsigned n;
-	int *list, ans[2] = { -1, -1 }, err[2] = { -1, -1 }, sfd = -1, pid = -1, rc = -1;
+	int *list, ans[2] = { -1, -1 }, err[2] = { -1, -1 }, ses[2] = { -1, -1 }, sfd = -1, pid = -1;
+	int rc = -1, hr;
 
 	if (up.pid) {
 		/* `ctl upgrade` answers the outcome of that one */
@@ -946,6 +975,10 @@ int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned 
 		start_failed("pipe: %s", strerror(errno));
 		goto out;
 	}
+	if ((hr = handoff_pair(&ses[0], &ses[1])) < 0) {
+		start_failed("socketpair: %s", strerror(-hr));
+		goto out;
+	}
 	for (unsigned i = 0; i < n; i += SP_BATCH)
 		if (sp_send(sp_fd, SP_FDS, 0, list + i, n - i < SP_BATCH ? n - i : SP_BATCH) < 0) {
 			start_failed("the spawner does not answer (%s)", strerror(errno));
@@ -955,7 +988,7 @@ int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned 
 		struct timeval tv = { 5, 0 };
 		setsockopt(sp_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	int go[NGO] = { ans[1], err[1], sfd };
+	int go[NGO] = { ans[1], err[1], sfd, ses[1] };
 	if (sp_send(sp_fd, SP_GO, 0, go, NGO) < 0 || sp_recv(sp_fd, &pid, NULL, 0, NULL) <= 0) {
 		start_failed("the spawner does not answer (%s)", strerror(errno));
 		goto out;
@@ -966,12 +999,19 @@ int upgrade_start(const struct config *cfg, int (*fds)[MAX_LISTENERS], unsigned 
 	}
 	fcntl(ans[0], F_SETFL, O_NONBLOCK);
 	memset(&up, 0, sizeof(up));
+	up.hfd = -1;
 	up.pid = pid;
 	up.rfd = ans[0];
 	ans[0] = -1;
 	up.fds = list;
 	up.nfds = n;
 	list = NULL;
+	/* upgrade_sessions = drain: the new process finds the socket closed
+	 * and takes nothing; this one drains, as before the hand-over */
+	if (cfg->upgrade_sessions == 0) {
+		up.hfd = ses[0];
+		ses[0] = -1;
+	}
 	up.cap = (size_t)n * 11 + 64; /* "ready\nkeep " and every index */
 	up.ans = malloc(up.cap); /* none: answer_read says nonsense, and it is killed */
 	relay_start(err[0]);
@@ -988,6 +1028,8 @@ out:
 			close(ans[i]);
 		if (err[i] >= 0)
 			close(err[i]);
+		if (ses[i] >= 0)
+			close(ses[i]);
 	}
 	free(list);
 	return rc;
@@ -995,11 +1037,14 @@ out:
 
 static void reaped(void)
 {
+	if (up.hfd >= 0)
+		close(up.hfd);
 	close(up.rfd);
 	free(up.ans);
 	free(up.fds);
 	memset(&up, 0, sizeof(up));
 	up.rfd = -1;
+	up.hfd = -1;
 }
 
 /* The answer's "keep" line, once whole: the descriptors of this process
@@ -1007,10 +1052,11 @@ static void reaped(void)
  * cut short) the list is empty, and every queue is accepted here. */
 static void take_kept(const char *ready)
 {
-	const char *p = ready + 6, *end = strchr(p, '\n');
+	const char *p = ready + 6, *end = strchr(p, '\n'), *ses = strstr(p, "\nsessions ");
 
 	free(kept);
 	nkept = 0;
+	hand.version = ses ? (unsigned)strtoul(ses + 10, NULL, 10) : 0;
 	if (strncmp(p, "keep ", 5) || !end || !(kept = calloc(up.nfds + 1, sizeof(*kept))))
 		return;
 	for (p += 5; p < end;) {
@@ -1097,10 +1143,20 @@ int upgrade_poll(uint64_t now_ms)
 		/* heard when the unit's NotifyAccess is main: this is still it */
 		snprintf(msg, sizeof(msg), "MAINPID=%d", (int)up.pid);
 		notify_send(msg);
-		log_info("upgrade: process %d serves now; this one (%d) stops accepting and drains "
+		log_info("upgrade: process %d serves now; this one (%d) stops accepting and %s "
 			 "its sessions (%u of the %u sockets handed over are kept by it, with what "
-			 "they queued)", (int)up.pid, (int)getpid(), nkept, up.nfds);
-		outcome_set(1, up.pid, NULL, "process %d serves now", (int)up.pid);
+			 "they queued)", (int)up.pid, (int)getpid(),
+			 up.hfd >= 0 && hand.version ? "hands over" : "drains", nkept, up.nfds);
+		hand.fd = -1;
+		hand.pid = up.pid;
+		hand.ready_ms = now_ms;
+		if (up.hfd >= 0 && hand.version) {
+			hand.fd = up.hfd; /* the outcome follows the hand-over */
+			up.hfd = -1;
+		} else {
+			outcome_set(1, up.pid, NULL, "process %d serves now; this one (%d) drains its "
+				    "sessions", (int)up.pid, (int)getpid());
+		}
 		reaped(); /* not waited for: it outlives this process */
 		return 1;
 	}
@@ -1134,4 +1190,26 @@ void upgrade_abandon(const char *why)
 	outcome_set(0, up.pid, relay.tail, "%s: the new process %d was not ready yet: it is sent "
 		    "SIGTERM and this one stops too", why, (int)up.pid);
 	reaped();
+}
+
+struct handoff_target *upgrade_handoff_begin(void)
+{
+	struct handoff_target *t;
+
+	if (hand.fd < 0)
+		return NULL;
+	t = handoff_begin(hand.fd, hand.pid, hand.version); /* takes the socket */
+	hand.fd = -1;
+	if (!t)
+		outcome_set(1, hand.pid, NULL, "process %d serves now; this one (%d) drains its "
+			    "sessions", hand.pid, (int)getpid());
+	return t;
+}
+
+void upgrade_handoff_finish(struct handoff_target *t, unsigned nw)
+{
+	char why[256];
+
+	handoff_finish(t, nw, hand.ready_ms, why, sizeof(why));
+	outcome_set(1, hand.pid, NULL, "%s", why);
 }

@@ -102,7 +102,8 @@ int upgrade_take_one(const struct addr *a);
 /* Once accepting: tells systemd and the old process; closes the inherited
  * sockets not taken. No-op when not started by an upgrade. Returns 1 when
  * it answered an upgrade (the caller sends no READY=1 of its own). */
-int upgrade_ready(void);
+struct worker;
+int upgrade_ready(const struct config *cfg, struct worker *ws, unsigned nw);
 
 /* ---- the old process --------------------------------------------------- */
 
@@ -140,6 +141,18 @@ unsigned upgrade_kept(const int **fds);
  * old process meanwhile (why names it). It is sent SIGTERM, not SIGKILL:
  * its workers accept before it answers, and it drains what they took. */
 void upgrade_abandon(const char *why);
+
+/* After upgrade_poll returned 1, as the old process stops accepting: the
+ * new process to hand sessions to (its catalog read: handoff.h), or NULL
+ * when they drain here (upgrade_sessions = drain, a new binary of another
+ * format or none, a catalog that did not come). Put it in struct shared
+ * before the workers stop; then upgrade_handoff_finish. */
+struct handoff_target;
+struct handoff_target *upgrade_handoff_begin(void);
+
+/* Waits for the nw workers to hand theirs over, tells the new process,
+ * logs, and sets the outcome `ctl upgrade` answers with the counts. */
+void upgrade_handoff_finish(struct handoff_target *t, unsigned nw);
 
 /* `ctl upgrade`: the outcome of the last upgrade asked. seq grows with each
  * outcome; ok with the new pid, else why and the new process's last lines

@@ -41,6 +41,7 @@ static const char *const check_forms[] = { "none|tcp|redis|redis-primary|pgsql|m
 					   "http[:[METHOD ]PATH[ STATUS]]|[send:\"...\"] expect:\"...\"",
 					   NULL };
 static const char *const down_actions[] = { "keep", "close", NULL };
+static const char *const upgrade_modes[] = { "handover", "drain", NULL };
 const char *const balance_names[] = { "roundrobin", "leastconn", "maglev", NULL };
 /* mptcp and fastopen: which of a route's sockets (SIDE_LISTEN, SIDE_BACKEND bits) */
 static const char *const sides[] = { "no", "listen", "backend", "yes", NULL };
@@ -195,6 +196,12 @@ const struct setting settings[] = {
 	  R(max_session_jitter),
 	  "each session's max_session_time is shortened by a random share of up to this much, so "
 	  "sessions opened together do not all end (and reconnect) together" },
+	{ "upgrade-sessions", 0, SET_ENUM, 0, 0, "handover", 0, upgrade_modes, SCOPE_GLOBAL,
+	  G(upgrade_sessions),
+	  "at an upgrade: handover gives every session the new process can take (sockets, pipes with "
+	  "their bytes, unsent bytes, state) to it over the upgrade socket, so this process exits at "
+	  "once; drain keeps them here until they end or drain_timeout (uring and sockmap sessions, "
+	  "and those whose route, backend or listener the new config lacks, drain either way)" },
 	{ "drain-spread", 0, SET_ENUM, 0, 0, "yes", 0, no_yes, SCOPE_GLOBAL, G(drain_spread),
 	  "on SIGTERM, an upgrade or ctl drain: the sessions still open are closed gracefully (as "
 	  "max_session_time does) at moments spread evenly from half to 90% of drain_timeout (the "

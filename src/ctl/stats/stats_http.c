@@ -21,6 +21,7 @@
 #include "ctl_server.h"
 #include "dns.h"
 #include "engine.h"
+#include "handoff.h"
 #include "http_req.h"
 #include "listener.h"
 #include "log.h"
@@ -443,6 +444,17 @@ static size_t metrics_of(const struct config *c, char *buf, size_t len)
 	       "unanswered, the user timeout, retransmissions), by side.");
 	put(&o, "splicer_dead_peers_total{side=\"client\"} %llu\n", (unsigned long long)t.dead_client);
 	put(&o, "splicer_dead_peers_total{side=\"backend\"} %llu\n", (unsigned long long)t.dead_backend);
+	family(&o, "splicer_upgrade_sessions_total", "counter",
+	       "Sessions of the upgrade that started this process, by outcome: handed (taken over "
+	       "from the old process), drained (kept by the old process to drain: uring, sockmap, "
+	       "a route, backend or listener this config lacks), closed (handed over but not "
+	       "adopted).");
+	put(&o, "splicer_upgrade_sessions_total{outcome=\"handed\"} %llu\n",
+	    (unsigned long long)t.adopted);
+	put(&o, "splicer_upgrade_sessions_total{outcome=\"drained\"} %llu\n",
+	    (unsigned long long)handoff_drained());
+	put(&o, "splicer_upgrade_sessions_total{outcome=\"closed\"} %llu\n",
+	    (unsigned long long)t.adopt_failed);
 	family(&o, "splicer_accept_pauses_total", "counter", "Times accepting paused, by cause.");
 	put(&o, "splicer_accept_pauses_total{cause=\"fd_limit\"} %llu\n",
 	    (unsigned long long)t.accept_fd_pauses);
