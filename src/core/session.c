@@ -1929,10 +1929,10 @@ int session_adopted(struct session *s)
 		session_close(s, "handoff-error");
 		return -1;
 	}
-	if (s->state == S_QUEUED) {
-		uint64_t since = s->queued_ms;
-		session_enqueue(s); /* behind the waiters of this worker */
-		s->queued_ms = since;
+	if (s->state == S_QUEUED) { /* in its place by when it queued */
+		s->in_waitq = 1;
+		STAT_ADD(r->st->queued, 1);
+		waitq_insert(w, s);
 	} else if (s->state == S_OPEN) {
 		runq_push(s); /* what the kernel holds is looked at now */
 	}

@@ -250,40 +250,56 @@ static int send_session(const struct session *s, const struct handoff_target *t,
 	return r;
 }
 
+/* What became of the sessions a worker looked at. */
+struct hand_count {
+	unsigned handed, kept, failed;
+	int gone; /* the new process stopped taking them: the rest stay */
+};
+
+static void hand_one(struct session *s, const struct handoff_target *t, struct hand_count *c)
+{
+	struct dir_handoff h[2];
+	const char *why = stays(s, t, h);
+	int r;
+
+	if (!why && c->gone)
+		why = "the new process took no more";
+	if (why) {
+		log_verbose("session %llx: stays in this process to drain: %s",
+			    (unsigned long long)s->id, why);
+		c->kept++;
+		return;
+	}
+	if ((r = send_session(s, t, h)) < 0) {
+		log_warn("upgrade: session %llx could not be handed over (%s); it drains here",
+			 (unsigned long long)s->id, strerror(-r));
+		c->failed++;
+		c->gone = r != -ENOMEM && r != -EMFILE && r != -ENFILE;
+		return;
+	}
+	log_verbose("session %llx: handed over to process %d", (unsigned long long)s->id, t->pid);
+	session_handed(s);
+	c->handed++;
+}
+
 void session_hand_over(struct worker *w, struct handoff_target *t)
 {
-	unsigned handed = 0, kept = 0, failed = 0;
-	int gone = 0; /* the new process stopped taking them: the rest stay */
+	struct hand_count c = { 0 };
 
-	for (struct session *s = w->sessions, *next; s; s = next) {
-		struct dir_handoff h[2];
-		const char *why = stays(s, t, h);
-		int r;
-
-		next = s->next;
-		if (!why && gone)
-			why = "the new process took no more";
-		if (why) {
-			log_verbose("session %llx: stays in this process to drain: %s",
-				    (unsigned long long)s->id, why);
-			kept++;
-			continue;
-		}
-		if ((r = send_session(s, t, h)) < 0) {
-			log_warn("upgrade: session %llx could not be handed over (%s); it drains here",
-				 (unsigned long long)s->id, strerror(-r));
-			failed++;
-			gone = r != -ENOMEM && r != -EMFILE && r != -ENFILE;
-			continue;
-		}
-		log_verbose("session %llx: handed over to process %d", (unsigned long long)s->id,
-			    t->pid);
-		session_handed(s);
-		handed++;
+	/* the waiters first, in their order: the new process's queue takes
+	 * them by when they queued (waitq_insert) */
+	for (struct session *s = w->wq_head, *next; s; s = next) {
+		next = s->wq_next;
+		hand_one(s, t, &c);
 	}
-	__atomic_add_fetch(&t->handed, handed, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&t->kept, kept + failed, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&t->failed, failed, __ATOMIC_RELAXED);
+	for (struct session *s = w->sessions, *next; s; s = next) {
+		next = s->next;
+		if (!s->in_waitq) /* one that stayed in the queue was counted above */
+			hand_one(s, t, &c);
+	}
+	__atomic_add_fetch(&t->handed, c.handed, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&t->kept, c.kept + c.failed, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&t->failed, c.failed, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&t->workers_done, 1, __ATOMIC_RELEASE);
 }
 

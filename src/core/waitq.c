@@ -19,6 +19,26 @@ void waitq_add(struct worker *w, struct session *s)
 	__atomic_store_n(&w->wq_kicked, 1, __ATOMIC_RELAXED);
 }
 
+void waitq_insert(struct worker *w, struct session *s)
+{
+	struct session *after = w->wq_tail;
+
+	while (after && after->queued_ms > s->queued_ms)
+		after = after->wq_prev;
+	s->wq_prev = after;
+	s->wq_next = after ? after->wq_next : w->wq_head;
+	if (s->wq_next)
+		s->wq_next->wq_prev = s;
+	else
+		w->wq_tail = s;
+	if (after)
+		after->wq_next = s;
+	else
+		w->wq_head = s;
+	__atomic_add_fetch(&w->wq_len, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->wq_kicked, 1, __ATOMIC_RELAXED);
+}
+
 void waitq_del(struct worker *w, struct session *s)
 {
 	if (s->wq_prev)

@@ -16,6 +16,10 @@ struct session;
 
 void waitq_add(struct worker *w, struct session *s);
 void waitq_del(struct worker *w, struct session *s);
+/* waitq_add for a waiter that queued earlier (an upgrade's hand-over: its
+ * queued_ms is the old process's): its place is by that time, ahead of
+ * those that came later. */
+void waitq_insert(struct worker *w, struct session *s);
 
 /* A slot may have freed, or a backend become usable (backend.h:
  * backend_on_capacity): wake the workers with waiters (any thread). */
