@@ -59,6 +59,8 @@ static const char *stays(const struct session *s, const struct handoff_target *t
 {
 	const struct dir *d[2] = { &s->up, &s->down };
 
+	if (t->refuse)
+		return t->refuse;
 	if (!s->eng->hands_over || !engine_taken(t, s->eng))
 		return "its engine does not hand over";
 	for (int i = 0; i < 2; i++) {

@@ -87,6 +87,7 @@ struct handoff_target {
 	const char **names;     /* its catalog, sorted (handoff.c: catalog_line) */
 	unsigned nnames;
 	uint64_t buf_size;      /* its copy buffers: larger unsent bytes stay here */
+	const char *refuse;     /* non-NULL: every session stays here, for this reason */
 	/* the workers' counts (atomic) */
 	unsigned handed, kept, failed, workers_done;
 };

@@ -90,47 +90,54 @@ static int catalog_take(struct handoff_target *t, char *msg, unsigned *cap)
 	return 0;
 }
 
-struct handoff_target *handoff_begin(int fd, int pid, unsigned version)
+/* Reads the new process's catalog into t. 0, or -1 (logged). */
+static int catalog_read(struct handoff_target *t, int fd, int pid)
 {
-	struct handoff_target *t;
 	char msg[CATALOG_MSG + 1];
 	unsigned cap = 0;
 	int r = 0;
 
-	if (version != HANDOFF_VERSION) {
-		log_warn("upgrade: the new process %d reads hand-over format %u, this one writes %u: "
-			 "every session drains here", pid, version, HANDOFF_VERSION);
-		close(fd);
-		return NULL;
-	}
-	if (!(t = calloc(1, sizeof(*t)))) {
-		close(fd);
-		return NULL;
-	}
-	timeouts(fd, CATALOG_WAIT, SEND_WAIT);
 	while (r == 0) {
 		ssize_t n = recv(fd, msg, CATALOG_MSG, 0);
 		if (n <= 0) {
 			log_warn("upgrade: the new process %d sent no catalog of what it takes (%s): "
 				 "every session drains here", pid, n ? strerror(errno) : "it closed");
-			r = -1;
-			break;
+			return -1;
 		}
 		msg[n] = '\0';
-		r = catalog_take(t, msg, &cap);
-	}
-	if (r < 0) {
-		if (r == -1 && t->names)
+		if ((r = catalog_take(t, msg, &cap)) < 0)
 			log_warn("upgrade: the new process %d's catalog is not understood: every "
 				 "session drains here", pid);
-		target_free_names(t);
-		free(t);
+	}
+	if (r < 0)
+		return -1;
+	qsort(t->names, t->nnames, sizeof(*t->names), by_text);
+	return 0;
+}
+
+struct handoff_target *handoff_begin(int fd, int pid, unsigned version, int drain)
+{
+	struct handoff_target *t = calloc(1, sizeof(*t));
+
+	if (!t) {
 		close(fd);
 		return NULL;
 	}
-	qsort(t->names, t->nnames, sizeof(*t->names), by_text);
 	t->fd = fd;
 	t->pid = pid;
+	timeouts(fd, CATALOG_WAIT, SEND_WAIT);
+	if (!version) {
+		t->refuse = "the new process takes no sessions (an older binary)";
+	} else if (version != HANDOFF_VERSION) {
+		log_warn("upgrade: the new process %d reads hand-over format %u, this one writes %u: "
+			 "every session drains here", pid, version, HANDOFF_VERSION);
+		t->refuse = "the new process reads another hand-over format";
+	} else if (catalog_read(t, fd, pid)) {
+		target_free_names(t);
+		t->refuse = "the new process sent no catalog";
+	} else if (drain) {
+		t->refuse = "upgrade_sessions = drain";
+	}
 	return t;
 }
 
@@ -159,9 +166,11 @@ void handoff_finish(struct handoff_target *t, unsigned nw, uint64_t ready_ms, ch
 	 * sessions stay here */
 	shutdown(t->fd, SHUT_RDWR);
 	log_info("upgrade: handed %u sessions over to process %d in %llu ms; %u stay here and "
-		 "drain", handed, t->pid, (unsigned long long)took, kept);
+		 "drain%s%s%s", handed, t->pid, (unsigned long long)took, kept,
+		 t->refuse ? " (" : "", t->refuse ? t->refuse : "", t->refuse ? ")" : "");
 	snprintf(why, len, "process %d serves now; %u sessions handed over in %llu ms, %u drain "
-		 "here", t->pid, handed, (unsigned long long)took, kept);
+		 "here%s%s%s", t->pid, handed, (unsigned long long)took, kept, t->refuse ? " (" : "",
+		 t->refuse ? t->refuse : "", t->refuse ? ")" : "");
 }
 
 /* ---- the new process -------------------------------------------------------- */

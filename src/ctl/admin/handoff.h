@@ -29,10 +29,13 @@ struct worker;
  * 0, or -errno. */
 int handoff_pair(int *mine, int *theirs);
 
-/* After "ready" with "sessions VERSION": reads the new process's catalog
- * from fd (bounded wait) and returns the target the workers hand sessions
- * to, or NULL (logged: every session then drains here). Takes fd. */
-struct handoff_target *handoff_begin(int fd, int pid, unsigned version);
+/* After "ready" ("sessions VERSION" in it, 0 when not): reads the new
+ * process's catalog from fd (bounded wait) and returns the target the
+ * workers hand sessions to. With drain (upgrade_sessions = drain), another
+ * version or no catalog, its refuse says why every session stays here
+ * (logged); they are counted all the same, and the new process told. NULL
+ * only out of memory. Takes fd. */
+struct handoff_target *handoff_begin(int fd, int pid, unsigned version, int drain);
 
 /* Waits (bounded) until the nw workers have handed over what they could,
  * tells the new process the counts, closes the socket, logs, and writes
