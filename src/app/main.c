@@ -332,7 +332,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	 * set up: sockmap loads its BPF program); a route whose engine cannot
 	 * run here moves to its fallback, said once (reload does the same) */
 	engine_routes_check(cfg);
-	upgrade_apply_state(cfg); /* the old process's drain, disable, weight */
+	upgrade_apply_state(cfg); /* the old process's drain, disable, weight, health, rates */
 	/* before any thread, session or listener of this process: upgrade.c.
 	 * It runs as the user (root's only if there is no user) with what an
 	 * upgrade needs: binding ports, and BPF for an engine that loads it */

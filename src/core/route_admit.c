@@ -185,7 +185,7 @@ int route_admit_hold(struct route *r, const struct sockaddr *peer, uint64_t now_
 
 	if (!r->sources || !ip_from_sockaddr(peer, &ip))
 		return 0;
-	return source_admit(r->sources, peer, now_ms, 0, 0) == SOURCE_OK;
+	return source_hold(r->sources, peer, now_ms) == SOURCE_OK;
 }
 
 void route_admit_release(struct route *r, const struct sockaddr *peer)

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -215,8 +216,23 @@ static uint64_t rate_x1000(struct src_ent *e, uint64_t now)
 	return (uint64_t)e->cur * PERIOD_MS + (uint64_t)e->last * (PERIOD_MS - t);
 }
 
+static enum source_verdict admit(struct source_table *t, const struct sockaddr *sa,
+				 uint64_t now_ms, unsigned max_conns, unsigned max_rate, int arrival);
+
 enum source_verdict source_admit(struct source_table *t, const struct sockaddr *sa,
 				 uint64_t now_ms, unsigned max_conns, unsigned max_rate)
+{
+	return admit(t, sa, now_ms, max_conns, max_rate, 1);
+}
+
+enum source_verdict source_hold(struct source_table *t, const struct sockaddr *sa,
+				uint64_t now_ms)
+{
+	return admit(t, sa, now_ms, 0, 0, 0);
+}
+
+static enum source_verdict admit(struct source_table *t, const struct sockaddr *sa,
+				 uint64_t now_ms, unsigned max_conns, unsigned max_rate, int arrival)
 {
 	enum source_verdict v = SOURCE_OK;
 	struct ip k;
@@ -237,7 +253,7 @@ enum source_verdict source_admit(struct source_table *t, const struct sockaddr *
 	else if (max_rate && rate >= (uint64_t)max_rate * PERIOD_MS)
 		v = SOURCE_TOO_FAST;
 	if (v == SOURCE_OK) {
-		e->cur++;
+		e->cur += (uint32_t)arrival;
 		if (!e->conns++) {
 			idle_unlink(t, i);
 			t->live++;
@@ -390,4 +406,83 @@ void source_table_get_stats(struct source_table *t, struct source_table_stats *s
 	st->evicted = t->evicted;
 	st->full = t->full;
 	pthread_mutex_unlock(&t->lock);
+}
+
+/* ---- an upgrade's hand-over ---- */
+
+/* The key as text: 4 or 6, then its 16 bytes in hex. */
+static void key_text(const struct ip *k, char out[SOURCE_KEY_TEXT])
+{
+	int n = snprintf(out, SOURCE_KEY_TEXT, "%d:", k->v4 ? 4 : 6);
+
+	for (int i = 0; i < 16; i++)
+		n += snprintf(out + n, (size_t)(SOURCE_KEY_TEXT - n), "%02x", k->a[i]);
+}
+
+static int key_parse(const char *s, struct ip *k)
+{
+	memset(k, 0, sizeof(*k));
+	if ((s[0] != '4' && s[0] != '6') || s[1] != ':' || strlen(s + 2) != 32)
+		return -1;
+	k->v4 = s[0] == '4';
+	for (int i = 0; i < 16; i++) {
+		unsigned b;
+		if (sscanf(s + 2 + 2 * i, "%2x", &b) != 1)
+			return -1;
+		k->a[i] = (uint8_t)b;
+	}
+	return 0;
+}
+
+unsigned source_table_export(struct source_table *t, uint64_t now_ms,
+			     void (*put)(void *arg, const char *key, uint32_t cur, uint32_t last,
+					 uint64_t start_ms),
+			     void *arg)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&t->lock);
+	for (uint32_t b = 0; b <= t->mask; b++)
+		for (uint32_t i = t->bucket[b]; i != NIL; i = t->e[i].hnext) {
+			struct src_ent *e = &t->e[i];
+			char key[SOURCE_KEY_TEXT];
+			rate_x1000(e, now_ms); /* to now: a window that has passed is 0 */
+			if (!e->cur && !e->last)
+				continue;
+			key_text(&e->key, key);
+			put(arg, key, e->cur, e->last, e->start_ms);
+			n++;
+		}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+int source_table_import(struct source_table *t, const char *key, uint32_t cur, uint32_t last,
+			uint64_t start_ms, uint64_t now_ms)
+{
+	struct ip k;
+	uint32_t b, i;
+	int r = 0;
+
+	if (key_parse(key, &k))
+		return -1;
+	pthread_mutex_lock(&t->lock);
+	b = hash(t, &k);
+	if ((i = find(t, &k, b)) == NIL && (i = take(t, &k, b, start_ms)) == NIL) {
+		r = -1;
+	} else {
+		struct src_ent *e = &t->e[i];
+		rate_x1000(e, now_ms);
+		if (!e->cur && !e->last) { /* only the old process's: its window as it was */
+			e->start_ms = start_ms;
+			e->cur = cur;
+			e->last = last;
+			rate_x1000(e, now_ms);
+		} else { /* this process's too (it accepted before the hand-over): both */
+			e->cur += cur;
+			e->last += last;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return r;
 }

@@ -97,6 +97,24 @@ void source_table_free(struct source_table *t);
 enum source_verdict source_admit(struct source_table *t, const struct sockaddr *sa,
 				 uint64_t now_ms, unsigned max_conns, unsigned max_rate);
 
+/* source_admit without limits and without counting an arrival in the
+ * rate: a session an upgrade handed over, admitted by the old process. */
+enum source_verdict source_hold(struct source_table *t, const struct sockaddr *sa,
+				uint64_t now_ms);
+
+/* An upgrade's hand-over of the rate history: export calls put for each
+ * source admitted in the last two seconds (its key as text, both periods'
+ * counts, the current period's start); import adds one to t (a source this
+ * process admitted meanwhile keeps its own counts too). -1: a key that is
+ * not one, or no room. */
+#define SOURCE_KEY_TEXT 40
+unsigned source_table_export(struct source_table *t, uint64_t now_ms,
+			     void (*put)(void *arg, const char *key, uint32_t cur, uint32_t last,
+					 uint64_t start_ms),
+			     void *arg);
+int source_table_import(struct source_table *t, const char *key, uint32_t cur, uint32_t last,
+			uint64_t start_ms, uint64_t now_ms);
+
 /* Ends a session that source_admit() admitted (SOURCE_OK), exactly once. */
 void source_release(struct source_table *t, const struct sockaddr *sa);
 

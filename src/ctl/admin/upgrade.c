@@ -27,6 +27,7 @@
 #include "handoff.h"
 #include "listener.h"
 #include "sockopt.h"
+#include "source_table.h"
 #include "log.h"
 #include "notify.h"
 #include "privs.h"
@@ -163,19 +164,39 @@ static void state_read(const char *var)
 	close(fd);
 }
 
+/* "ROUTE KEY CUR LAST START" of the old process's state: that source's
+ * rate history joins route ROUTE's table (source_table.h). */
+static void rate_take(struct config *cfg, char *l)
+{
+	char route[ROUTE_NAME_MAX], key[SOURCE_KEY_TEXT];
+	unsigned cur, prev;
+	unsigned long long start;
+
+	if (sscanf(l, "%63[^\t]\t%39[^\t]\t%u\t%u\t%llu", route, key, &cur, &prev, &start) != 5)
+		return;
+	for (unsigned i = 0; i < cfg->nroutes; i++)
+		if (!strcmp(cfg->route[i]->name, route) && cfg->route[i]->sources)
+			source_table_import(cfg->route[i]->sources, key, cur, prev, start,
+					    now_monotonic_ms());
+}
+
 void upgrade_apply_state(struct config *cfg)
 {
 	unsigned n = 0;
 
 	for (char *save = NULL, *l = state ? strtok_r(state, "\n", &save) : NULL; l;
 	     l = strtok_r(NULL, "\n", &save)) {
-		char *f[4], *fs = NULL;
-		unsigned k = 0;
-		for (char *t = strtok_r(l, "\t", &fs); t && k < 4; t = strtok_r(NULL, "\t", &fs))
-			f[k++] = t;
-		if (k != 4)
+		if (!strncmp(l, "@source\t", 8)) {
+			rate_take(cfg, l + 8);
 			continue;
-		int admin = atoi(f[2]), weight = atoi(f[3]);
+		}
+		char *f[5], *fs = NULL;
+		unsigned k = 0;
+		for (char *t = strtok_r(l, "\t", &fs); t && k < 5; t = strtok_r(NULL, "\t", &fs))
+			f[k++] = t;
+		if (k < 4) /* a 5th field (down) since the hand-over of sessions */
+			continue;
+		int admin = atoi(f[2]), weight = atoi(f[3]), down = k == 5 && atoi(f[4]) == 1;
 		for (unsigned i = 0; i < cfg->nroutes; i++) {
 			struct route *rt = cfg->route[i];
 			for (unsigned b = 0; b < rt->nbackend && !strcmp(rt->name, f[0]); b++) {
@@ -185,13 +206,18 @@ void upgrade_apply_state(struct config *cfg)
 					backend_set_admin(rt, b, admin);
 				if (weight >= 1 && weight <= MAX_WEIGHT)
 					backend_set_weight(rt, b, (unsigned)weight);
+				if (down && rt->o.check) {
+					backend_set_down(rt, b, 1, "down in the old process");
+					/* its checker starts its good streak from nothing */
+					__atomic_store_n(&rt->health[b]->passive_down, 1, __ATOMIC_RELAXED);
+				}
 				n++;
 			}
 		}
 	}
 	if (n)
-		log_info("upgrade: the admin overrides (drain, disable, weight) of %u backend%s carried "
-			 "over from the old process", n, n == 1 ? "" : "s");
+		log_info("upgrade: the admin overrides (drain, disable, weight) and health of %u "
+			 "backend%s carried over from the old process", n, n == 1 ? "" : "s");
 	free(state);
 	state = NULL;
 }
@@ -915,6 +941,20 @@ static unsigned collect_fds(const struct config *cfg, int (*fds)[MAX_LISTENERS],
 	return n;
 }
 
+struct rate_out {
+	FILE *f;
+	const char *route;
+};
+
+/* A line "@source ROUTE KEY CUR LAST START" ('@' is in no route name). */
+static void rate_put(void *arg, const char *key, uint32_t cur, uint32_t prev, uint64_t start_ms)
+{
+	struct rate_out *ro = arg;
+
+	fprintf(ro->f, "@source\t%s\t%s\t%u\t%u\t%llu\n", ro->route, key, cur, prev,
+		(unsigned long long)start_ms);
+}
+
 /* The admin overrides (drain, disable, a weight not the file's) of cfg's
  * backends, for the new process (state_read): a memfd, or /dev/null
  * (logged) when none can be made. Returns the descriptor, or -1. */
@@ -935,10 +975,20 @@ static int state_write(const struct config *cfg)
 		for (unsigned k = 0; k < r->nbackend; k++) {
 			unsigned w = backend_weight(r, k);
 			int admin = backend_admin(r, k);
-			if (admin != BACKEND_READY || w != r->backend[k].weight)
-				fprintf(f, "%s\t%s\t%d\t%u\n", r->name, r->backend[k].addr.text, admin,
-					w != r->backend[k].weight ? w : 0);
+			/* down by its checks: the new process's checker brings it
+			 * back after `rise` good ones, not at once */
+			int down = r->o.check && !backend_is_up(r, k);
+			if (admin != BACKEND_READY || w != r->backend[k].weight || down)
+				fprintf(f, "%s\t%s\t%d\t%u\t%d\n", r->name, r->backend[k].addr.text,
+					admin, w != r->backend[k].weight ? w : 0, down);
 		}
+	}
+	/* the per-source rate of the last two seconds, so a client at its
+	 * source_conn_rate does not get a fresh allowance from the upgrade */
+	for (unsigned i = 0; i < cfg->nroutes; i++) {
+		struct rate_out ro = { f, cfg->route[i]->name };
+		if (cfg->route[i]->sources)
+			source_table_export(cfg->route[i]->sources, now_monotonic_ms(), rate_put, &ro);
 	}
 	fclose(f);
 	lseek(fd, 0, SEEK_SET);

@@ -417,3 +417,53 @@ Test(unit_source_table, cost_of_admit_and_release, .timeout = 120)
 		"pair (wall / pairs) with two threads contending\n", one, two);
 	source_table_free(shared);
 }
+
+/* An upgrade's hand-over (session_handoff.h): a session the old process
+ * admitted is held in the new one without counting as an arrival (50
+ * long-lived sessions of one client must not make it "too fast"), and the
+ * rate history of the last two seconds goes over with export and import,
+ * so the upgrade gives no client a fresh allowance. */
+struct exported {
+	char key[SOURCE_KEY_TEXT];
+	uint32_t cur, last;
+	uint64_t start;
+	unsigned n;
+};
+
+static void take_one(void *arg, const char *key, uint32_t cur, uint32_t last, uint64_t start)
+{
+	struct exported *e = arg;
+
+	snprintf(e->key, sizeof(e->key), "%s", key);
+	e->cur = cur;
+	e->last = last;
+	e->start = start;
+	e->n++;
+}
+
+Test(unit_source_table, hand_over_holds_without_arrivals_and_carries_the_rate)
+{
+	struct source_table *old = source_table_new(16), *new = source_table_new(16);
+	struct sa a = A("192.0.2.7"), b = A("2001:db8:1:2::9");
+	struct exported e = { .n = 0 };
+
+	for (int i = 0; i < 50; i++)
+		cr_assert_eq(source_hold(new, SA(a), 1000), SOURCE_OK);
+	cr_assert_eq(source_conns(new, SA(a)), 50);
+	cr_assert_eq(admit(new, "192.0.2.7", 1000, 0, 5), SOURCE_OK, "held sessions are no arrivals");
+
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(admit(old, "2001:db8:1:2::9", 1500, 0, 5), SOURCE_OK);
+	cr_assert_eq(source_table_export(old, 1600, take_one, &e), 1);
+	cr_assert_eq(e.n, 1);
+	cr_assert_eq(e.cur, 5);
+	cr_assert_eq(source_table_import(new, e.key, e.cur, e.last, e.start, 1600), 0);
+	cr_assert_eq(source_admit(new, SA(b), 1600, 0, 5), SOURCE_TOO_FAST,
+		     "the old process's five arrivals count in the new one");
+	cr_assert_eq(source_admit(new, SA(b), 3600, 0, 5), SOURCE_OK, "and age out as there");
+	cr_assert_eq(source_table_import(new, "5:00", 1, 1, 1, 1), -1, "not a key");
+	e.n = 0;
+	cr_assert_eq(source_table_export(old, 9000, take_one, &e), 0, "nothing in the last 2 s");
+	source_table_free(old);
+	source_table_free(new);
+}
