@@ -827,6 +827,112 @@ Test(integ, upgrade_keeps_the_admin_overrides, .init = up_init, .fini = up_fini,
 		h_tag_stop(&t[i]);
 }
 
+/* What balancing and admission know goes over with the sessions
+ * (session_handoff.h, upgrade.c's state): a backend its checks marked down
+ * is down in the new process at once (without it, the new checker would
+ * need fall failed checks, 0.9 s here, with sessions sent to it
+ * meanwhile); a source at its source_max_conns stays there (its three held
+ * sessions moved and count); a source that used its source_conn_rate in
+ * the last second is still at it. */
+static int up_refused(int fd)
+{
+	char c;
+	ssize_t n = recv(fd, &c, 1, 0);
+
+	return n < 0 && errno == ECONNRESET;
+}
+
+Test(integ, upgrade_keeps_health_source_counts_and_rates, .init = up_init, .fini = up_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_proxy p;
+	static struct h_tag_server a;
+	char conf[256], sock[256], text[1024], why[256], *out = NULL, *err = NULL;
+	int port = h_free_port(), dead = h_free_port(), held[3], c;
+
+	h_tag_start(&a, 'A', 1, 0);
+	snprintf(conf, sizeof conf, "%s/hs.conf", h_tmpdir());
+	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
+	snprintf(text, sizeof text, "[global]\nworkers = 2\nadmin = %s\n[route r]\n"
+		 "listen = 127.0.0.1:%d\nbackend = 127.0.0.1:%d 127.0.0.1:%d\ncheck = tcp\n"
+		 "check_interval = 300ms\nfall = 3\nrise = 2\nsource_max_conns = 3\n"
+		 "source_conn_rate = 3\n", sock, port, a.port, dead);
+	up_write(conf, text);
+	const char *args[] = { "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+	char want[64];
+	snprintf(want, sizeof want, "127.0.0.1:%d\",\"configured", dead);
+	int64_t end = h_now_ms() + 10000;
+	for (;;) { /* three failed checks */
+		H_CHECK(up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "backends",
+			"--json", NULL }) == 0 && out, "show backends: %s", err ? err : "");
+		const char *b = strstr(out, want);
+		int down = b && strstr(b, "\"health\":\"down\"") &&
+			   strstr(b, "\"health\":\"down\"") < strchr(b, '}');
+		free(out);
+		free(err);
+		if (down)
+			break;
+		H_CHECK(h_now_ms() < end, "the dead backend was not marked down within 10 s");
+		h_sleep_ms(50);
+	}
+	/* 127.0.0.1: three held sessions, its source_max_conns */
+	for (int i = 0; i < 3; i++) {
+		char t = 0;
+		held[i] = h_connect_from(port, "127.0.0.1", 2000);
+		H_CHECK(held[i] >= 0 && recv(held[i], &t, 1, 0) == 1 && t == 'A', "held session %d", i);
+	}
+	/* 127.0.0.2: three sessions just now, its source_conn_rate */
+	int64_t t0 = h_now_ms();
+	for (int i = 0; i < 3; i++) {
+		char t = 0;
+		c = h_connect_from(port, "127.0.0.2", 2000);
+		H_CHECK(c >= 0 && recv(c, &t, 1, 0) == 1 && t == 'A', "rate session %d", i);
+		close(c);
+	}
+	UP_CTL_OK(bin, sock, "3 sessions handed over", "upgrade");
+	pid_t np = up_nth_takeover(&p, 1, 1000);
+	H_CHECK(np > 0, "no takeover in the log %s", p.log);
+	up_track(np);
+	int64_t t_up = h_now_ms() - t0;
+
+	H_CHECK(up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "backends", "--json",
+		NULL }) == 0 && out, "show backends: %s", err ? err : "");
+	const char *b = strstr(out, want);
+	H_CHECK(b && strstr(b, "\"health\":\"down\"") && strstr(b, "\"health\":\"down\"") <
+		strchr(b, '}'), "the dead backend is not down in the new process: %s", out);
+	free(out);
+	free(err);
+	c = h_connect_from(port, "127.0.0.1", 2000);
+	H_CHECK(c >= 0 && up_refused(c), "a fourth session of 127.0.0.1 was let in: its three "
+		"held sessions did not count in the new process");
+	close(c);
+	if (h_now_ms() - t0 < 900) {
+		c = h_connect_from(port, "127.0.0.2", 2000);
+		H_CHECK(c >= 0 && up_refused(c), "127.0.0.2 got a fourth session within a second "
+			"(%lld ms after its three): its rate did not go over", (long long)(h_now_ms() - t0));
+		close(c);
+	} else {
+		fprintf(stderr, "upgrade_keeps_health_source_counts_and_rates: the upgrade took %lld "
+			"ms: the rate's second was over, not looked at\n", (long long)t_up);
+	}
+	/* one held session ends: a new one fits again (once the three
+	 * arrivals' second has slid by: they count in its rate too) */
+	close(held[0]);
+	h_sleep_ms((int)(t0 + 2100 - h_now_ms() > 100 ? t0 + 2100 - h_now_ms() : 100));
+	c = h_connect_from(port, "127.0.0.1", 2000);
+	char t = 0;
+	H_CHECK(c >= 0 && recv(c, &t, 1, 0) == 1 && t == 'A', "127.0.0.1 below its limit again");
+	close(c);
+	for (int i = 1; i < 3; i++)
+		close(held[i]);
+	H_CHECK(h_proxy_wait(&p, 10000) != -1, "the old process did not exit");
+	kill(np, SIGTERM);
+	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	h_tag_stop(&a);
+}
+
 /* The notify socket hears MAINPID=<new pid> and READY=1 from the new
  * process (SCM_CREDENTIALS says who sent it), and nothing from the old one
  * but MAINPID=<new pid> (for NotifyAccess=main): no READY, no STOPPING. */
