@@ -34,6 +34,7 @@
 #include "sandbox.h"
 #include "stats_http.h"
 #include "units.h"
+#include "handoff.h"
 #include "upgrade.h"
 #include "waitq.h"
 #include "worker.h"
@@ -527,6 +528,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	backend_on_capacity(NULL, NULL); /* nobody changes a backend any more */
 	backend_on_cut(NULL, NULL);
 	qsbr_fini();                     /* nor reads a table: the workers ended */
+	handoff_target_free(sh.handoff); /* an upgrade's: the workers ended */
 	log_totals(ws, (unsigned)cfg->workers);
 	access_log_close();
 	for (unsigned i = 0; i < cfg->workers; i++)

@@ -173,6 +173,15 @@ void handoff_finish(struct handoff_target *t, unsigned nw, uint64_t ready_ms, ch
 		 t->refuse ? t->refuse : "", t->refuse ? ")" : "");
 }
 
+void handoff_target_free(struct handoff_target *t)
+{
+	if (!t)
+		return;
+	target_free_names(t);
+	close(t->fd);
+	free(t);
+}
+
 /* ---- the new process -------------------------------------------------------- */
 
 static uint64_t drained; /* atomic */

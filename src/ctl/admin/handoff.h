@@ -45,6 +45,9 @@ struct handoff_target *handoff_begin(int fd, int pid, unsigned version, int drai
 void handoff_finish(struct handoff_target *t, unsigned nw, uint64_t ready_ms, char *why,
 		    unsigned len);
 
+/* Once no worker looks at it any more (they have ended). */
+void handoff_target_free(struct handoff_target *t);
+
 /* ---- the new process ------------------------------------------------------ */
 
 /* Starts the thread that sends cfg's catalog on fd and then adopts what
