@@ -169,8 +169,10 @@ void handoff_finish(struct handoff_target *t, unsigned nw, uint64_t ready_ms, ch
 		 "drain%s%s%s", handed, t->pid, (unsigned long long)took, kept,
 		 t->refuse ? " (" : "", t->refuse ? t->refuse : "", t->refuse ? ")" : "");
 	snprintf(why, len, "process %d serves now; %u sessions handed over in %llu ms, %u drain "
-		 "here%s%s%s", t->pid, handed, (unsigned long long)took, kept, t->refuse ? " (" : "",
-		 t->refuse ? t->refuse : "", t->refuse ? ")" : "");
+		 "here%s%s%s; this one (%d) %s", t->pid, handed, (unsigned long long)took, kept,
+		 t->refuse ? " (" : "", t->refuse ? t->refuse : "", t->refuse ? ")" : "",
+		 (int)getpid(), kept ? "exits once they are done (drain_timeout at most)"
+				     : "exits now");
 }
 
 void handoff_target_free(struct handoff_target *t)
