@@ -975,6 +975,10 @@ static int hello_admit(struct session *s)
 
 	if (route_admit_listener_denies(s->grp, peer))
 		return session_refuse(s, ADMIT_DENIED);
+	if (s->admitted) { /* by the old process of an upgrade: held again, not counted again */
+		s->src_held = (uint8_t)route_admit_hold(s->route, peer, s->w->now_ms);
+		return 0;
+	}
 	a = route_admit_sources(s->route, peer, s->w->now_ms, &held);
 	s->src_held = (uint8_t)held;
 	return a == ADMIT_OK ? 0 : session_refuse(s, a);
@@ -1100,6 +1104,7 @@ int session_new_at(struct worker *w, const struct listen_group *g, int fd,
 			s->state = S_CONNECTING;
 		else if (s->state == S_HEADER)
 			s->connect_deadline_ms = c->deadline_ms;
+		s->admitted = c->admitted;
 		s->pp = c->pp;
 		c->pp = NULL;
 		s->uid[0] = c->uid[0];

@@ -94,6 +94,8 @@ struct session {
 	uint8_t src_held;      /* counted against its source's limits (route_admit.h) */
 	uint8_t refused;       /* closed by admission or queue_timeout: the client gets an RST */
 	uint8_t in_waitq;      /* in the worker's wait queue (S_QUEUED, or retrying) */
+	uint8_t admitted;      /* waiting for its hello when an upgrade handed it over: the old
+				  process admitted it (hello_admit holds, does not count again) */
 	uint8_t cut;           /* closed for its backend going (on_backend_down = close): the
 				  backend side gets an RST (session_cut) */
 	uint32_t cut_seq;      /* its backend's cut_seq when it took the slot (backend.h) */
@@ -159,6 +161,7 @@ struct session_carry {
 	uint64_t start_ms;      /* its accept */
 	uint64_t deadline_ms;   /* its header's or hello's */
 	uint8_t header_read;    /* accept_proxy: its header was read (peer is its source) */
+	uint8_t admitted;       /* its source limits were passed there (waiting for its hello) */
 	struct session_pp *pp;  /* its header's TLVs (taken), or NULL */
 	uint64_t uid[2];
 };

@@ -652,6 +652,7 @@ int session_adopt(struct worker *w, struct handoff_msg *m)
 		}
 		struct session_carry c = { .start_ms = r->start_ms, .deadline_ms = r->connect_deadline_ms,
 					   .header_read = r->header_read,
+					   .admitted = r->state == S_HELLO && r->src_held,
 					   .uid = { r->uid[0], r->uid[1] } };
 		struct session tmp = { .pp = NULL };
 		if (pp_adopt(&tmp, r, m->data ? m->data + r->dir[0].len + r->dir[1].len : NULL)) {
