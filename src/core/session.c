@@ -1769,6 +1769,52 @@ static void session_hist_close(struct session *s)
 	route_hist_add(s->route, w->id, HIST_BYTES_DOWN, s->down.bytes);
 }
 
+/* s gives back its backend slot, its source count and what its engines
+ * hold (a direction changes engines only with nothing held). */
+static void session_let_go(struct session *s)
+{
+	session_unhold(s);
+	if (s->src_held)
+		route_admit_release(s->route, (struct sockaddr *)&s->peer);
+	s->src_held = 0;
+	if (s->up.eng->release)
+		s->up.eng->release(s->w, &s->up);
+	if (s->down.eng->release)
+		s->down.eng->release(s->w, &s->down);
+}
+
+/* s leaves its worker's list for the dead one (freed at the end of the
+ * turn); its bytes go to the counters. */
+static void session_unlink(struct session *s)
+{
+	struct worker *w = s->w;
+
+	s->state = S_CLOSED;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		w->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->prev = s->next = NULL;
+	s->dead_next = w->dead;
+	w->dead = s;
+	bytes_undirty(s);
+	bytes_report(s); /* what session_flush_bytes has not added yet */
+}
+
+/* s no longer counts as active; the last touch of its route. */
+static void session_uncount(struct session *s)
+{
+	if (s->routed)
+		__atomic_sub_fetch(&s->route->st->active, 1, __ATOMIC_RELAXED);
+	/* Last touch of the route: after a reload, its config is freed once
+	 * this reaches 0 (reload_reap). */
+	__atomic_sub_fetch(&s->route->live, 1, __ATOMIC_RELEASE);
+	CTR_ADD(s->w, active, (uint64_t)-1);
+	__atomic_sub_fetch(&s->w->sh->active, 1, __ATOMIC_RELAXED);
+}
+
 void session_close(struct session *s, const char *reason)
 {
 	struct worker *w = s->w;
@@ -1804,15 +1850,7 @@ void session_close(struct session *s, const char *reason)
 	resets += side_close(&s->cli, rst_cli) + side_close(&s->srv, rst_srv);
 	if (resets)
 		CTR_ADD(w, resets_sent, (uint64_t)resets);
-	session_unhold(s);
-	if (s->src_held)
-		route_admit_release(s->route, (struct sockaddr *)&s->peer);
-	s->src_held = 0;
-	/* (a direction changes engines only with nothing held) */
-	if (s->up.eng->release)
-		s->up.eng->release(w, &s->up);
-	if (s->down.eng->release)
-		s->down.eng->release(w, &s->down);
+	session_let_go(s);
 
 	if (log_level >= LOG_VERBOSE || access_log_enabled())
 		addr_format((struct sockaddr *)&s->peer, s->peerlen, peer, sizeof(peer));
@@ -1834,27 +1872,10 @@ void session_close(struct session *s, const char *reason)
 			    (unsigned long long)s->up.bytes, (unsigned long long)s->down.bytes,
 			    (unsigned long long)(w->now_ms - s->start_ms), eu, ed, reason);
 	}
-	s->state = S_CLOSED;
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		w->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	s->prev = s->next = NULL;
-	s->dead_next = w->dead;
-	w->dead = s;
+	session_unlink(s);
 	CTR_ADD(w, closed, 1);
-	bytes_undirty(s);
-	bytes_report(s); /* what session_flush_bytes has not added yet */
 	session_hist_close(s);
-	if (s->routed)
-		__atomic_sub_fetch(&s->route->st->active, 1, __ATOMIC_RELAXED);
-	/* Last touch of the route: after a reload, its config is freed once
-	 * this reaches 0 (reload_reap). */
-	__atomic_sub_fetch(&s->route->live, 1, __ATOMIC_RELEASE);
-	CTR_ADD(w, active, (uint64_t)-1);
-	__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
+	session_uncount(s);
 	if (w->paused_max_conns)
 		worker_listeners_arm(w, 1);
 }
@@ -1879,39 +1900,16 @@ void session_handed(struct session *s)
 			close(sides[i]->fd);
 			sides[i]->fd = -1;
 		}
-	session_unhold(s);
-	if (s->src_held)
-		route_admit_release(s->route, (struct sockaddr *)&s->peer);
-	s->src_held = 0;
-	/* a pipe sent with bytes in it is closed here, never pooled (engine.h) */
-	if (s->up.eng->release)
-		s->up.eng->release(w, &s->up);
-	if (s->down.eng->release)
-		s->down.eng->release(w, &s->down);
-	s->state = S_CLOSED;
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		w->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	s->prev = s->next = NULL;
-	s->dead_next = w->dead;
-	w->dead = s;
-	bytes_undirty(s);
-	bytes_report(s);
-	if (s->routed)
-		__atomic_sub_fetch(&s->route->st->active, 1, __ATOMIC_RELAXED);
-	__atomic_sub_fetch(&s->route->live, 1, __ATOMIC_RELEASE);
-	CTR_ADD(w, active, (uint64_t)-1);
-	__atomic_sub_fetch(&w->sh->active, 1, __ATOMIC_RELAXED);
+	session_let_go(s); /* a pipe sent with bytes in it is closed, never pooled (engine.h) */
+	session_unlink(s);
+	session_uncount(s);
 }
 
 int session_adopted(struct session *s)
 {
 	struct worker *w = s->w;
 	struct route *r = s->route;
-	const struct backend_conf *b = s->state >= S_CONNECTING && s->srv.fd >= 0 ? &r->backend[s->backend] : NULL;
+	const struct backend_conf *b = s->srv.fd >= 0 ? &r->backend[s->backend] : NULL;
 
 	s->next = w->sessions;
 	if (w->sessions)

@@ -15,6 +15,7 @@
 #include "addr.h"
 #include "engine.h"
 #include "log.h"
+#include "scm_fds.h"
 #include "session.h"
 #include "session_int.h"
 #include "session_pp.h"
@@ -219,8 +220,7 @@ static int send_session(const struct session *s, const struct handoff_target *t,
 	char cbuf[CMSG_SPACE(HANDOFF_MAX_FDS * sizeof(int))];
 	int fds[HANDOFF_MAX_FDS], n = 0, dfd = -1, r = 0;
 	struct iovec iov = { &rec, sizeof(rec) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf };
-	struct cmsghdr *c;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 	record(&rec, s, h);
 	fds[n++] = s->cli.fd;
@@ -235,13 +235,7 @@ static int send_session(const struct session *s, const struct handoff_target *t,
 		fds[n++] = dfd;
 		rec.has_data = 1;
 	}
-	memset(cbuf, 0, sizeof(cbuf));
-	mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
-	c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
-	memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
+	scm_fds_put(&mh, cbuf, fds, (unsigned)n);
 	while (sendmsg(t->fd, &mh, MSG_NOSIGNAL) < 0)
 		if (errno != EINTR) {
 			r = -errno;
@@ -356,19 +350,7 @@ int handoff_recv(int fd, struct handoff_msg **out, char *other, unsigned len)
 		free(m);
 		return -e;
 	}
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		unsigned k = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (unsigned i = 0; i < k; i++) {
-			int got;
-			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (m->nfds < HANDOFF_MAX_FDS)
-				m->fds[m->nfds++] = got;
-			else
-				close(got);
-		}
-	}
+	m->nfds = scm_fds_take(&mh, m->fds, HANDOFF_MAX_FDS);
 	if (n == 0 && !m->nfds) {
 		free(m);
 		return 0;

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "notify.h"
 #include "privs.h"
+#include "scm_fds.h"
 #include "worker.h"
 
 #define ENV_INHERIT "SPLICER_INHERIT"
@@ -517,18 +518,12 @@ static int sp_recv(int fd, int *val, int *fds, unsigned max, unsigned *nfds)
 		*nfds = 0;
 	if (n <= 0)
 		return n == 0 ? 0 : -1;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		unsigned k = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (unsigned i = 0; i < k; i++) {
-			int got;
-			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (nfds && *nfds < max)
-				fds[(*nfds)++] = got;
-			else
-				close(got);
-		}
+	{
+		int batch[SP_BATCH];
+		unsigned k = scm_fds_take(&mh, batch, nfds ? max : 0);
+		memcpy(fds ? fds : batch, batch, k * sizeof(int));
+		if (nfds)
+			*nfds = k;
 	}
 	if (val && n == (ssize_t)sizeof(data))
 		memcpy(val, data + 1, sizeof(int));
@@ -543,17 +538,7 @@ static int sp_send(int fd, int type, int val, const int *fds, unsigned nfds)
 
 	data[0] = (char)type;
 	memcpy(data + 1, &val, sizeof(int));
-	if (nfds) {
-		struct cmsghdr *c;
-		memset(cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-	}
+	scm_fds_put(&mh, cbuf, fds, nfds);
 	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(data) ? 0 : -1;
 }
 
