@@ -87,7 +87,8 @@ static void hf_all_move(int t, int ms, const char *when)
 	}
 	for (unsigned i = 0, shown = 0; i < hf.n && shown < 3; i++) {
 		const struct uu_sess *x = &hf.s[i];
-		if (x->kind == UU_IDLE || x->bconn < 0 || atomic_load(&x->c_end) ||
+		if ((t >= 0 && x->target != t) || x->kind == UU_IDLE || x->bconn < 0 ||
+		    atomic_load(&hf.tg[x->target].finish) || atomic_load(&x->c_end) ||
 		    (atomic_load(&x->c_got) > c[i] &&
 		     (x->kind == UU_HALF || atomic_load(&x->b_got) > b[i])))
 			continue;
@@ -107,9 +108,10 @@ static void hf_all_move(int t, int ms, const char *when)
  * config that sets it): one from before issue 25 refuses it as unknown. */
 static int hf_knows_upgrade_sessions(const char *bin)
 {
-	char *out = NULL, *err = NULL;
-	const char *path = h_conf_write("probe.conf", "[global]\nupgrade_sessions = drain\n"
-				       "[route r]\nlisten = 127.0.0.1:1\nbackend = 127.0.0.1:2\n");
+	char *out = NULL, *err = NULL, text[256];
+	snprintf(text, sizeof text, "[global]\nupgrade_sessions = drain\n[route r]\n"
+		 "listen = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n", h_free_port(), h_free_port());
+	const char *path = h_conf_write("probe.conf", text);
 	const char *args[] = { "check", "-c", path, NULL };
 	int st = h_run_capture(bin, args, 10000, &out, &err);
 	int unknown = (out && strstr(out, "unknown key 'upgrade_sessions'")) ||
