@@ -135,10 +135,11 @@ static void hf_stop_last(struct h_proxy *p, pid_t pid)
 /* ---- 1,000 sessions through 20 upgrades ------------------------------------ */
 
 /* The targets of the big case, in the order of the config. */
-enum { T_COPY, T_SPLICE, T_AUTO, T_QUEUE, T_SNI, T_PP, T_N };
+enum { T_COPY, T_SPLICE, T_AUTO, T_QUEUE, T_SNI, T_PP, T_CONN, T_N };
 #define HF_N         1000
 #define HF_UPGRADES  20
 #define HF_MAXCONN   4
+#define HF_CONN_AT   3  /* the upgrade after which the unreachable backend accepts */
 #define HF_HELLO_AT  7  /* the upgrade after which the cut ClientHellos are completed */
 #define HF_PROXY_AT  13 /* and the cut PROXY headers */
 
@@ -147,8 +148,9 @@ enum { T_COPY, T_SPLICE, T_AUTO, T_QUEUE, T_SNI, T_PP, T_N };
  * the client, some idle until the end), a backend at its maxconn with the
  * other clients of its route waiting in the queue, an sni listener where
  * some clients sent half their ClientHello (the rest after upgrade 7),
- * and an accept_proxy listener where some sent half their PROXY header
- * (the rest after upgrade 13). Every session runs both ways at 20 KiB/s
+ * an accept_proxy listener where some sent half their PROXY header (the
+ * rest after upgrade 13), and a backend whose full accept queue drops the
+ * proxy's SYNs, so its sessions are connecting until upgrade 3. Every session runs both ways at 20 KiB/s
  * (2 KiB per 100 ms each way) from before the first upgrade to after the
  * last one, and moves again after each upgrade before the next. Then
  * every byte arrived once, in order, no end was reset, each session had
@@ -161,9 +163,10 @@ Test(integ, upgrade_hands_over_1000_sessions_through_20_upgrades, .init = uu_ini
 	const char *bin = h_binary(0);
 	static struct h_proxy p;
 	static struct uu_upgrade up[HF_UPGRADES];
-	static const char *const names[T_N] = { "copy", "splice", "auto", "queue", "sni", "pp" };
+	static const char *const names[T_N] = { "copy", "splice", "auto", "queue", "sni", "pp",
+						"connect" };
 	static const char *const engines[T_N] = { "copy", "splice", "auto", "auto", "splice",
-						  "copy" };
+						  "copy", "auto" };
 	static uint8_t hello[4096];
 	static char pp[128], conf[4096];
 	char why[256];
@@ -182,8 +185,9 @@ Test(integ, upgrade_hands_over_1000_sessions_through_20_upgrades, .init = uu_ini
 			      t == T_SNI ? hello_len : t == T_PP ? strlen(pp) : 0, t == T_SNI);
 
 	/* copy, splice, auto: 240 each (200 flowing, 20 half-closed, 20 idle);
-	 * queue: 40 (4 served, 36 waiting); sni: 160 (50 with half a hello);
-	 * pp: 80 (30 with half a header) */
+	 * queue: 40 (4 served, 36 waiting); sni: 140 (50 with half a hello);
+	 * pp: 60 (30 with half a header); connect: 40 (the proxy's connects
+	 * wait in SYN_SENT until upgrade 3) */
 	unsigned i = 0;
 	for (int t = T_COPY; t <= T_AUTO; t++) {
 		hf_plan(i, 200, t, UU_FLOW);
@@ -193,18 +197,21 @@ Test(integ, upgrade_hands_over_1000_sessions_through_20_upgrades, .init = uu_ini
 	}
 	hf_plan(i, 40, T_QUEUE, UU_FLOW);
 	i += 40;
-	hf_plan(i, 160, T_SNI, UU_FLOW);
-	for (unsigned k = i + 110; k < i + 160; k++) {
+	hf_plan(i, 140, T_SNI, UU_FLOW);
+	for (unsigned k = i + 90; k < i + 140; k++) {
 		hf.s[k].pre_cut = (uint32_t)(hello_len / 2);
 		hf.s[k].pre_stage = HF_HELLO_AT;
 	}
-	i += 160;
-	hf_plan(i, 80, T_PP, UU_FLOW);
-	for (unsigned k = i + 50; k < i + 80; k++) {
+	i += 140;
+	hf_plan(i, 60, T_PP, UU_FLOW);
+	for (unsigned k = i + 30; k < i + 60; k++) {
 		hf.s[k].pre_cut = (uint32_t)(strlen(pp) / 2);
 		hf.s[k].pre_stage = HF_PROXY_AT;
 	}
-	i += 80;
+	i += 60;
+	hf_plan(i, 40, T_CONN, UU_FLOW);
+	i += 40;
+	uu_target_plug(&hf, T_CONN);
 	H_CHECK(i == HF_N, "the plan covers %u sessions", i);
 
 	char maxconn[32];
@@ -217,7 +224,8 @@ Test(integ, upgrade_hands_over_1000_sessions_through_20_upgrades, .init = uu_ini
 			      names[t], port[t], hf.tg[t].back.text,
 			      t == T_QUEUE ? maxconn : "", engines[t],
 			      t == T_SNI ? "sni = a.example.com\n" :
-			      t == T_PP ? "accept_proxy = yes\n" : "");
+			      t == T_PP ? "accept_proxy = yes\n" :
+			      t == T_CONN ? "connect_timeout = 1m\n" : "");
 	H_CHECK(n > 0 && (size_t)n < sizeof conf, "config size");
 	const char *args[] = { "-c", h_conf_write("handoff.conf", conf), NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
@@ -228,8 +236,9 @@ Test(integ, upgrade_hands_over_1000_sessions_through_20_upgrades, .init = uu_ini
 	/* The premise: every session in its phase before the first upgrade.
 	 * Backends: all but the idle ones named their session (copy, splice,
 	 * auto, 4 of the queue, the sni and pp clients that sent all); the idle
-	 * ones were accepted, nothing more; 36 clients wait for a slot. */
-	const int reach = 3 * 240 + HF_MAXCONN + 110 + 50, named = reach - 60;
+	 * ones were accepted, nothing more; 36 clients wait for a slot; the
+	 * proxy's 40 connects to the plugged backend wait in SYN_SENT. */
+	const int reach = 3 * 240 + HF_MAXCONN + 90 + 30, named = reach - 60;
 	int64_t end = h_now_ms() + 20000;
 	while ((hf.accepts < reach || hf.claimed < named) && !hf.failed && h_now_ms() < end)
 		h_sleep_ms(10);
@@ -243,6 +252,12 @@ Test(integ, upgrade_hands_over_1000_sessions_through_20_upgrades, .init = uu_ini
 		queued = uu_metric(sport, "splicer_route_queue_length{route=\"queue\"}");
 	H_CHECK(queued == 40 - HF_MAXCONN, "clients waiting in the queue before the upgrades: %lld, "
 		"want %d", queued, 40 - HF_MAXCONN);
+	int syn_sent = 0;
+	for (end = h_now_ms() + 5000; syn_sent != 40 && h_now_ms() < end; h_sleep_ms(20))
+		syn_sent = uu_target_syn_sent(&hf, T_CONN);
+	H_CHECK(syn_sent == 40 && hf.tg[T_CONN].accepted == 0, "the proxy's connects to the "
+		"plugged backend: %d in SYN_SENT (want 40), %d accepted (want 0)", syn_sent,
+		(int)hf.tg[T_CONN].accepted);
 	for (unsigned k = 200; k < 220; k++) /* the client of each half-closed one shut down */
 		H_CHECK(atomic_load(&hf.s[k].b_got) == hf.half_len, "half-closed session %u: %llu "
 			"bytes before its FIN", k, (unsigned long long)atomic_load(&hf.s[k].b_got));
@@ -258,16 +273,22 @@ Test(integ, upgrade_hands_over_1000_sessions_through_20_upgrades, .init = uu_ini
 		uu_upgrade(&p, pid, k, 1000, &up[k - 1]);
 		pid = up[k - 1].new_pid;
 		atomic_store(&hf.stage, k);
-		if (k == HF_HELLO_AT || k == HF_PROXY_AT) {
-			/* the rest of the hello (header) is out: those sessions reach
-			 * their backends now, and flow through the upgrades left */
-			int more = k == HF_HELLO_AT ? 50 : 30, want = (int)hf.claimed + more;
-			for (end = h_now_ms() + 5000; hf.claimed < want && h_now_ms() < end;)
+		if (k == HF_CONN_AT || k == HF_HELLO_AT || k == HF_PROXY_AT) {
+			/* the rest of the hello (header) is out, the backend accepts:
+			 * those sessions reach their backends now (a connect at its
+			 * next SYN: 7 s after the first at most), and flow through
+			 * the upgrades left */
+			int more = k == HF_CONN_AT ? 40 : k == HF_HELLO_AT ? 50 : 30;
+			int want = (int)hf.claimed + more;
+			if (k == HF_CONN_AT)
+				uu_target_release(&hf, T_CONN);
+			for (end = h_now_ms() + 10000; hf.claimed < want && h_now_ms() < end;)
 				h_sleep_ms(5);
-			H_CHECK(hf.claimed == want, "upgrade %d: %d of the %d sessions whose %s was "
-				"completed reached their backend (failures %d: %s)", k,
-				more - (want - (int)hf.claimed), more,
-				k == HF_HELLO_AT ? "ClientHello" : "PROXY header", (int)hf.failed,
+			H_CHECK(hf.claimed == want, "upgrade %d: %d of the %d sessions %s reached "
+				"their backend (failures %d: %s)", k, more - (want - (int)hf.claimed),
+				more, k == HF_CONN_AT ? "whose connect waited in SYN_SENT" :
+				k == HF_HELLO_AT ? "whose ClientHello was completed" :
+				"whose PROXY header was completed", (int)hf.failed,
 				hf.why[0] ? hf.why : "-");
 		}
 		snprintf(when, sizeof when, "after upgrade %d", k);
@@ -301,7 +322,7 @@ Test(integ, upgrade_hands_over_1000_sessions_through_20_upgrades, .init = uu_ini
 		"upgrades in %lld ms (ready after %lld ms); bytes up %llu, down %llu; old process "
 		"after 'serves now': min %lld ms, median %lld ms, max %lld ms; queue length after "
 		"the last upgrade %lld; failures %d, resets %d\n", hf.n, (int)hf.claimed,
-		(int)hf.accepts, HF_UPGRADES, (long long)t_loop, (long long)t_ready,
+		(int)(hf.accepts - hf.plugs), HF_UPGRADES, (long long)t_loop, (long long)t_ready,
 		(unsigned long long)hf.up_bytes, (unsigned long long)hf.down_bytes,
 		(long long)sorted[0], (long long)(sorted[HF_UPGRADES / 2 - 1] +
 						  sorted[HF_UPGRADES / 2]) / 2,

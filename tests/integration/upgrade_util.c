@@ -291,7 +291,48 @@ int uu_target_add(struct uu_load *l, const char *name, const uint8_t *pre, size_
 		getsockname(t->lfd, (struct sockaddr *)&ss, &sl) == 0,
 		"backend %s: listen: %s", name, strerror(errno));
 	h_addr_from(&t->back, (struct sockaddr *)&ss, sl);
+	t->plug_fd = -1;
 	return l->ntg++;
+}
+
+#define UU_PLUG 0xFFFFFFFFu /* the session index in a plug's header */
+
+void uu_target_plug(struct uu_load *l, int t)
+{
+	struct uu_target *g = &l->tg[t];
+	uint8_t hdr[UU_HDR];
+
+	H_CHECK(!g->pre_len && !l->started, "a plug for %s: no pre, before the start", g->name);
+	H_CHECK(listen(g->lfd, 0) == 0, "listen(0): %s", strerror(errno));
+	g->plug_fd = h_connect(&g->back, 2000);
+	for (unsigned k = 0; k < UU_HDR; k++)
+		hdr[k] = (uint8_t)((UU_MAGIC | UU_PLUG) >> (8 * k));
+	H_CHECK(g->plug_fd >= 0 && h_send_all(g->plug_fd, hdr, sizeof hdr, h_now_ms() + 2000) == 0,
+		"the plug connection of %s: %s", g->name, strerror(errno));
+}
+
+void uu_target_release(struct uu_load *l, int t)
+{
+	struct uu_target *g = &l->tg[t];
+
+	H_CHECK(listen(g->lfd, 4096) == 0, "listen(4096): %s", strerror(errno));
+	atomic_store(&g->released, 1);
+}
+
+int uu_target_syn_sent(const struct uu_load *l, int t)
+{
+	FILE *f = fopen("/proc/net/tcp", "re");
+	char line[512];
+	int n = 0, port = h_addr_port(&l->tg[t].back);
+
+	while (f && fgets(line, sizeof line, f)) {
+		unsigned rport, st;
+		if (sscanf(line, " %*d: %*8x:%*x %*8x:%x %x", &rport, &st) == 2)
+			n += rport == (unsigned)port && st == 0x02;
+	}
+	if (f)
+		fclose(f);
+	return n;
 }
 
 /* What may be sent on a paced direction by now: rate per period since t0,
@@ -573,6 +614,11 @@ static int uu_b_claim(struct uu_load *l, int ep, struct uu_bconn *c)
 	for (unsigned k = 0; k < UU_HDR; k++)
 		h |= (uint64_t)c->hdr[k] << (8 * k);
 	uint64_t i = h & ~UU_MAGIC;
+	if ((h & UU_MAGIC) == UU_MAGIC && i == UU_PLUG && l->tg[c->target].plug_fd >= 0) {
+		atomic_fetch_add(&l->plugs, 1);
+		uu_b_close(l, ep, c);
+		return -1;
+	}
 	if ((h & UU_MAGIC) != UU_MAGIC || i >= l->n) {
 		uu_b_failed(l, ep, c, EPROTO, "the header names no session");
 		return -1;
@@ -686,10 +732,6 @@ static void *uu_backend_main(void *arg)
 		free(buf);
 		return NULL;
 	}
-	for (int t = 0; t < l->ntg; t++) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = UU_LISTENER | (uint32_t)t };
-		epoll_ctl(ep, EPOLL_CTL_ADD, l->tg[t].lfd, &ev);
-	}
 	for (int64_t pass = 0; !atomic_load(&l->stop) && h_now_ms() < l->deadline;) {
 		int k = epoll_wait(ep, evs, UU_EVENTS, UU_PASS_MS);
 		int64_t now = h_now_ms();
@@ -712,6 +754,17 @@ static void *uu_backend_main(void *arg)
 		if (now - pass < UU_PASS_MS)
 			continue;
 		pass = now;
+		/* a plugged listener joins once released: polled before, it
+		 * would be readable with the plug, not accepted, at every wait */
+		for (int t = 0; t < l->ntg; t++) {
+			struct uu_target *g = &l->tg[t];
+			if (g->polled || (g->plug_fd >= 0 && !atomic_load(&g->released)))
+				continue;
+			struct epoll_event ev = { .events = EPOLLIN,
+						  .data.u32 = UU_LISTENER | (uint32_t)t };
+			epoll_ctl(ep, EPOLL_CTL_ADD, g->lfd, &ev);
+			g->polled = 1;
+		}
 		for (unsigned j = 0; j < l->nbc; j++)
 			uu_b_write(l, ep, &l->bc[j], buf, now);
 	}
@@ -785,11 +838,16 @@ void uu_load_join(struct uu_load *l)
 			close(l->s[i].cfd);
 			l->s[i].cfd = -1;
 		}
-	for (int t = 0; t < l->ntg; t++)
+	for (int t = 0; t < l->ntg; t++) {
 		if (l->tg[t].lfd >= 0) {
 			close(l->tg[t].lfd);
 			l->tg[t].lfd = -1;
 		}
+		if (l->tg[t].plug_fd >= 0) {
+			close(l->tg[t].plug_fd);
+			l->tg[t].plug_fd = -1;
+		}
+	}
 }
 
 void uu_load_free(struct uu_load *l)
@@ -889,9 +947,9 @@ void uu_load_check(const struct uu_load *l, int t, const char *what)
 			"delivered, yet %d ends failed, %d resets, %d backend connections of no "
 			"session (first: %s)", what, (int)l->failed, (int)l->resets, (int)l->extra,
 			l->why[0] ? l->why : "-");
-		H_CHECK(l->accepts == (int)l->n && l->claimed == (int)l->n, "%s: %d backend "
-			"connections accepted and %d named their session, for %u sessions (each "
-			"session one client connection and one backend connection: no reconnect)",
-			what, (int)l->accepts, (int)l->claimed, l->n);
+		H_CHECK(l->accepts - l->plugs == (int)l->n && l->claimed == (int)l->n, "%s: %d "
+			"backend connections accepted and %d named their session, for %u sessions "
+			"(each session one client connection and one backend connection: no "
+			"reconnect)", what, (int)(l->accepts - l->plugs), (int)l->claimed, l->n);
 	}
 }

@@ -99,6 +99,10 @@ struct uu_target {
 				  * PROXY header is the proxy's) */
 	_Atomic int finish;      /* set by the main thread: its sessions end */
 	_Atomic int accepted;    /* backend connections accepted */
+	int plug_fd;             /* uu_target_plug: the connection that fills its
+				  * accept queue (-1: none) */
+	_Atomic int released;    /* uu_target_release was called */
+	int polled;              /* its listener is in the backend loop's epoll */
 };
 
 enum uu_kind {
@@ -169,6 +173,7 @@ struct uu_load {
 	_Atomic uint64_t up_bytes, down_bytes; /* received and checked */
 	/* failures: each counted once per end, the first reason kept */
 	_Atomic int failed, resets, extra;     /* extra: backend connections of no session */
+	_Atomic int plugs;                     /* plug connections accepted (not sessions) */
 	_Atomic int why_taken;
 	char why[320];
 	/* the backend thread's table */
@@ -184,6 +189,18 @@ void uu_load_init(struct uu_load *l, unsigned n, uint64_t seed);
  * front is set by the caller before uu_load_start. Returns its index. */
 int uu_target_add(struct uu_load *l, const char *name, const uint8_t *pre, size_t pre_len,
 		  int pre_passes);
+/* Makes target t's backend unreachable for now, without refusing: its
+ * accept queue is shrunk to nothing and filled by a connection of this
+ * process, so the kernel drops the proxy's SYNs and its connects wait in
+ * SYN_SENT, retransmitting (after 1 s, 3 s, 7 s...). Before uu_load_start;
+ * only for a target without pre. */
+void uu_target_plug(struct uu_load *l, int t);
+/* Lets them through: the queue grows back and the backend accepts (and
+ * drops the plug); each connect completes at its next SYN. */
+void uu_target_release(struct uu_load *l, int t);
+/* How many sockets are in SYN_SENT towards target t's backend
+ * (/proc/net/tcp). */
+int uu_target_syn_sent(const struct uu_load *l, int t);
 /* Connects every client (asserts) and starts both loops. */
 void uu_load_start(struct uu_load *l);
 /* Sets finish on target t (-1: every target). */
