@@ -7,6 +7,7 @@
  * back to it to be reaped, and each one it saw is killed at the end. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "upgrade_util.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -20,93 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* ---- process generations -------------------------------------------------- */
-
-#define UP_MAX_PIDS 64
-static pid_t up_pids[UP_MAX_PIDS];
-static int up_npids;
-
-static void up_track(pid_t pid)
-{
-	if (up_npids < UP_MAX_PIDS)
-		up_pids[up_npids++] = pid;
-}
-
-static void up_init(void)
-{
-	h_init();
-	up_npids = 0;
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-}
-
-static void up_fini(void)
-{
-	for (int i = 0; i < up_npids; i++)
-		if (kill(up_pids[i], SIGKILL) == 0)
-			waitpid(up_pids[i], NULL, 0);
-	h_fini();
-}
-
-/* 1 once pid has exited (reaped here, or gone). */
-static int up_gone(pid_t pid)
-{
-	char path[64], st[256];
-	FILE *f;
-
-	waitpid(pid, NULL, WNOHANG);
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	if (!(f = fopen(path, "r")))
-		return 1;
-	size_t n = fread(st, 1, sizeof st - 1, f);
-	fclose(f);
-	st[n] = '\0';
-	const char *rp = strrchr(st, ')');
-	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
-}
-
-static int up_wait_gone(pid_t pid, int ms)
-{
-	int64_t end = h_now_ms() + ms;
-	while (!up_gone(pid)) {
-		if (h_now_ms() > end)
-			return -1;
-		h_sleep_ms(5);
-	}
-	return 0;
-}
-
-/* The pid of the n-th (1-based) line of the shared log with mark, then at
- * (the pid follows it), then also (NULL: anything), waiting up to ms for
- * it; 0 when it did not come. */
-static pid_t up_log_pid(const struct h_proxy *p, const char *mark, const char *at,
-			const char *also, int n, int ms)
-{
-	int64_t end = h_now_ms() + ms;
-
-	for (;;) {
-		FILE *f = fopen(p->log, "r");
-		char line[1024];
-		int seen = 0;
-		pid_t pid = 0;
-
-		while (f && !pid && fgets(line, sizeof line, f)) {
-			const char *k = strstr(line, mark);
-			if (k && (k = strstr(k, at)) && (!also || strstr(k, also)) && ++seen == n)
-				pid = (pid_t)atoi(k + strlen(at));
-		}
-		if (f)
-			fclose(f);
-		if (pid || h_now_ms() > end)
-			return pid;
-		h_sleep_ms(5);
-	}
-}
-
-/* The n-th "upgrade: process PID serves now" (an old process's). */
-static pid_t up_nth_takeover(const struct h_proxy *p, int n, int ms)
-{
-	return up_log_pid(p, "upgrade: process ", "upgrade: process ", " serves now", n, ms);
-}
+/* ---- process generations: upgrade_util.h ------------------------------------ */
 
 /* Upgrades the process pid (the n-th upgrade of the test): SIGUSR2, the new
  * process's pid once it serves, the old one gone (its sessions over). With
@@ -115,16 +30,16 @@ static pid_t up_upgrade_watch(struct h_proxy *p, pid_t pid, int n, _Atomic uint6
 			      uint64_t *at)
 {
 	H_CHECK(kill(pid, SIGUSR2) == 0, "SIGUSR2 to %d: %s", (int)pid, strerror(errno));
-	pid_t np = up_nth_takeover(p, n, 15000);
+	pid_t np = uu_nth_takeover(p, n, 15000);
 	H_CHECK(np > 0, "upgrade %d: no new process took over within 15 s; log %s", n, p->log);
-	up_track(np);
+	uu_track(np);
 	if (watch)
 		*at = *watch;
 	if (pid == p->pid) /* the harness's own child: reaped through it */
 		H_CHECK(h_proxy_wait(p, 15000) != -1, "upgrade %d: the old process %d did not exit",
 			n, (int)pid);
 	else
-		H_CHECK(up_wait_gone(pid, 15000) == 0, "upgrade %d: the old process %d did not exit",
+		H_CHECK(uu_wait_gone(NULL, pid, 15000) == 0, "upgrade %d: the old process %d did not exit",
 			n, (int)pid);
 	return np;
 }
@@ -134,40 +49,11 @@ static pid_t up_upgrade(struct h_proxy *p, pid_t pid, int n)
 	return up_upgrade_watch(p, pid, n, NULL, NULL);
 }
 
-static void up_local(struct h_addr *a, int port)
-{
-	char text[32];
-
-	snprintf(text, sizeof text, "127.0.0.1:%d", port);
-	H_CHECK(h_addr_parse(text, a) == 0, "address %s", text);
-}
-
-static void up_write(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "write %s", path);
-}
-
-/* `bin ctl -s sock words...`: the exit code (-1: it did not end), stdout
- * and stderr in *out and *err (the caller frees them). */
-static int up_ctl(const char *bin, const char *sock, char **out, char **err,
-		  const char *const *words)
-{
-	const char *args[16] = { "ctl", "-s", sock };
-	int n = 3, st;
-
-	for (int i = 0; words[i] && n < 15; i++)
-		args[n++] = words[i];
-	args[n] = NULL;
-	st = h_run_capture(bin, args, 60000, out, err);
-	return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* The pid `ctl show process --json` names: the process that answers. */
 static pid_t up_ctl_pid(const char *bin, const char *sock)
 {
 	char *out = NULL, *err = NULL;
-	int rc = up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "process", "--json",
+	int rc = uu_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "process", "--json",
 								      NULL });
 	const char *k = out ? strstr(out, "\"pid\":") : NULL;
 	pid_t pid = k ? (pid_t)atoi(k + 6) : 0;
@@ -354,7 +240,7 @@ static const char *up_config(char *buf, size_t len, int listen_port, int workers
  * address and the access log along the way: no client refused or reset, a
  * transfer started before the first upgrade finishes byte-exact after it,
  * /health answers 200 throughout (on the address that does not change). */
-Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_fini,
+Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = uu_init, .fini = uu_fini,
      .timeout = 120)
 {
 	const char *bin = h_binary(0);
@@ -377,14 +263,14 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 	}
 	snprintf(conf, sizeof conf, "%s/up.conf", h_tmpdir());
 	snprintf(log, sizeof log, "%s/access.log", h_tmpdir());
-	up_write(conf, up_config(text, sizeof text, port, 2, s1, "off", tagb[0], xport,
+	uu_write(conf, up_config(text, sizeof text, port, 2, s1, "off", tagb[0], xport,
 				 srv.addr.text));
 	const char *args[] = { "-c", conf, NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 	pid_t pid = p.pid;
 
 	struct h_addr stats;
-	up_local(&stats, s1);
+	uu_local(&stats, s1);
 	pr.addr = stats;
 	H_CHECK(pthread_create(&pr.thr, NULL, up_prober_main, &pr) == 0, "prober");
 	up_clients_start(&cl, &p.addr, 2, "ABC");
@@ -393,7 +279,7 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 	 * read at 64 KiB per 20 ms (about 2.6 s) */
 	const uint64_t len = 8 * H_MIB;
 	struct h_addr xaddr;
-	up_local(&xaddr, xport);
+	uu_local(&xaddr, xport);
 	int xfd = h_connect(&xaddr, 2000);
 	H_CHECK(xfd >= 0, "transfer connect: %s", strerror(errno));
 	static struct h_xfer tx, rx;
@@ -416,7 +302,7 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 			pr.stop = 1; /* it probes s1, which goes away now */
 			pthread_join(pr.thr, NULL);
 		}
-		up_write(conf, up_config(text, sizeof text, port, workers, sp, n % 2 ? log : "off",
+		uu_write(conf, up_config(text, sizeof text, port, workers, sp, n % 2 ? log : "off",
 					 tagb[n % 3], xport, srv.addr.text));
 		pid = up_upgrade_watch(&p, pid, n, n == 1 ? &rx.progress : NULL, &progress_at_first);
 		/* the takeover line is logged before the old process stops its
@@ -438,7 +324,7 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 
 	/* the stats address moved to s2; s1 is closed */
 	struct h_addr st2 = stats;
-	up_local(&st2, s2);
+	uu_local(&st2, s2);
 	char body[256];
 	H_CHECK(up_health(&st2, body, sizeof body) == 200, "GET /health on the new stats address");
 	H_CHECK(up_health(&stats, NULL, 0) == 0, "the old stats address still answers");
@@ -468,7 +354,7 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
 		(long)pr.bad, (long)pr.tried);
 
 	H_CHECK(kill(pid, SIGTERM) == 0, "SIGTERM");
-	H_CHECK(up_wait_gone(pid, 10000) == 0, "the last generation did not stop");
+	H_CHECK(uu_wait_gone(NULL, pid, 10000) == 0, "the last generation did not stop");
 	const char *prob = h_proxy_log_problem(&p);
 	H_CHECK(prob == NULL, "sanitizer report in %s: %s", p.log, prob);
 	for (int i = 0; i < 3; i++)
@@ -485,8 +371,8 @@ Test(integ, upgrade_loop_refuses_and_resets_nobody, .init = up_init, .fini = up_
  * ready, and the other three must come to it one by one, as the test ends
  * each session: every client reads the new config's backend tag 'N', none
  * the old one's 'O'. */
-Test(integ, upgrade_leaves_queued_connections_to_the_new_process, .init = up_init,
-     .fini = up_fini, .timeout = 60)
+Test(integ, upgrade_leaves_queued_connections_to_the_new_process, .init = uu_init,
+     .fini = uu_fini, .timeout = 60)
 {
 	const char *bin = h_binary(0);
 	static struct h_server srv;
@@ -506,12 +392,12 @@ Test(integ, upgrade_leaves_queued_connections_to_the_new_process, .init = up_ini
 			  "[route r]\nlisten = 127.0.0.1:%d\n"
 			  "backend = 127.0.0.1:%d\n[route x]\nlisten = 127.0.0.1:%d\nbackend = %s\n";
 	snprintf(text, sizeof text, fmt, port, old_b.port, xport, srv.addr.text);
-	up_write(conf, text);
+	uu_write(conf, text);
 	const char *args[] = { "-c", conf, NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 
 	struct h_addr xa;
-	up_local(&xa, xport);
+	uu_local(&xa, xport);
 	int held = h_connect(&xa, 2000);
 	memset(buf, 'q', sizeof buf);
 	H_CHECK(held >= 0 && h_send_all(held, buf, sizeof buf, h_now_ms() + 2000) == 0 &&
@@ -527,11 +413,11 @@ Test(integ, upgrade_leaves_queued_connections_to_the_new_process, .init = up_ini
 			"client %d was served by the full old process", i);
 
 	snprintf(text, sizeof text, fmt, port, new_b.port, xport, srv.addr.text);
-	up_write(conf, text);
+	uu_write(conf, text);
 	H_CHECK(kill(p.pid, SIGUSR2) == 0, "SIGUSR2");
-	pid_t np = up_nth_takeover(&p, 1, 15000);
+	pid_t np = uu_nth_takeover(&p, 1, 15000);
 	H_CHECK(np > 0, "no new process took over; log %s", p.log);
-	up_track(np);
+	uu_track(np);
 
 	/* one by one: the session that has its tag is ended, the next comes */
 	int served = 0, open_n = NQ;
@@ -572,7 +458,7 @@ Test(integ, upgrade_leaves_queued_connections_to_the_new_process, .init = up_ini
 	int st = h_proxy_wait(&p, 10000);
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the old process: status %d", st);
 	kill(np, SIGTERM);
-	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	H_CHECK(uu_wait_gone(NULL, np, 10000) == 0, "the new process did not stop");
 	h_tag_stop(&old_b);
 	h_tag_stop(&new_b);
 	h_server_stop(&srv);
@@ -580,7 +466,7 @@ Test(integ, upgrade_leaves_queued_connections_to_the_new_process, .init = up_ini
 
 /* An invalid config: the new process says why and exits non-zero; the old
  * one serves on, its sockets untouched, and a later valid upgrade works. */
-Test(integ, upgrade_with_invalid_config_keeps_the_old_process, .init = up_init, .fini = up_fini,
+Test(integ, upgrade_with_invalid_config_keeps_the_old_process, .init = uu_init, .fini = uu_fini,
      .timeout = 60)
 {
 	const char *bin = h_binary(0);
@@ -592,10 +478,10 @@ Test(integ, upgrade_with_invalid_config_keeps_the_old_process, .init = up_init, 
 
 	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
 	snprintf(conf, sizeof conf, "%s/bad.conf", h_tmpdir());
-	up_write(conf, up_config(text, sizeof text, port, 2, s1, "off", srv.addr.text, 0, NULL));
+	uu_write(conf, up_config(text, sizeof text, port, 2, s1, "off", srv.addr.text, 0, NULL));
 	const char *args[] = { "-c", conf, NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
-	up_write(conf, "[global]\nworkers = banana\n[route r]\nlisten = 127.0.0.1:1\n");
+	uu_write(conf, "[global]\nworkers = banana\n[route r]\nlisten = 127.0.0.1:1\n");
 	H_CHECK(kill(p.pid, SIGUSR2) == 0, "SIGUSR2");
 	int64_t end = h_now_ms() + 15000;
 	while (h_log_lines(&p, "upgrade: the new process", "exited with status", NULL) == 0 &&
@@ -609,15 +495,15 @@ Test(integ, upgrade_with_invalid_config_keeps_the_old_process, .init = up_init, 
 	H_CHECK(h_echo_roundtrip(&p.addr, 100, 1, 3000, why, sizeof why) == 0,
 		"the old process does not serve after the failed upgrade: %s", why);
 	struct h_addr stats;
-	up_local(&stats, s1);
+	uu_local(&stats, s1);
 	H_CHECK(up_health(&stats, NULL, 0) == 200, "/health after the failed upgrade");
 
-	up_write(conf, up_config(text, sizeof text, port, 1, s1, "off", srv.addr.text, 0, NULL));
+	uu_write(conf, up_config(text, sizeof text, port, 1, s1, "off", srv.addr.text, 0, NULL));
 	pid_t np = up_upgrade(&p, p.pid, 1);
 	H_CHECK(h_echo_roundtrip(&p.addr, 100, 2, 3000, why, sizeof why) == 0,
 		"the new process does not serve: %s", why);
 	kill(np, SIGTERM);
-	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	H_CHECK(uu_wait_gone(NULL, np, 10000) == 0, "the new process did not stop");
 	h_server_stop(&srv);
 }
 
@@ -627,7 +513,7 @@ Test(integ, upgrade_with_invalid_config_keeps_the_old_process, .init = up_init, 
  * pid), the held session went over with it (show sessions lists it once;
  * it still echoes), the old process exits 0 without waiting for it, and the
  * path stays when it exits. */
-Test(integ, upgrade_hands_over_the_admin_socket, .init = up_init, .fini = up_fini,
+Test(integ, upgrade_hands_over_the_admin_socket, .init = uu_init, .fini = uu_fini,
      .timeout = 60)
 {
 	const char *bin = h_binary(0);
@@ -642,7 +528,7 @@ Test(integ, upgrade_hands_over_the_admin_socket, .init = up_init, .fini = up_fin
 	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
 	snprintf(text, sizeof text, "[global]\nworkers = 2\nstats = 127.0.0.1:%d\nadmin = %s\n"
 		 "[route r]\nlisten = 127.0.0.1:%d\nbackend = %s\n", s1, sock, port, srv.addr.text);
-	up_write(conf, text);
+	uu_write(conf, text);
 	const char *args[] = { "-c", conf, NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 	H_CHECK(up_ctl_pid(bin, sock) == p.pid, "ctl before the upgrade is not answered by %d",
@@ -654,17 +540,17 @@ Test(integ, upgrade_hands_over_the_admin_socket, .init = up_init, .fini = up_fin
 		h_recv_exact(held, buf, sizeof buf, h_now_ms() + 2000) == 0, "held session");
 
 	H_CHECK(kill(p.pid, SIGUSR2) == 0, "SIGUSR2");
-	pid_t np = up_nth_takeover(&p, 1, 15000);
+	pid_t np = uu_nth_takeover(&p, 1, 15000);
 	H_CHECK(np > 0, "no new process took over within 15 s (admin socket not handed over?); "
 		"log %s", p.log);
-	up_track(np);
+	uu_track(np);
 	H_CHECK(up_ctl_pid(bin, sock) == np, "ctl after the hand-over is not answered by the new "
 		"process %d", (int)np);
 	/* the held session went with the sockets (session_handoff.h): the
 	 * new process lists it, and the old one exits without waiting for it */
 	int st = h_proxy_wait(&p, 10000);
 	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the old process: status %d", st);
-	rc = up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "sessions", "--json",
+	rc = uu_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "sessions", "--json",
 								   NULL });
 	H_CHECK(rc == 0 && out && strstr(out, "\"sessions\":[") && strstr(out, "\"id\":") &&
 		strstr(out, "\"id\":") == strrchr(out, '{') + 1,
@@ -680,7 +566,7 @@ Test(integ, upgrade_hands_over_the_admin_socket, .init = up_init, .fini = up_fin
 	H_CHECK(h_log_lines(&p, "admin:", "Address already in use", NULL) == 0,
 		"the new process tried to bind the admin path; log %s", p.log);
 	kill(np, SIGTERM);
-	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	H_CHECK(uu_wait_gone(NULL, np, 10000) == 0, "the new process did not stop");
 	H_CHECK(access(sock, F_OK) != 0, "the last process left its admin path behind");
 	h_server_stop(&srv);
 }
@@ -689,7 +575,7 @@ Test(integ, upgrade_hands_over_the_admin_socket, .init = up_init, .fini = up_fin
  * why and the new process's own messages, and the old process serves on
  * (it still answers ctl); with a valid one, ok and the new pid, which is
  * the process that answers ctl from then on. */
-Test(integ, upgrade_ctl_answers_the_outcome, .init = up_init, .fini = up_fini, .timeout = 90)
+Test(integ, upgrade_ctl_answers_the_outcome, .init = uu_init, .fini = uu_fini, .timeout = 90)
 {
 	const char *bin = h_binary(0);
 	static struct h_server srv;
@@ -704,13 +590,13 @@ Test(integ, upgrade_ctl_answers_the_outcome, .init = up_init, .fini = up_fini, .
 	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
 	snprintf(text, sizeof text, "[global]\nworkers = 2\nadmin = %s\n[route r]\n"
 		 "listen = 127.0.0.1:%d\nbackend = %s\n", sock, port, srv.addr.text);
-	up_write(conf, text);
+	uu_write(conf, text);
 	const char *args[] = { "-c", conf, NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 
-	up_write(conf, "[global]\nworkers = banana\n[route r]\nlisten = 127.0.0.1:1\n");
+	uu_write(conf, "[global]\nworkers = banana\n[route r]\nlisten = 127.0.0.1:1\n");
 	int64_t t0 = h_now_ms();
-	rc = up_ctl(bin, sock, &out, &err, upgrade);
+	rc = uu_ctl(bin, sock, &out, &err, upgrade);
 	int64_t t_bad = h_now_ms() - t0;
 	H_CHECK(rc == 1 && err && strstr(err, "error: upgrade: the new process") &&
 		strstr(err, "exited with status 2 before it was ready; serving on unchanged") &&
@@ -727,11 +613,11 @@ Test(integ, upgrade_ctl_answers_the_outcome, .init = up_init, .fini = up_fini, .
 	H_CHECK(h_echo_roundtrip(&p.addr, 100, 1, 3000, why, sizeof why) == 0,
 		"the old process does not serve after the failed upgrade: %s", why);
 
-	up_write(conf, text);
+	uu_write(conf, text);
 	t0 = h_now_ms();
-	rc = up_ctl(bin, sock, &out, &err, upgrade);
+	rc = uu_ctl(bin, sock, &out, &err, upgrade);
 	int64_t t_ok = h_now_ms() - t0;
-	pid_t np = up_nth_takeover(&p, 1, 1000);
+	pid_t np = uu_nth_takeover(&p, 1, 1000);
 	char want[96];
 	snprintf(want, sizeof want, "ok: upgraded: process %d serves now; 0 sessions handed over in ",
 		 (int)np);
@@ -740,7 +626,7 @@ Test(integ, upgrade_ctl_answers_the_outcome, .init = up_init, .fini = up_fini, .
 		err ? err : "", (int)np);
 	free(out);
 	free(err);
-	up_track(np);
+	uu_track(np);
 	fprintf(stderr, "ctl upgrade: answered the failure in %lld ms, the hand-over in %lld ms\n",
 		(long long)t_bad, (long long)t_ok);
 	H_CHECK(up_ctl_pid(bin, sock) == np, "ctl after the upgrade is not answered by %d",
@@ -749,7 +635,7 @@ Test(integ, upgrade_ctl_answers_the_outcome, .init = up_init, .fini = up_fini, .
 	H_CHECK(h_echo_roundtrip(&p.addr, 100, 2, 3000, why, sizeof why) == 0,
 		"the new process does not serve: %s", why);
 	kill(np, SIGTERM);
-	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	H_CHECK(uu_wait_gone(NULL, np, 10000) == 0, "the new process did not stop");
 	h_server_stop(&srv);
 }
 
@@ -758,7 +644,7 @@ static void up_ctl_ok(const char *bin, const char *sock, const char *want,
 		      const char *const *words)
 {
 	char *out = NULL, *err = NULL;
-	int rc = up_ctl(bin, sock, &out, &err, words);
+	int rc = uu_ctl(bin, sock, &out, &err, words);
 
 	H_CHECK(rc == 0 && out && strstr(out, want), "ctl %s %s...: exit %d, stdout '%s', stderr "
 		"'%s' (expected '%s')", words[0], words[1] ? words[1] : "", rc, out ? out : "",
@@ -772,7 +658,7 @@ static void up_ctl_ok(const char *bin, const char *sock, const char *want,
 /* The admin overrides survive an upgrade as they survive a reload: drain,
  * disable and a weight set before it are in force in the new process (show
  * backends, and where new sessions go). */
-Test(integ, upgrade_keeps_the_admin_overrides, .init = up_init, .fini = up_fini, .timeout = 60)
+Test(integ, upgrade_keeps_the_admin_overrides, .init = uu_init, .fini = uu_fini, .timeout = 60)
 {
 	const char *bin = h_binary(0);
 	static struct h_proxy p;
@@ -789,18 +675,18 @@ Test(integ, upgrade_keeps_the_admin_overrides, .init = up_init, .fini = up_fini,
 	snprintf(text, sizeof text, "[global]\nworkers = 2\nadmin = %s\n[route r]\n"
 		 "listen = 127.0.0.1:%d\nbackend = %s %s %s\nbalance = roundrobin\n", sock, port,
 		 be[0], be[1], be[2]);
-	up_write(conf, text);
+	uu_write(conf, text);
 	const char *args[] = { "-c", conf, NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 	UP_CTL_OK(bin, sock, "drains", "backend", "r", be[0], "drain");
 	UP_CTL_OK(bin, sock, "weight 5 (file: 1)", "backend", "r", be[1], "weight", "5");
 	UP_CTL_OK(bin, sock, "disabled", "backend", "r", be[2], "disable");
 	UP_CTL_OK(bin, sock, "ok: upgraded", "upgrade");
-	pid_t np = up_nth_takeover(&p, 1, 1000);
+	pid_t np = uu_nth_takeover(&p, 1, 1000);
 	H_CHECK(np > 0, "no takeover in the log %s", p.log);
-	up_track(np);
+	uu_track(np);
 	H_CHECK(up_ctl_pid(bin, sock) == np, "ctl is not answered by the new process");
-	H_CHECK(up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "backends", NULL }) ==
+	H_CHECK(uu_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "backends", NULL }) ==
 		0 && out, "show backends: %s", err ? err : "");
 	char want[3][64];
 	snprintf(want[0], sizeof want[0], "%s  drain ", be[0]);
@@ -822,7 +708,7 @@ Test(integ, upgrade_keeps_the_admin_overrides, .init = up_init, .fini = up_fini,
 		"the new process did not say what it carried over; log %s", p.log);
 	H_CHECK(h_proxy_wait(&p, 10000) != -1, "the old process did not exit");
 	kill(np, SIGTERM);
-	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	H_CHECK(uu_wait_gone(NULL, np, 10000) == 0, "the new process did not stop");
 	for (int i = 0; i < 3; i++)
 		h_tag_stop(&t[i]);
 }
@@ -842,7 +728,7 @@ static int up_refused(int fd)
 	return n < 0 && errno == ECONNRESET;
 }
 
-Test(integ, upgrade_keeps_health_source_counts_and_rates, .init = up_init, .fini = up_fini,
+Test(integ, upgrade_keeps_health_source_counts_and_rates, .init = uu_init, .fini = uu_fini,
      .timeout = 60)
 {
 	const char *bin = h_binary(0);
@@ -858,14 +744,14 @@ Test(integ, upgrade_keeps_health_source_counts_and_rates, .init = up_init, .fini
 		 "listen = 127.0.0.1:%d\nbackend = 127.0.0.1:%d 127.0.0.1:%d\ncheck = tcp\n"
 		 "check_interval = 300ms\nfall = 3\nrise = 2\nsource_max_conns = 3\n"
 		 "source_conn_rate = 3\n", sock, port, a.port, dead);
-	up_write(conf, text);
+	uu_write(conf, text);
 	const char *args[] = { "-c", conf, NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 	char want[64];
 	snprintf(want, sizeof want, "127.0.0.1:%d\",\"configured", dead);
 	int64_t end = h_now_ms() + 10000;
 	for (;;) { /* three failed checks */
-		H_CHECK(up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "backends",
+		H_CHECK(uu_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "backends",
 			"--json", NULL }) == 0 && out, "show backends: %s", err ? err : "");
 		const char *b = strstr(out, want);
 		int down = b && strstr(b, "\"health\":\"down\"") &&
@@ -892,12 +778,12 @@ Test(integ, upgrade_keeps_health_source_counts_and_rates, .init = up_init, .fini
 		close(c);
 	}
 	UP_CTL_OK(bin, sock, "3 sessions handed over", "upgrade");
-	pid_t np = up_nth_takeover(&p, 1, 1000);
+	pid_t np = uu_nth_takeover(&p, 1, 1000);
 	H_CHECK(np > 0, "no takeover in the log %s", p.log);
-	up_track(np);
+	uu_track(np);
 	int64_t t_up = h_now_ms() - t0;
 
-	H_CHECK(up_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "backends", "--json",
+	H_CHECK(uu_ctl(bin, sock, &out, &err, (const char *const[]){ "show", "backends", "--json",
 		NULL }) == 0 && out, "show backends: %s", err ? err : "");
 	const char *b = strstr(out, want);
 	H_CHECK(b && strstr(b, "\"health\":\"down\"") && strstr(b, "\"health\":\"down\"") <
@@ -929,14 +815,14 @@ Test(integ, upgrade_keeps_health_source_counts_and_rates, .init = up_init, .fini
 		close(held[i]);
 	H_CHECK(h_proxy_wait(&p, 10000) != -1, "the old process did not exit");
 	kill(np, SIGTERM);
-	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	H_CHECK(uu_wait_gone(NULL, np, 10000) == 0, "the new process did not stop");
 	h_tag_stop(&a);
 }
 
 /* The notify socket hears MAINPID=<new pid> and READY=1 from the new
  * process (SCM_CREDENTIALS says who sent it), and nothing from the old one
  * but MAINPID=<new pid> (for NotifyAccess=main): no READY, no STOPPING. */
-Test(integ, upgrade_tells_systemd_the_new_main_pid, .init = up_init, .fini = up_fini,
+Test(integ, upgrade_tells_systemd_the_new_main_pid, .init = uu_init, .fini = uu_fini,
      .timeout = 60)
 {
 	const char *bin = h_binary(0);
@@ -1001,7 +887,7 @@ Test(integ, upgrade_tells_systemd_the_new_main_pid, .init = up_init, .fini = up_
 	H_CHECK(!old_other, "the old process said more after the hand-over; datagrams: %s", seen);
 	H_CHECK(h_echo_roundtrip(&p.addr, 100, 3, 3000, why, sizeof why) == 0, "serving: %s", why);
 	kill(np, SIGTERM);
-	H_CHECK(up_wait_gone(np, 10000) == 0, "the new process did not stop");
+	H_CHECK(uu_wait_gone(NULL, np, 10000) == 0, "the new process did not stop");
 	close(fd);
 	h_server_stop(&srv);
 }
@@ -1009,7 +895,7 @@ Test(integ, upgrade_tells_systemd_the_new_main_pid, .init = up_init, .fini = up_
 /* The pid of "upgrade: started ... as process PID" in the log, or 0. */
 static pid_t up_started_pid(const struct h_proxy *p, int ms)
 {
-	return up_log_pid(p, "upgrade: started ", " as process ", NULL, 1, ms);
+	return uu_log_pid(p->log, "upgrade: started ", " as process ", NULL, 1, ms);
 }
 
 /* The wait status of pid, a process that comes back to this subreaper
@@ -1035,8 +921,8 @@ static int up_wait_status(pid_t pid, int ms)
  * accepted) and ends with status 0, or by that SIGTERM when it came before
  * the new process blocks signals (it has accepted nothing then), and the
  * port refuses: nothing serves. */
-Test(integ, upgrade_stop_signal_during_the_upgrade_resets_nobody, .init = up_init,
-     .fini = up_fini, .timeout = 120)
+Test(integ, upgrade_stop_signal_during_the_upgrade_resets_nobody, .init = uu_init,
+     .fini = uu_fini, .timeout = 120)
 {
 	const char *bin = h_binary(0);
 	static struct h_proxy p;
@@ -1054,7 +940,7 @@ Test(integ, upgrade_stop_signal_during_the_upgrade_resets_nobody, .init = up_ini
 		int port = h_free_port();
 		snprintf(text, sizeof text, "[global]\nworkers = 2\n[route r]\nlisten = 127.0.0.1:%d\n"
 			 "backend = %s\n", port, tagb);
-		up_write(conf, text);
+		uu_write(conf, text);
 		const char *args[] = { "-c", conf, NULL };
 		H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 		up_clients_start(&cl, &p.addr, 2, NULL);
@@ -1071,7 +957,7 @@ Test(integ, upgrade_stop_signal_during_the_upgrade_resets_nobody, .init = up_ini
 		H_CHECK(kill(p.pid, SIGTERM) == 0, "SIGTERM");
 		pid_t old = p.pid, np = up_started_pid(&p, 5000);
 		H_CHECK(np > 0, "delay %d: no new process was started; log %s", delay_ms[k], p.log);
-		up_track(np);
+		uu_track(np);
 		int st = h_proxy_wait(&p, 15000);
 		H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 			"delay %d: the old process %d: status %d; log %s", delay_ms[k], (int)old, st,
@@ -1104,7 +990,7 @@ Test(integ, upgrade_stop_signal_during_the_upgrade_resets_nobody, .init = up_ini
 			up_clients_stop(&cl);
 			abandoned++;
 		}
-		H_CHECK(up_wait_gone(np, 15000) == 0, "delay %d: the new process did not stop",
+		H_CHECK(uu_wait_gone(NULL, np, 15000) == 0, "delay %d: the new process did not stop",
 			delay_ms[k]);
 		H_CHECK(cl.reset == 0, "delay %d: %ld clients of %ld reset (last: %s); log %s",
 			delay_ms[k], (long)cl.reset, (long)cl.tried, cl.last_reset, p.log);
@@ -1126,7 +1012,7 @@ Test(integ, upgrade_stop_signal_during_the_upgrade_resets_nobody, .init = up_ini
 /* SIGTERM with stats on: /health answers 503 at once while connections are
  * still accepted and served for `lameduck`; then the port refuses; no
  * client is reset on the way. */
-Test(integ, lameduck_health_503_while_still_accepting, .init = up_init, .fini = up_fini,
+Test(integ, lameduck_health_503_while_still_accepting, .init = uu_init, .fini = uu_fini,
      .timeout = 60)
 {
 	const char *bin = h_binary(0);
@@ -1142,11 +1028,11 @@ Test(integ, lameduck_health_503_while_still_accepting, .init = up_init, .fini = 
 	snprintf(conf, sizeof conf, "%s/ld.conf", h_tmpdir());
 	snprintf(text, sizeof text, "[global]\nworkers = 2\nstats = 127.0.0.1:%d\nlameduck = 1500ms\n"
 		 "[route r]\nlisten = 127.0.0.1:%d\nbackend = %s\n", s1, port, tagb);
-	up_write(conf, text);
+	uu_write(conf, text);
 	const char *args[] = { "-c", conf, NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 	struct h_addr stats;
-	up_local(&stats, s1);
+	uu_local(&stats, s1);
 	H_CHECK(up_health(&stats, body, sizeof body) == 200, "/health before SIGTERM: %s", body);
 
 	up_clients_start(&cl, &p.addr, 2, NULL);
@@ -1197,7 +1083,7 @@ Test(integ, lameduck_health_503_while_still_accepting, .init = up_init, .fini = 
 /* Reloads that remove and add back a listen address while clients connect
  * to it as fast as they can: a connect either fails (the address is gone)
  * or is served; none is reset after the kernel accepted it. */
-Test(integ, reload_removing_a_listener_resets_nobody, .init = up_init, .fini = up_fini,
+Test(integ, reload_removing_a_listener_resets_nobody, .init = uu_init, .fini = uu_fini,
      .timeout = 90)
 {
 	const char *bin = h_binary(0);
@@ -1215,14 +1101,14 @@ Test(integ, reload_removing_a_listener_resets_nobody, .init = up_init, .fini = u
 		 "listen = 127.0.0.1:%d\nbackend = %s\n", a, b, tagb);
 	snprintf(without, sizeof without, "[global]\nworkers = 2\n[route r]\n"
 		 "listen = 127.0.0.1:%d\nbackend = %s\n", a, tagb);
-	up_write(conf, with);
+	uu_write(conf, with);
 	const char *args[] = { "-c", conf, NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 	struct h_addr to_b;
-	up_local(&to_b, b);
+	uu_local(&to_b, b);
 	up_clients_start(&cl, &to_b, 4, NULL);
 	for (int n = 1; n <= 20; n++) {
-		up_write(conf, n % 2 ? without : with);
+		uu_write(conf, n % 2 ? without : with);
 		H_CHECK(kill(p.pid, SIGHUP) == 0, "SIGHUP");
 		int64_t end = h_now_ms() + 10000;
 		while (h_log_lines(&p, "SIGHUP: reloaded", NULL) < n && h_now_ms() < end)
