@@ -104,24 +104,6 @@ static void hf_all_move(int t, int ms, const char *when)
 		hf.why[0] ? hf.why : "-");
 }
 
-/* Whether this binary knows `upgrade_sessions` (`splicer check` on a
- * config that sets it): one from before issue 25 refuses it as unknown. */
-static int hf_knows_upgrade_sessions(const char *bin)
-{
-	char *out = NULL, *err = NULL, text[256];
-	snprintf(text, sizeof text, "[global]\nupgrade_sessions = drain\n[route r]\n"
-		 "listen = 127.0.0.1:%d\nbackend = 127.0.0.1:%d\n", h_free_port(), h_free_port());
-	const char *path = h_conf_write("probe.conf", text);
-	const char *args[] = { "check", "-c", path, NULL };
-	int st = h_run_capture(bin, args, 10000, &out, &err);
-	int unknown = (out && strstr(out, "unknown key 'upgrade_sessions'")) ||
-		      (err && strstr(err, "unknown key 'upgrade_sessions'"));
-	free(out);
-	free(err);
-	H_CHECK(st != -1, "splicer check did not end");
-	return !unknown;
-}
-
 /* Stops the last generation (SIGTERM, 10 s) and checks the shared log for
  * sanitizer reports. */
 static void hf_stop_last(struct h_proxy *p, pid_t pid)
@@ -372,18 +354,14 @@ Test(integ, upgrade_sessions_drain_keeps_the_old_behaviour, .init = uu_init, .fi
 	struct uu_upgrade u;
 	char conf[1024], why[256];
 	int port = h_free_port(), sport = h_free_port();
-	int knows = hf_knows_upgrade_sessions(bin);
 
-	if (!knows)
-		fprintf(stderr, "handoff: this binary has no upgrade_sessions key (it predates the "
-			"hand-over and always drains): the drain case runs without it\n");
 	uu_load_init(&hf, 3, 0xD5A1ull);
 	int t = uu_target_add(&hf, "r", NULL, 0, 0);
 	hf_plan(0, 2, t, UU_FLOW);
 	hf_plan(2, 1, t, UU_HALF);
 	snprintf(conf, sizeof conf, "[global]\n" HF_GLOBAL "stats = 127.0.0.1:%d\n%s\n"
 		 "[route r]\nlisten = 127.0.0.1:%d\nbackend = %s\n", sport,
-		 knows ? "upgrade_sessions = drain" : "", port, hf.tg[t].back.text);
+		 "upgrade_sessions = drain", port, hf.tg[t].back.text);
 	const char *args[] = { "-c", h_conf_write("drain.conf", conf), NULL };
 	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
 	uu_local(&hf.tg[t].front, port);
@@ -411,16 +389,14 @@ Test(integ, upgrade_sessions_drain_keeps_the_old_behaviour, .init = uu_init, .fi
 		"sessions ended: status %d", st);
 	fprintf(stderr, "handoff, drain: the old process lived %lld ms after the takeover, until "
 		"its 3 sessions ended\n", (long long)(h_now_ms() - u.t_ready));
-	if (knows) {
-		long handed = -1, stay = -1;
-		double ms;
-		H_CHECK(uu_handed_line(&p, u.new_pid, &handed, &stay, &ms) && handed == 0 &&
-			stay == 3, "the old process's account: handed %ld, %ld stay (want 0 and 3); "
-			"log %s", handed, stay, p.log);
-		long long h = uu_metric(sport, HF_HANDED), d = uu_metric(sport, HF_DRAINED);
-		H_CHECK(h == 0 && d == 3, "the new process counts handed %lld, drained %lld (want 0 "
-			"and 3)", h, d);
-	}
+	long handed = -1, stay = -1;
+	double ms;
+	H_CHECK(uu_handed_line(&p, u.new_pid, &handed, &stay, &ms) && handed == 0 && stay == 3,
+		"the old process's account: handed %ld, %ld stay (want 0 and 3); log %s", handed,
+		stay, p.log);
+	long long h = uu_metric(sport, HF_HANDED), d = uu_metric(sport, HF_DRAINED);
+	H_CHECK(h == 0 && d == 3, "the new process counts handed %lld, drained %lld (want 0 and 3)",
+		h, d);
 	hf_stop_last(&p, u.new_pid);
 	uu_load_free(&hf);
 }
