@@ -529,6 +529,7 @@ static int run_proxy(struct config *cfg, int argc, char **argv)
 	backend_on_cut(NULL, NULL);
 	qsbr_fini();                     /* nor reads a table: the workers ended */
 	handoff_target_free(sh.handoff); /* an upgrade's: the workers ended */
+	handoff_adopt_stop(); /* nothing is handed to a worker from here on */
 	log_totals(ws, (unsigned)cfg->workers);
 	access_log_close();
 	for (unsigned i = 0; i < cfg->workers; i++)

@@ -659,7 +659,10 @@ void *worker_main(void *arg)
 				session_close(w->sessions, "drain-timeout");
 		}
 		free_dead(w);
-		if (w->draining && !w->sessions && !w->dead && !engines_busy(w))
+		if (w->draining && !w->sessions && !w->dead && !engines_busy(w) &&
+		    !__atomic_load_n(&w->adopt_pending, __ATOMIC_ACQUIRE) &&
+		    (!__atomic_load_n(&w->sh->adopting, __ATOMIC_ACQUIRE) ||
+		     w->now_ms >= __atomic_load_n(&w->sh->drain_deadline_ms, __ATOMIC_RELAXED)))
 			break;
 	}
 	backend_errors_report(w->now_ms, 1); /* no error goes unsaid at exit */

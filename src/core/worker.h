@@ -83,6 +83,9 @@ struct shared {
 	 * drain begins (session_handoff.h), NULL: they drain here. Set before
 	 * stopping (its release store). */
 	struct handoff_target *handoff;
+	/* the new process of an upgrade: sessions may still come from the old
+	 * one (handoff.c's thread runs); a draining worker waits for them */
+	int adopting;               /* atomic */
 };
 
 struct listener {

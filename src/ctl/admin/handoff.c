@@ -261,6 +261,42 @@ static int catalog_send(int fd, const char *text, size_t len)
 	return send(fd, "end\n", 4, MSG_NOSIGNAL) == 4 ? 0 : -1;
 }
 
+/* The thread and its socket, for handoff_adopt_stop. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_t thr;
+	int started;
+	int fd; /* -1 once the thread closed it */
+} adopter_ctl = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+static void adopter_close(void)
+{
+	pthread_mutex_lock(&adopter_ctl.lock);
+	if (adopter_ctl.fd >= 0)
+		close(adopter_ctl.fd);
+	adopter_ctl.fd = -1;
+	pthread_mutex_unlock(&adopter_ctl.lock);
+}
+
+void handoff_adopt_stop(void)
+{
+	pthread_mutex_lock(&adopter_ctl.lock);
+	if (adopter_ctl.fd >= 0) /* an old process that never closed it: the read ends */
+		shutdown(adopter_ctl.fd, SHUT_RDWR);
+	pthread_mutex_unlock(&adopter_ctl.lock);
+	if (adopter_ctl.started)
+		pthread_join(adopter_ctl.thr, NULL);
+	adopter_ctl.started = 0;
+}
+
+/* No session comes any more: a draining worker may end (worker.c). */
+static void adopting_done(const struct adopter *a)
+{
+	__atomic_store_n(&a->ws[0].sh->adopting, 0, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < a->nw; i++)
+		worker_wake(&a->ws[i]);
+}
+
 static void *adopter_main(void *arg)
 {
 	struct adopter a = *(struct adopter *)arg;
@@ -275,7 +311,8 @@ static void *adopter_main(void *arg)
 	if (r) {
 		log_warn("upgrade: the catalog of what this process takes did not reach the old one "
 			 "(%s): it drains its sessions", strerror(errno));
-		close(a.fd);
+		adopter_close();
+		adopting_done(&a);
 		return NULL;
 	}
 	for (;;) {
@@ -299,17 +336,16 @@ static void *adopter_main(void *arg)
 			log_warn("upgrade: reading the old process's sessions: %s", strerror(-r));
 		break;
 	}
-	close(a.fd);
+	adopter_close();
 	log_info("upgrade: %llu session%s taken over from the old process; %llu stay there to "
 		 "drain", got, got == 1 ? "" : "s", (unsigned long long)handoff_drained());
+	adopting_done(&a);
 	return NULL;
 }
 
 int handoff_adopt_start(int fd, const struct config *cfg, struct worker *ws, unsigned nw)
 {
 	struct adopter *a = malloc(sizeof(*a));
-	pthread_attr_t at;
-	pthread_t thr;
 	int r;
 
 	if (!a || !nw || !(a->catalog = catalog_build(cfg, &a->len))) {
@@ -321,15 +357,16 @@ int handoff_adopt_start(int fd, const struct config *cfg, struct worker *ws, uns
 	a->ws = ws;
 	a->nw = nw;
 	timeouts(fd, 0, SEND_WAIT);
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	r = pthread_create(&thr, &at, adopter_main, a);
-	pthread_attr_destroy(&at);
-	if (r) {
+	__atomic_store_n(&ws[0].sh->adopting, 1, __ATOMIC_RELEASE);
+	adopter_ctl.fd = fd;
+	if ((r = pthread_create(&adopter_ctl.thr, NULL, adopter_main, a))) {
+		__atomic_store_n(&ws[0].sh->adopting, 0, __ATOMIC_RELEASE);
+		adopter_ctl.fd = -1;
 		free(a->catalog);
 		free(a);
 		close(fd);
 		return -r;
 	}
+	adopter_ctl.started = 1;
 	return 0;
 }

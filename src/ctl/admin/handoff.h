@@ -55,6 +55,11 @@ void handoff_target_free(struct handoff_target *t);
  * process drains its sessions). */
 int handoff_adopt_start(int fd, const struct config *cfg, struct worker *ws, unsigned nw);
 
+/* At the end of the process, before the workers are destroyed: the thread
+ * ends (an old process that never closed the socket is cut off) and is
+ * waited for. */
+void handoff_adopt_stop(void);
+
 /* Sessions the old process said it kept to drain (its "done" line), for
  * splicer_upgrade_sessions_total{outcome="drained"}. */
 uint64_t handoff_drained(void);
