@@ -294,6 +294,10 @@ static void upgrade_signal(struct reload_ctx *rl, const struct stop *s)
 		upgrade_refuse("SIGUSR2 while stopping: ignored");
 	else if (stats_http_lameduck()) /* the new process would answer /health 200 */
 		upgrade_refuse("SIGUSR2 during the lame duck (ctl lameduck): ignored");
+	else if (__atomic_load_n(&rl->sh->adopting, __ATOMIC_ACQUIRE))
+		/* they would stay here to drain: the next upgrade waits for them */
+		upgrade_refuse("SIGUSR2 while the sessions of the last upgrade still come: ignored; "
+			       "ask again in a moment");
 	else
 		upgrade_start(rl->cfg, rl->fds, rl->nw, stats_http_fd(), admin_fd());
 }
