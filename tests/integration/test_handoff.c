@@ -484,6 +484,59 @@ Test(integ, upgrade_hand_over_reports_counts, .init = uu_init, .fini = uu_fini, 
 	uu_load_free(&hf);
 }
 
+/* ---- a new binary of another format ------------------------------------------- */
+
+/* A new binary that reads another hand-over format (the tests' variable
+ * SPLICER_TEST_HANDOFF_VERSION makes this one say 2): the old process
+ * sends nothing it could misread, says why, keeps every session to drain,
+ * and the new one counts them as drained. */
+Test(integ, upgrade_to_another_hand_over_format_drains, .init = uu_init, .fini = uu_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_proxy p;
+	struct uu_upgrade u;
+	char conf[1024], why[256];
+	int port = h_free_port(), sport = h_free_port();
+
+	uu_load_init(&hf, 3, 0xF0A2ull);
+	int t = uu_target_add(&hf, "r", NULL, 0, 0);
+	hf_plan(0, 3, t, UU_FLOW);
+	snprintf(conf, sizeof conf, "[global]\n" HF_GLOBAL "stats = 127.0.0.1:%d\n"
+		 "[route r]\nlisten = 127.0.0.1:%d\nbackend = %s\n", sport, port,
+		 hf.tg[t].back.text);
+	const char *args[] = { "-c", h_conf_write("format.conf", conf), NULL };
+	setenv("SPLICER_TEST_HANDOFF_VERSION", "2", 1); /* inherited by every generation */
+	int started = h_proxy_start(&p, bin, args, why, sizeof why);
+	unsetenv("SPLICER_TEST_HANDOFF_VERSION");
+	H_CHECK(started == 0, "proxy: %s", why);
+	uu_local(&hf.tg[t].front, port);
+	uu_load_start(&hf);
+	hf_all_move(-1, 5000, "before the upgrade");
+
+	pid_t old = p.pid;
+	uu_upgrade(&p, old, 1, 0, &u);
+	hf_all_move(-1, 5000, "after the upgrade");
+	H_CHECK(!uu_gone(&p, old), "the old process exited with its 3 sessions open");
+	H_CHECK(h_log_lines(&p, "reads hand-over format 2, this one writes 1: every session "
+			    "drains here", NULL) == 1, "the old process did not say why it keeps its "
+		"sessions; log %s", p.log);
+	long handed = -1, stay = -1;
+	double ms;
+	H_CHECK(uu_handed_line(&p, u.new_pid, &handed, &stay, &ms) && handed == 0 && stay == 3,
+		"the old process's account: handed %ld, %ld stay (want 0 and 3)", handed, stay);
+	long long h = uu_metric(sport, HF_HANDED), d = uu_metric(sport, HF_DRAINED);
+	H_CHECK(h == 0 && d == 3, "the new process counts handed %lld, drained %lld (want 0 and 3)",
+		h, d);
+	uu_load_finish(&hf, -1);
+	H_CHECK(uu_load_wait(&hf, -1, 10000) == 0, "sessions not ended 10 s after the finish");
+	uu_load_join(&hf);
+	uu_load_check(&hf, -1, "sessions drained by the old process");
+	H_CHECK(h_proxy_wait(&p, 10000) != -1, "the old process did not exit once they ended");
+	hf_stop_last(&p, u.new_pid);
+	uu_load_free(&hf);
+}
+
 /* ---- engines that keep their sessions ---------------------------------------- */
 
 /* A route on engine (uring or sockmap) and one on copy: the copy sessions
