@@ -7,7 +7,8 @@
 # little more than half the time on 2 CPUs. The shards are split so that
 # each holds about half the seconds: the heavy one has the cases that load
 # the machine (thousands of sessions, the bench, the fleet, the fuzzers,
-# the package build, the differential suite, the real servers that health
+# the package build, the differential suite, the upgrade of 1,000 sessions,
+# the real servers that health
 # checks are tested against: redis, postgresql), the other everything else;
 # no heavy case runs beside another heavy one. Each shard writes its output
 # and its TAP file apart; both are printed whole, one after the other, then
@@ -21,7 +22,7 @@ out=${SPLICER_SUITE_OUT:-build/suite}
 mkdir -p "$out"
 rm -f "$out"/*.tap "$out"/*.log
 
-heavy_cases='load_*|uring_4000*|concurrent_*|bench_*|fleet_*|fuzz_*|package_*|valgrind_*|soak_*|servers_*'
+heavy_cases='load_*|uring_4000*|upgrade_hands_over_1000*|concurrent_*|bench_*|fleet_*|fuzz_*|package_*|valgrind_*|soak_*|servers_*'
 heavy="@(peer/*|integ/@($heavy_cases))"
 light="!($heavy)"
 

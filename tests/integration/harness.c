@@ -1199,29 +1199,48 @@ void h_epoll_arm(int ep, int fd, uint32_t id, uint32_t *cur, uint32_t want)
  * adds) then gets one port twice. The last ports given are not given again. */
 #define H_RECENT_PORTS 256
 
+/* 1 when nothing is bound to port on any address right now (a bind to
+ * 0.0.0.0 fails for a port some socket holds on any address). */
+static int port_free(int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+	H_CHECK(fd >= 0, "socket: %s", strerror(errno));
+	ok = bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0;
+	close(fd);
+	return ok;
+}
+
+/* Below the kernel's ephemeral range (ip_local_port_range, 32768 up by
+ * default): a port handed out here is never taken meanwhile by some test's
+ * outgoing connection, which the kernel binds to an ephemeral port (with
+ * thousands of sessions running in the other shard, a port taken from that
+ * range was in use again by the time a proxy or redis bound it: cc11). */
+#define H_PORT_LO 20000
+#define H_PORT_HI 32000
+
 int h_free_port(void)
 {
 	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 	static int recent[H_RECENT_PORTS];
 	static unsigned next;
+	static uint64_t state;
 	int port = 0;
 
 	pthread_mutex_lock(&mu);
-	for (int tries = 0; tries < 64; tries++) {
-		struct sockaddr_in sin = { .sin_family = AF_INET,
-					   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		socklen_t len = sizeof sin;
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), seen = 0;
-
-		H_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
-				getsockname(fd, (struct sockaddr *)&sin, &len) == 0, "free port");
-		close(fd);
-		port = ntohs(sin.sin_port);
+	if (!state) /* each test process its own sequence: two shards pick apart */
+		state = ((uint64_t)getpid() << 32) ^ (uint64_t)h_now_us() ^ 0x9E3779B97F4A7C15ull;
+	for (int tries = 0; tries < 256 && !port; tries++) {
+		int cand, seen = 0;
+		state = state * 6364136223846793005ull + 1442695040888963407ull;
+		cand = H_PORT_LO + (int)((state >> 33) % (H_PORT_HI - H_PORT_LO));
 		for (unsigned i = 0; i < H_RECENT_PORTS && !seen; i++)
-			seen = recent[i] == port;
-		if (!seen)
-			break;
+			seen = recent[i] == cand;
+		if (!seen && port_free(cand))
+			port = cand;
 	}
+	H_CHECK(port, "no free port in %d-%d", H_PORT_LO, H_PORT_HI);
 	recent[next++ % H_RECENT_PORTS] = port;
 	pthread_mutex_unlock(&mu);
 	return port;

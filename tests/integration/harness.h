@@ -310,7 +310,8 @@ void h_refused_close(struct h_refused *r);
  * or with nothing to send is never armed for what it cannot do. */
 void h_epoll_arm(int ep, int fd, uint32_t id, uint32_t *cur, uint32_t want);
 
-/* A TCP port on 127.0.0.1 that nobody uses right now (asserts). */
+/* A TCP port that nobody uses right now, outside the ephemeral range
+ * (asserts). */
 int h_free_port(void);
 
 /* Whether a socket listens on 127.0.0.1:port. /proc/net/tcp, not a

@@ -441,14 +441,11 @@ int upgrade_ready(const struct config *cfg, struct worker *ws, unsigned nw)
 		return 0;
 	if (sessions_fd >= 0) { /* its workers run: the old process's sessions may come */
 		const char *tv = getenv("SPLICER_TEST_HANDOFF_VERSION");
-		if ((hr = handoff_adopt_start(sessions_fd, cfg, ws, nw)) == 0)
-			sessions = HANDOFF_VERSION;
-		/* the tests' way to be a binary of another format; nothing without it */
-		if (sessions && tv && atoi(tv) > 0)
-			sessions = (unsigned)atoi(tv);
-		else
+		if ((hr = handoff_adopt_start(sessions_fd, cfg, ws, nw)) < 0)
 			log_warn("upgrade: sessions cannot be taken over (%s): the old process drains "
 				 "them", strerror(-hr));
+		else /* the tests' way to be a binary of another format; nothing without it */
+			sessions = tv && atoi(tv) > 0 ? (unsigned)atoi(tv) : HANDOFF_VERSION;
 		sessions_fd = -1;
 	}
 	stderr_back(); /* what follows is logged as it happens */
