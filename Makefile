@@ -198,7 +198,7 @@ perf-baseline:
 # BASELINE_REV=<revision> to change it).
 PERF_CASES ?= direct,copy,splice,auto,uring,sockmap,haproxy,haproxy-splice
 BASELINE_REV ?= $(shell git describe --tags --abbrev=0 2>/dev/null)
-# the memory table appended to perf-results.md (bench_idle.h)
+# the memory table appended to perf-results.md (bench_idle.h), then the upgrade's (bench_upgrade.h)
 IDLE_CASES := copy,splice,auto,uring,haproxy,nginx
 perf-doc: deps bench-deps
 	$(if $(BASELINE_REV),,$(error make perf-doc: no tag to take as the baseline (git fetch --tags, or BASELINE_REV=<revision>)))
@@ -209,6 +209,8 @@ perf-doc: deps bench-deps
 		--json $(B)/perf.json --chart doc/perf-results.svg --doc doc/perf-results.md $(ARGS)
 	{ printf '\n## Memory per idle session (`splicer bench --idle`)\n\n'; \
 	  $(B)/splicer bench --idle --cases $(IDLE_CASES) --json $(B)/perf-idle.json; } >> doc/perf-results.md
+	{ printf '\n## Upgrade with sessions handed over (`splicer bench --upgrade`)\n\n'; \
+	  $(B)/splicer bench --upgrade --json $(B)/perf-upgrade.json; } >> doc/perf-results.md
 
 # The fault matrix's delay helper (tests/tools/nfq_delay.c, NFQUEUE).
 $(B)/nfq_delay: tests/tools/nfq_delay.c
@@ -285,7 +287,7 @@ MANPAGES     := doc/splicer.8 doc/splicer.conf.5
 # what install writes, but for the config (see uninstall)
 INSTALLED    := $(SBINDIR)/splicer $(DATADIR)/bench/haproxy.cfg $(DATADIR)/bench/nginx.conf \
 		$(DATADIR)/bench/haproxy-sni.cfg $(DATADIR)/bench/splicer-sni.conf \
-		$(DATADIR)/bench/nginx-rate.conf $(DATADIR)/bench/haproxy-idle.cfg $(UNITDIR)/splicer.service $(UNITDIR)/splicer.socket $(SYSCTLDIR)/60-splicer.conf $(LOGROTATEDIR)/splicer \
+		$(DATADIR)/bench/nginx-rate.conf $(DATADIR)/bench/haproxy-idle.cfg $(DATADIR)/bench/splicer-upgrade.conf $(UNITDIR)/splicer.service $(UNITDIR)/splicer.socket $(SYSCTLDIR)/60-splicer.conf $(LOGROTATEDIR)/splicer \
 		$(foreach m,$(MANPAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
 
 install: all
@@ -296,6 +298,7 @@ install: all
 	install -D -m 644 bench/splicer-sni.conf $(DESTDIR)$(DATADIR)/bench/splicer-sni.conf
 	install -D -m 644 bench/nginx-rate.conf $(DESTDIR)$(DATADIR)/bench/nginx-rate.conf
 	install -D -m 644 bench/haproxy-idle.cfg $(DESTDIR)$(DATADIR)/bench/haproxy-idle.cfg
+	install -D -m 644 bench/splicer-upgrade.conf $(DESTDIR)$(DATADIR)/bench/splicer-upgrade.conf
 	for m in $(MANPAGES); do \
 		install -D -m 644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/} || exit 1; done
 	install -d $(DESTDIR)$(UNITDIR)

@@ -496,3 +496,63 @@ Test(integ, bench_idle_bad_options, .init = h_init, .fini = h_fini)
 		{ "--reps", "0", "--reps 0: 1 to 9" } };
 	bad_options("--idle", bad, sizeof bad / sizeof bad[0]);
 }
+
+/* A figure of the JSON row that starts at r ("key": number), or NAN. */
+static double row_num(const char *r, const char *key)
+{
+	char k[64];
+	const char *end = strstr(r + 1, "\"case\""), *p;
+
+	snprintf(k, sizeof k, "\"%s\":", key);
+	p = strstr(r, k);
+	if (!p || (end && p > end))
+		return NAN;
+	return strtod(p + strlen(k), NULL);
+}
+
+/* --upgrade: the hand-over's cost. What does not depend on the machine's
+ * load: every session is handed over (auto) or stays (drain), none fails
+ * its round trip afterwards, and the old process is gone well within a
+ * second of its "serves now" (the issue's bound). */
+Test(integ, bench_upgrade_rows, .init = h_init, .fini = h_fini, .timeout = 120)
+{
+	char json[256], *out = NULL, *err = NULL;
+	snprintf(json, sizeof json, "%s/bench-upgrade.json", h_tmpdir());
+	const char *args[] = { "bench", "--upgrade", "--sessions", "50", "--reps", "1", "--cases", "auto",
+			       "--json", json, NULL };
+	int st = h_run_capture(h_binary(0), args, 100000, &out, &err);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d:\n%s\n%s", st, out, err);
+	H_CHECK(strstr(out, "| auto | 50 |") && strstr(out, "| drain | 50 |"), "rows:\n%s", out);
+	char *buf = slurp(json);
+	H_CHECK(buf, "no JSON at %s", json);
+	int rows = 0;
+	for (const char *r = strstr(buf, "\"case\""); r; r = strstr(r + 1, "\"case\"")) {
+		char name[32] = "";
+		sscanf(r, "\"case\": \"%31[^\"]\"", name);
+		int drain = !strcmp(name, "drain");
+		double handed = row_num(r, "handed"), kept = row_num(r, "drained"),
+		       failed = row_num(r, "failed"), ctl = row_num(r, "ctl_upgrade_ms"),
+		       lived = row_num(r, "old_lived_after_ready_ms");
+		H_CHECK(handed == (drain ? 0 : 50) && kept == (drain ? 50 : 0),
+			"%s: %.0f handed, %.0f drained\n%s", name, handed, kept, out);
+		H_CHECK(failed == 0, "%s: %.0f sessions failed after the upgrade\n%s", name, failed, out);
+		H_CHECK(ctl > 0 && ctl < 10000, "%s: ctl upgrade took %.1f ms\n%s", name, ctl, out);
+		if (!drain)
+			H_CHECK(lived >= 0 && lived < 1000, "%s: the old process lived %.0f ms after ready\n%s",
+				name, lived, out);
+		rows++;
+	}
+	H_CHECK(rows == 2, "%d rows in the JSON:\n%s", rows, buf);
+	free(out);
+	free(err);
+}
+
+Test(integ, bench_upgrade_bad_options, .init = h_init, .fini = h_fini)
+{
+	static const char *const bad[][3] = {
+		{ "--sessions", "5", "--sessions 5: up to 4 counts, each 10 to 9000" },
+		{ "--cases", "haproxy", "unknown case 'haproxy' for --upgrade" },
+		{ "--reps", "0", "--reps 0: 1 to 9" },
+		{ "--frobnicate", "1", "usage: splicer bench --upgrade" } };
+	bad_options("--upgrade", bad, sizeof bad / sizeof bad[0]);
+}

@@ -36,7 +36,8 @@ printf '%s\n' etc/logrotate.d/splicer etc/splicer/splicer.conf lib/systemd/syste
 	usr/lib/sysctl.d/60-splicer.conf usr/sbin/splicer usr/share/splicer/bench/haproxy.cfg \
 	usr/share/splicer/bench/nginx.conf usr/share/splicer/bench/haproxy-sni.cfg \
 	usr/share/splicer/bench/splicer-sni.conf usr/share/splicer/bench/nginx-rate.conf \
-	usr/share/splicer/bench/haproxy-idle.cfg $man | sort > "$work/want"
+	usr/share/splicer/bench/haproxy-idle.cfg \
+	usr/share/splicer/bench/splicer-upgrade.conf $man | sort > "$work/want"
 tree "$root" > "$work/got"
 cmp -s "$work/want" "$work/got" ||
 	fail "PREFIX=/usr installed other files (- expected, + installed):

@@ -3,26 +3,19 @@
 #define _GNU_SOURCE
 #include "bench_idle.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench_proxy.h"
+#include "bench_sessions.h"
 #include "bench_traffic.h"
 #include "json.h"
 #include "stats.h"
@@ -30,96 +23,7 @@
 #define ID_MAX_SIZES 4
 #define ID_MAX_CASES 12
 #define ID_MAX_REPS  9
-#define ID_MSG       64   /* bytes each session carries each way before it idles */
 #define ID_SETTLE_MS 1000 /* after the last session opened: lazy frees done */
-#define ID_BATCH     100
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
-/* ---- the backend: echoes, then holds every connection ------------------ */
-
-struct holder {
-	int lfd, ep;
-	volatile int stop;
-	volatile int open;   /* connections it holds */
-	pthread_t thr;
-	char addr[64];
-};
-
-/* An RST rather than a FIN at the end: no TIME_WAIT left on the proxy's
- * side to expire (and free slab) while the next case is measured. */
-static void close_rst(int fd)
-{
-	struct linger lg = { 1, 0 };
-
-	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	close(fd);
-}
-
-static void *holder_main(void *arg)
-{
-	struct holder *h = arg;
-	struct epoll_event ev[256];
-	char buf[4096];
-
-	while (!h->stop) {
-		int n = epoll_wait(h->ep, ev, 256, 100);
-		for (int i = 0; i < n; i++) {
-			int fd = ev[i].data.fd;
-			if (fd == h->lfd) {
-				int c;
-				while ((c = accept4(h->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-					struct epoll_event e = { .events = EPOLLIN, .data.fd = c };
-					if (epoll_ctl(h->ep, EPOLL_CTL_ADD, c, &e))
-						close(c);
-					else
-						__atomic_add_fetch(&h->open, 1, __ATOMIC_RELAXED);
-				}
-				continue;
-			}
-			ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-			if (r > 0 && send(fd, buf, (size_t)r, MSG_DONTWAIT | MSG_NOSIGNAL) == r)
-				continue;
-			if (r < 0 && (errno == EAGAIN || errno == EINTR))
-				continue;
-			epoll_ctl(h->ep, EPOLL_CTL_DEL, fd, NULL);
-			close_rst(fd);
-			__atomic_sub_fetch(&h->open, 1, __ATOMIC_RELAXED);
-		}
-	}
-	return NULL;
-}
-
-static int holder_start(struct holder *h)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	socklen_t l = sizeof(sin);
-	struct epoll_event e = { .events = EPOLLIN };
-
-	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
-	h->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	h->ep = epoll_create1(EPOLL_CLOEXEC);
-	e.data.fd = h->lfd;
-	if (h->lfd < 0 || h->ep < 0 || bind(h->lfd, (struct sockaddr *)&sin, sizeof(sin)) ||
-	    listen(h->lfd, 4096) || getsockname(h->lfd, (struct sockaddr *)&sin, &l) ||
-	    epoll_ctl(h->ep, EPOLL_CTL_ADD, h->lfd, &e))
-		return -1;
-	snprintf(h->addr, sizeof(h->addr), "127.0.0.1:%d", ntohs(sin.sin_port));
-	return pthread_create(&h->thr, NULL, holder_main, h) ? -1 : 0;
-}
-
-static void holder_stop(struct holder *h)
-{
-	h->stop = 1;
-	pthread_join(h->thr, NULL);
-	close(h->lfd);
-	close(h->ep);
-}
 
 /* ---- what the machine holds --------------------------------------------- */
 
@@ -230,66 +134,10 @@ struct idle_row {
 	char err[240];
 };
 
-/* Opens n sessions through target, each carrying ID_MSG bytes each way
- * (so the proxy has connected its backend and moved bytes: the session is
- * established end to end, its buffers used once). fds[] gets them. */
-static int open_sessions(const struct sockaddr_storage *ss, socklen_t len, unsigned n, int *fds,
-			 char *err, size_t errlen)
-{
-	char msg[ID_MSG], back[ID_MSG];
-	struct timeval tv = { .tv_sec = 5 };
-
-	memset(msg, 'i', sizeof(msg));
-	for (unsigned i = 0; i < n; i++)
-		fds[i] = -1;
-	for (unsigned b = 0; b < n; b += ID_BATCH) {
-		unsigned e = b + ID_BATCH < n ? b + ID_BATCH : n;
-		for (unsigned i = b; i < e; i++) {
-			int one = 1;
-			fds[i] = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-			if (fds[i] < 0 || setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
-			    setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) ||
-			    setsockopt(fds[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) ||
-			    connect(fds[i], (const struct sockaddr *)ss, len) ||
-			    send(fds[i], msg, sizeof(msg), MSG_NOSIGNAL) != (ssize_t)sizeof(msg)) {
-				snprintf(err, errlen, "session %u of %u: connect or send: %s", i + 1, n,
-					 strerror(errno));
-				return -1;
-			}
-		}
-		for (unsigned i = b; i < e; i++) {
-			size_t got = 0;
-			while (got < sizeof(back)) {
-				ssize_t r = recv(fds[i], back + got, sizeof(back) - got, 0);
-				if (r <= 0) {
-					snprintf(err, errlen, "session %u of %u: no echo: %s", i + 1, n,
-						 r ? strerror(errno) : "closed");
-					return -1;
-				}
-				got += (size_t)r;
-			}
-			if (memcmp(back, msg, sizeof(msg))) {
-				snprintf(err, errlen, "session %u of %u: wrong bytes back", i + 1, n);
-				return -1;
-			}
-		}
-	}
-	return 0;
-}
-
-static void close_sessions(int *fds, unsigned n, struct holder *h)
-{
-	for (unsigned i = 0; i < n; i++)
-		if (fds[i] >= 0)
-			close_rst(fds[i]);
-	for (double end = bench_now() + 10; __atomic_load_n(&h->open, __ATOMIC_RELAXED) && bench_now() < end;)
-		sleep_ms(20);
-}
-
 /* One repetition of one row: the proxy up, a sample, n sessions, a sample
  * once they idle, all closed, the proxy down. The kernel figure is raw
  * here (direct's is subtracted once every row has run). */
-static int measure(struct idle_row *row, struct holder *h, struct idle_fig *f)
+static int measure(struct idle_row *row, struct bench_holder *h, struct idle_fig *f)
 {
 	struct bench_proxy p;
 	struct mem_sample a, b;
@@ -305,12 +153,12 @@ static int measure(struct idle_row *row, struct holder *h, struct idle_fig *f)
 		free(fds);
 		return -1;
 	}
-	sleep_ms(200);
+	bench_sleep_ms(200);
 	sample(p.pid, &a);
 	double t0 = bench_now();
-	if (open_sessions(&p.ss, p.len, row->sessions, fds, row->err, sizeof(row->err)) == 0) {
+	if (bench_sessions_open(&p.ss, p.len, row->sessions, fds, row->err, sizeof(row->err)) == 0) {
 		f->open_s = bench_now() - t0;
-		sleep_ms(ID_SETTLE_MS);
+		bench_sleep_ms(ID_SETTLE_MS);
 		sample(p.pid, &b);
 		double n = row->sessions;
 		f->rss = (double)(b.rss_kib - a.rss_kib) / n;
@@ -324,7 +172,7 @@ static int measure(struct idle_row *row, struct holder *h, struct idle_fig *f)
 		f->pipes = (double)(b.pipes - a.pipes) / n;
 		r = 0;
 	}
-	close_sessions(fds, row->sessions, h);
+	bench_sessions_close(fds, row->sessions, h);
 	bench_proxy_stop(&p);
 	free(fds);
 	return r;
@@ -434,26 +282,17 @@ int bench_idle_main(int argc, char **argv)
 	int reps = 3, bad = 0;
 	const char *json = NULL, *list = "direct,copy,splice,auto,uring,haproxy,nginx";
 	static struct idle_row rows[ID_MAX_SIZES * ID_MAX_CASES];
-	struct holder h = { .lfd = -1 };
+	struct bench_holder h = { .lfd = -1 };
 
 	for (int i = 2; i < argc; i++) { /* splicer bench ... */
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		char copy[512], *save, *t;
 		if (!strcmp(a, "--idle")) {
 			continue;
 		} else if (!strcmp(a, "--sessions") && v) {
-			snprintf(copy, sizeof(copy), "%s", v), i++;
-			nsizes = 0;
-			for (t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-				char *end;
-				long n = strtol(t, &end, 10);
-				if (*end || n < 10 || n > 9000 || nsizes == ID_MAX_SIZES) {
-					fprintf(stderr, "splicer bench: --sessions %s: up to %d counts, "
-						"each 10 to 9000\n", v, ID_MAX_SIZES);
-					return 2;
-				}
-				sizes[nsizes++] = (unsigned)n;
-			}
+			int k = bench_sessions_parse(v, sizes, ID_MAX_SIZES);
+			if (k < 0)
+				return 2;
+			nsizes = (unsigned)k, i++;
 		} else if (!strcmp(a, "--cases") && v) {
 			list = v, i++;
 		} else if (!strcmp(a, "--reps") && v) {
@@ -483,18 +322,13 @@ int bench_idle_main(int argc, char **argv)
 		if (c != &known[0] && ncases < ID_MAX_CASES)
 			cases[ncases++] = c;
 	}
-	struct rlimit rl;
 	unsigned most = 0;
 	for (unsigned s = 0; s < nsizes; s++)
 		most = sizes[s] > most ? sizes[s] : most;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 2 * most + 200) {
-		fprintf(stderr, "splicer bench: --idle with %u sessions needs %u descriptors here "
-			"(two per session); ulimit -n is %llu\n", most, 2 * most + 200,
-			(unsigned long long)rl.rlim_cur);
+	if (bench_sessions_fit(most, "--idle"))
 		return 2;
-	}
 	signal(SIGPIPE, SIG_IGN);
-	if (holder_start(&h)) {
+	if (bench_holder_start(&h)) {
 		fprintf(stderr, "splicer bench: the backend: %s\n", strerror(errno));
 		return 1;
 	}
@@ -546,10 +380,10 @@ int bench_idle_main(int argc, char **argv)
 	       "median of %d interleaved repetitions. Proxy RSS: its processes' VmRSS; kernel: "
 	       "slab, less what the same sessions cost without a proxy "
 	       "(direct); x best peer: total against the better of HAProxy and nginx.\n\n",
-	       ID_MSG, reps);
+	       BENCH_SESSION_MSG, reps);
 	print_table(rows, nrows);
 	if (json && write_json(json, rows, nrows, reps))
 		bad = 1;
-	holder_stop(&h);
+	bench_holder_stop(&h);
 	return bad;
 }

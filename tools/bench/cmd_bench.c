@@ -9,6 +9,7 @@
  *                 [--baseline [NAME=]PATH ... [--baseline-cases LIST]]
  *   splicer bench --pacing [--rates LIST] [--seconds S] [--json FILE]
  *   splicer bench --idle [--sessions LIST] [--cases LIST] [--reps N] [--json FILE]
+ *   splicer bench --upgrade [--sessions LIST] [--cases LIST] [--reps N] [--json FILE]
  *
  * Each case (a proxy and its settings, or `direct`, the ceiling) runs the
  * workloads against the built-in sink: one bulk stream, four bulk streams,
@@ -47,6 +48,7 @@
 #include "bench_real.h"
 #include "bench_run.h"
 #include "bench_tls.h"
+#include "bench_upgrade.h"
 #include "bench_traffic.h"
 #include "cmd.h"
 #include "json.h"
@@ -661,6 +663,10 @@ static void usage(void)
 	       "  --idle             only the memory of idle sessions: RSS and kernel memory per\n"
 	       "                     session at 1,000 and 8,000 sessions, splicer's engines beside\n"
 	       "                     HAProxy and nginx (bench_idle.h: --sessions, --cases, --reps)\n"
+	       "  --upgrade          only the cost of an upgrade that hands sessions over: ctl\n"
+	       "                     upgrade's time, the hand-over's, the old process's life after\n"
+	       "                     ready, every session checked after, at 100, 1,000 and 8,000\n"
+	       "                     sessions (bench_upgrade.h: --sessions, --cases, --reps)\n"
 	       "  --real             also redis-benchmark and pgbench -S against servers the bench\n"
 	       "                     starts (make bench-deps installs them)\n"
 	       "  --reps N           repetitions of every case, interleaved (default 3)\n"
@@ -1031,6 +1037,8 @@ int cmd_bench(int argc, char **argv)
 			return bench_pacing_main(argc, argv);
 		if (!strcmp(argv[i], "--idle"))
 			return bench_idle_main(argc, argv);
+		if (!strcmp(argv[i], "--upgrade"))
+			return bench_upgrade_main(argc, argv);
 	}
 	if ((r = parse_opts(&o, argc, argv)))
 		return r > 0 ? 0 : 2;
