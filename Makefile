@@ -78,7 +78,11 @@ DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 li
 # PostgreSQL for `splicer bench --real` (it runs its own servers in a temp
 # dir: the packages' services must not start, see tools/deps.sh).
 PEER_PKGS  := haproxy nginx libnginx-mod-stream
-BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 redis-server redis-tools postgresql
+# redis and PostgreSQL are also the real servers the health checks are
+# tested against (tests/integration/test_health_servers.c): `make test`
+# installs them too.
+SERVER_PKGS:= redis-server redis-tools postgresql
+BENCH_PKGS := $(PEER_PKGS) socat gnuplot-nox ethtool iproute2 $(SERVER_PKGS)
 # `make deb` and its test (tests/package/deb.sh) build and check the package;
 # systemd for systemd-analyze (tests/package/unit_systemd.sh).
 PKG_PKGS   := debhelper dpkg-dev lintian systemd
@@ -99,7 +103,7 @@ IMAGE      := splicer:$(VERSION)
 IMAGE_STATE:= $(B)/image/suite-state
 CRITERION_ARGS ?= --jobs 1 --timeout 300
 
-.PHONY: all run test deps peer-deps bench-deps pkg-deps browser-deps fleet-deps image-deps bench perf-doc perf-baseline \
+.PHONY: all run test deps peer-deps server-deps bench-deps pkg-deps browser-deps fleet-deps image-deps bench perf-doc perf-baseline \
 	install uninstall deb image clean asan fuzz soak
 
 all: $(B)/layers.ok $(B)/splicer
@@ -161,6 +165,9 @@ fleet-deps:
 
 bench-deps:
 	@sh tools/deps.sh $(BENCH_PKGS)
+
+server-deps:
+	@sh tools/deps.sh $(SERVER_PKGS)
 
 browser-deps:
 	@sh tools/deps.sh $(BROWSER_PKGS)
@@ -233,7 +240,7 @@ TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 # container runtime can be installed or run, its tests are skipped with the
 # reason (tools/image-build.sh --state). Chromium likewise: where it cannot
 # be installed, the status page's browser test is skipped saying so.
-test: deps peer-deps pkg-deps fleet-deps
+test: deps peer-deps server-deps pkg-deps fleet-deps
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
 		$(DEB)
 	$(Q)sh tools/deps.sh $(IMAGE_PKGS) || echo "  IMAGE   $(IMAGE_PKGS) could not be installed"

@@ -15,7 +15,7 @@
 #     next one. Ours is removed otherwise.
 #   - what the install enabled at boot is undone, also when apt fails or is
 #     interrupted: the symlinks that appeared under /etc/systemd/system/
-#     *.wants/ are removed (what `systemctl disable` removes; no running
+#     *.wants/ and the unit aliases beside them are removed (what `systemctl disable` removes; no running
 #     systemd needed), the sysv start links that appeared in /etc/rc?.d/
 #     become stop links (S01nginx -> K01nginx, as `update-rc.d nginx
 #     disable` does; `update-rc.d defaults` on an upgrade then leaves them
@@ -65,9 +65,13 @@ work=$(mktemp -d /tmp/splicer-deps.XXXXXX) || exit 1
 moved=
 ours=
 snapped=
-# What starts at boot now: units wanted by a target, sysv start links.
+# What starts at boot now: units wanted by a target, the aliases an enable
+# makes (/etc/systemd/system/redis.service -> redis-server.service: `systemctl
+# is-enabled` says enabled while one is there), sysv start links.
 enabled() {
 	find "$etc/systemd/system" -path '*.wants/*' 2>/dev/null
+	find "$etc/systemd/system" -maxdepth 1 -type l \( -lname '/lib/systemd/system/*' -o \
+		-lname '/usr/lib/systemd/system/*' \) 2>/dev/null
 	for d in 0 1 2 3 4 5 6 S; do
 		find "$etc/rc$d.d" -name 'S[0-9]*' 2>/dev/null
 	done
@@ -78,7 +82,7 @@ disable_new() {
 	enabled | sort -u > "$work/after"
 	comm -13 "$work/before" "$work/after" | while read -r link; do
 		case $link in
-		*.wants/*)
+		*.wants/*|"$etc"/systemd/system/*)
 			echo "  DEPS    disabling ${link##*/} (enabled by the install): rm $link"
 			rm -f "$link" || echo "deps: could not remove $link" >&2
 			;;

@@ -27,6 +27,7 @@ cat > "$work/install" <<'EOS'
 "$SPLICER_DEPS_POLICY" nginx start
 echo "policy-rc.d said $?" > "$SPLICER_TEST_OUT/policy-rc"
 ln -s /lib/systemd/system/newsvc.service "$SPLICER_DEPS_ETC/systemd/system/multi-user.target.wants/newsvc.service"
+ln -s /lib/systemd/system/newsvc.service "$SPLICER_DEPS_ETC/systemd/system/newalias.service"
 for r in 2 3 4 5; do ln -s ../init.d/newsvc "$SPLICER_DEPS_ETC/rc$r.d/S01newsvc"; done
 case ${SPLICER_TEST_MODE:-ok} in
 fail) exit 100 ;;
@@ -43,6 +44,7 @@ setup() {
 	for r in 0 1 2 3 4 5 6 S; do mkdir -p "$etc/rc$r.d"; done
 	ln -s /lib/systemd/system/oldsvc.service "$etc/systemd/system/multi-user.target.wants/oldsvc.service"
 	ln -s ../init.d/oldsvc "$etc/rc2.d/S02oldsvc"
+	ln -s /lib/systemd/system/oldsvc.service "$etc/systemd/system/oldalias.service"
 }
 
 run_deps() {
@@ -55,6 +57,9 @@ check_links() {
 	[ -L "$etc/systemd/system/multi-user.target.wants/oldsvc.service" ] ||
 		fail "$1: the unit enabled before was disabled"
 	[ -L "$etc/rc2.d/S02oldsvc" ] || fail "$1: the sysv service enabled before was disabled"
+	[ -L "$etc/systemd/system/oldalias.service" ] || fail "$1: the alias made before was removed"
+	[ ! -L "$etc/systemd/system/newalias.service" ] ||
+		fail "$1: the alias the install made (systemctl is-enabled: enabled) is still there"
 	[ ! -e "$etc/systemd/system/multi-user.target.wants/newsvc.service" ] &&
 		[ ! -L "$etc/systemd/system/multi-user.target.wants/newsvc.service" ] ||
 		fail "$1: the unit the install enabled is still wanted by multi-user.target"
