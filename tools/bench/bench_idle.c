@@ -182,11 +182,7 @@ static int measure(struct idle_row *row, struct bench_holder *h, struct idle_fig
 
 static double med_of(const struct idle_row *r, size_t off)
 {
-	double v[ID_MAX_REPS];
-
-	for (int i = 0; i < r->nrep; i++)
-		v[i] = *(const double *)((const char *)&r->rep[i] + off);
-	return r->nrep ? stats_median(v, (size_t)r->nrep) : NAN;
+	return stats_median_field(r->rep, sizeof(r->rep[0]), (size_t)r->nrep, off);
 }
 
 static void usage(void)

@@ -329,11 +329,7 @@ out:
 
 static double med_of(const struct up_row *r, size_t off)
 {
-	double v[UP_MAX_REPS];
-
-	for (int i = 0; i < r->nrep; i++)
-		v[i] = *(const double *)((const char *)&r->rep[i] + off);
-	return r->nrep ? stats_median(v, (size_t)r->nrep) : NAN;
+	return stats_median_field(r->rep, sizeof(r->rep[0]), (size_t)r->nrep, off);
 }
 
 static void usage(void)

@@ -234,3 +234,16 @@ double stats_median(const double *v, size_t n)
 {
 	return stats_percentile(v, n, 50);
 }
+
+double stats_median_field(const void *base, size_t stride, size_t n, size_t off)
+{
+	double *v = n ? malloc(n * sizeof(*v)) : NULL, m;
+
+	if (!v)
+		return NAN;
+	for (size_t i = 0; i < n; i++)
+		memcpy(&v[i], (const char *)base + i * stride + off, sizeof(double));
+	m = stats_median(v, n);
+	free(v);
+	return m;
+}

@@ -19,6 +19,10 @@ double stats_mean(const double *v, size_t n);
  * copy cannot be allocated (n > 64). */
 double stats_median(const double *v, size_t n);
 
+/* The median of one double field (at byte offset off) of n records of
+ * stride bytes from base: a row's repetitions. NAN for n = 0. */
+double stats_median_field(const void *base, size_t stride, size_t n, size_t off);
+
 /* The p-th percentile, p in [0, 100], of v[0..n-1] (v is copied, not
  * reordered): linear interpolation between the closest ranks, numpy's default
  * ("R-7"): rank = p/100 * (n-1), so p=0 is the min, p=100 the max, p=50 the
