@@ -36,6 +36,8 @@
 /* Reads per direction per turn before other sessions get theirs: with 512k
  * pipes up to 8 MiB, with 64k buffers up to 1 MiB. */
 #define PUMP_BUDGET 16
+/* A session short of a descriptor for its backend tries again this much later. */
+#define SESSION_FD_RETRY_MS 100
 
 static void session_timer_update(struct session *s);
 static void session_log_line(struct session *s, const char *event);
@@ -748,6 +750,24 @@ static void session_leave_queue(struct session *s)
 	__atomic_sub_fetch(&s->route->st->queued, 1, __ATOMIC_RELAXED);
 }
 
+/* No descriptor for the backend socket (ulimit -n): a shortage of this
+ * host that sessions closing or moving into a ring's fixed table end
+ * within moments. The client, accepted already, waits for one (the same
+ * backend again in SESSION_FD_RETRY_MS, while its connect_timeout lasts)
+ * rather than being reset; accepting pauses meanwhile (worker_fd_pause).
+ * Returns 1 when s waits. */
+static int session_fd_wait(struct session *s)
+{
+	uint64_t deadline = s->connect_start_ms + s->route->o.connect_timeout_ms;
+
+	if (s->w->now_ms + SESSION_FD_RETRY_MS >= deadline)
+		return 0;
+	s->tries--; /* this backend, once it can */
+	s->fd_retry_ms = s->w->now_ms + SESSION_FD_RETRY_MS;
+	s->connect_deadline_ms = deadline;
+	return 1;
+}
+
 /* Tries backends from the current one on, each at most once. Returns 0 when
  * a connect is under way or done (or s waits in the queue), -1 when the
  * session was closed. */
@@ -790,8 +810,11 @@ static int session_connect(struct session *s)
 			session_unhold(s);
 			if (fd != -EMFILE && fd != -ENFILE && fd != -ENOBUFS && fd != -ENOMEM)
 				continue; /* a source or an option of this backend's */
-			if (fd != -ENOBUFS && fd != -ENOMEM) /* no descriptor for the backend: */
+			if (fd != -ENOBUFS && fd != -ENOMEM) { /* no descriptor for the backend: */
 				worker_fd_pause(w, "backend socket", -fd); /* stop taking clients */
+				if (session_fd_wait(s))
+					return 0;
+			}
 			break; /* out of descriptors: another backend will not help */
 		}
 		r = session_sock_connect(s, fd, &rt->backend[s->backend]);
@@ -1574,9 +1597,12 @@ static uint64_t session_deadline(const struct session *s)
 	uint64_t now = s->w->now_ms, due, limit;
 
 	switch (s->state) {
+	case S_CONNECTING:
+		if (s->fd_retry_ms)
+			return s->fd_retry_ms;
+		/* fall through */
 	case S_HEADER:
 	case S_HELLO:
-	case S_CONNECTING:
 		return s->connect_deadline_ms;
 	case S_QUEUED:
 		return s->queued_ms + o->queue_timeout_ms;
@@ -1638,6 +1664,10 @@ static void session_check_timeouts(struct session *s, uint64_t now_ms)
 		}
 	} else if (s->state == S_CONNECTING && s->srv.fd >= 0 && now_ms >= s->connect_deadline_ms) {
 		connect_timed_out(s);
+	} else if (s->state == S_CONNECTING && s->fd_retry_ms && now_ms >= s->fd_retry_ms) {
+		s->fd_retry_ms = 0; /* (session_fd_wait) */
+		if (session_connect(s) == 0 && s->state == S_OPEN)
+			session_run(s);
 	} else if (s->state == S_OPEN && s->eng->sync && s->eng->sync(s)) {
 		s->active_ms = now_ms; /* bytes moved in the kernel since the last look */
 		bytes_check(s);

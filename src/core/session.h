@@ -112,6 +112,8 @@ struct session {
 				  counters (the rest: session_flush_bytes, session_close) */
 	const struct addr *listen; /* the listener it came in on (its config's) */
 	uint64_t connect_deadline_ms;  /* S_CONNECTING: this attempt's; S_HEADER: the header's */
+	uint64_t fd_retry_ms;  /* S_CONNECTING, no backend socket for want of a descriptor: its
+				  next try (session_fd_wait); 0: none */
 	struct loop_entry loop;      /* backend connection on this host: loop_guard.h */
 	struct sockaddr_storage peer;
 	socklen_t peerlen;

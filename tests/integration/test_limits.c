@@ -255,6 +255,63 @@ static void case_emfile(const char *bin, const char *engine)
 	free(log);
 }
 
+/* Out of descriptors with clients accepted already: a client whose backend
+ * socket finds no descriptor waits for one (the accept took the last) and
+ * is served once others leave; no client is reset. Two limits one apart:
+ * the accept takes the last descriptor under one of them, whatever the
+ * proxy's own count is. */
+static void case_emfile_no_reset(const char *bin, const char *engine)
+{
+	static struct h_server srv;
+	static struct h_proxy p;
+	enum { N = 40, FIRST = 20 };
+	int fds[N];
+
+	for (int limit = 48; limit <= 49; limit++) {
+		char nofile[32], err[512];
+		unsigned char tag[16], back[16];
+		int64_t dl;
+		/* (a server of its own each time: it takes H_SERVER_MAX_CONNS in all) */
+		int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+
+		H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+		snprintf(nofile, sizeof nofile, "--nofile=%d", limit);
+		const char *args[] = { nofile, bin, "-l", "127.0.0.1:0", "-b", srv.addr.text, "--engine",
+				       engine, "--workers", "1", "--max-conns", "1000", NULL };
+		H_CHECK(h_proxy_start(&p, "/usr/bin/prlimit", args, err, sizeof err) == 0,
+			"proxy under prlimit did not start: %s", err);
+		for (int i = 0; i < N; i++) { /* more than the limit holds: some wait */
+			fds[i] = h_connect(&p.addr, 2000);
+			H_CHECK(fds[i] >= 0, "client %d: connect: %s", i, strerror(errno));
+			h_gen(0xEF00 + (uint64_t)limit, (uint64_t)i * sizeof tag, tag, sizeof tag);
+			H_CHECK(h_send_all(fds[i], tag, sizeof tag, h_now_ms() + 2000) == 0,
+				"client %d: send", i);
+		}
+		h_sleep_ms(500); /* every descriptor is taken now */
+		dl = h_now_ms() + H_T(3000);
+		for (int i = 0; i < FIRST; i++) { /* served, then gone: descriptors free */
+			h_gen(0xEF00 + (uint64_t)limit, (uint64_t)i * sizeof tag, tag, sizeof tag);
+			rc = h_recv_exact(fds[i], back, sizeof back, dl);
+			H_CHECK(rc == 0 && !memcmp(tag, back, sizeof tag),
+				"ulimit -n %d: client %d of the first %d: %s", limit, i, FIRST,
+				rc ? strerror(-rc) : "another client's bytes");
+			close(fds[i]);
+		}
+		dl = h_now_ms() + H_T(4000); /* within connect_timeout (5 s) */
+		for (int i = FIRST; i < N; i++) {
+			h_gen(0xEF00 + (uint64_t)limit, (uint64_t)i * sizeof tag, tag, sizeof tag);
+			rc = h_recv_exact(fds[i], back, sizeof back, dl);
+			H_CHECK(rc == 0 && !memcmp(tag, back, sizeof tag),
+				"ulimit -n %d: client %d, waiting while descriptors ran out, was not "
+				"served after others left: %s", limit, i,
+				rc ? strerror(-rc) : "another client's bytes");
+			close(fds[i]);
+		}
+		h_proxy_down(&p);
+		h_server_stop(&srv);
+	}
+}
+
 /* No pipe to be had (--max-pipes 0): spliced directions fall back to copy,
  * every byte still arrives, and the counter says so. */
 static void case_pipe_fallback(const char *bin, const char *engine)
@@ -440,6 +497,7 @@ PLAIN_AND_ASAN(connect_timeout, 60)
 PLAIN_AND_ASAN(idle_timeout, 60)
 PLAIN_AND_ASAN(max_conns, 60)
 PLAIN_AND_ASAN(emfile, 60)
+PLAIN_AND_ASAN(emfile_no_reset, 60)
 PLAIN_AND_ASAN(pipe_fallback, 60)
 PLAIN_AND_ASAN(auto_choice, 60)
 PLAIN_AND_ASAN(session_log, 60)
