@@ -265,13 +265,16 @@ static int loop_warned;  /* a connection loop was logged (atomic) */
 
 static int side_register(struct worker *w, struct side *sd)
 {
-	struct epoll_event ev = {
-		.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
-		.data.ptr = sd,
-	};
+	sd->ev = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
+	return worker_watch(w, sd->fd, sd->ev, sd, &sd->watch);
+}
 
-	sd->ev = ev.events;
-	return epoll_ctl(w->epfd, EPOLL_CTL_ADD, sd->fd, &ev) ? -errno : 0;
+/* Out of the worker's watch, then closed (worker.h: a ring's poll would
+ * hold the socket open). */
+static void side_unwatch_close(struct worker *w, struct side *sd)
+{
+	worker_unwatch_close(w, sd->fd, &sd->watch);
+	sd->fd = -1;
 }
 
 static void dir_init(struct dir *d, struct side *src, struct side *dst, const struct route *r)
@@ -872,8 +875,7 @@ static void session_try_next(struct session *s)
 	loop_guard_del(&s->loop);
 	session_unhold(s);
 	s->tfo_sent = 0; /* what rode in its SYN is still the client's: the next one sends it */
-	close(s->srv.fd); /* also leaves the epoll set */
-	s->srv.fd = -1;
+	side_unwatch_close(s->w, &s->srv);
 	s->srv.can_read = s->srv.can_write = s->srv.rdhup = 0;
 	if (session_connect(s) == 0 && s->state == S_OPEN)
 		session_run(s);
@@ -1717,8 +1719,7 @@ static int side_close(struct side *sd, int reset)
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 		setsockopt(sd->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	}
-	close(sd->fd);
-	sd->fd = -1;
+	side_unwatch_close(sd->s->w, sd);
 	return reset;
 }
 
@@ -1922,11 +1923,12 @@ void session_handed(struct session *s)
 	free(s->hello);
 	s->hello = NULL;
 	loop_guard_del(&s->loop);
-	/* out of this epoll set first: the sockets live on in the new process,
-	 * and an epoll item lasts as long as its file does, not its descriptor */
+	/* out of this worker's watch first: the sockets live on in the new
+	 * process, and an epoll item (or a ring's poll) lasts as long as its
+	 * file does, not its descriptor */
 	for (int i = 0; i < 2; i++)
 		if (sides[i]->fd >= 0) {
-			epoll_ctl(w->epfd, EPOLL_CTL_DEL, sides[i]->fd, NULL);
+			worker_unwatch(w, sides[i]->fd, &sides[i]->watch);
 			close(sides[i]->fd);
 			sides[i]->fd = -1;
 		}

@@ -27,6 +27,7 @@ struct side {
 	uint8_t broken;    /* reset or failed (seen reading or writing): it takes no more bytes */
 	int fd;            /* -1 when not open */
 	uint32_t ev;       /* epoll events registered (sockmap narrows them) */
+	uint32_t watch;    /* worker_watch's handle (0: epoll) */
 	struct session *s;
 };
 

@@ -254,6 +254,48 @@ void worker_counters_total(const struct worker *ws, unsigned n, struct counters 
 	}
 }
 
+int worker_watch(struct worker *w, int fd, uint32_t events, void *ptr, uint32_t *handle)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = ptr };
+
+	if (w->waiter) {
+		int h = w->waiter->watch(w, fd, events, ptr);
+
+		if (h > 0) {
+			*handle = (uint32_t)h;
+			return 0;
+		}
+	}
+	*handle = 0; /* epoll: the ring had no room for it now */
+	return epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+int worker_rewatch(struct worker *w, int fd, uint32_t events, void *ptr, uint32_t *handle)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = ptr };
+
+	if (*handle)
+		return w->waiter->rewatch(w, handle, events);
+	return epoll_ctl(w->epfd, EPOLL_CTL_MOD, fd, &ev) ? -errno : 0;
+}
+
+void worker_unwatch(struct worker *w, int fd, uint32_t *handle)
+{
+	if (*handle)
+		w->waiter->unwatch(w, *handle);
+	else
+		epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
+	*handle = 0;
+}
+
+void worker_unwatch_close(struct worker *w, int fd, uint32_t *handle)
+{
+	if (*handle) /* (epoll forgets it with the close: no system call for it) */
+		w->waiter->unwatch(w, *handle);
+	*handle = 0;
+	close(fd);
+}
+
 void worker_set_listeners(struct worker *w, const struct config *cfg, const int *fds)
 {
 	w->nlst = cfg->nlst;
@@ -284,12 +326,23 @@ void worker_listeners_arm(struct worker *w, int on)
 
 		if (l->fd < 0 || l->armed == on)
 			continue;
+		l->more = 0;
+		if (!on) {
+			worker_unwatch(w, l->fd, &l->watch);
+			l->armed = 0;
+			continue;
+		}
 		/* a shared socket (a Unix listener, or systemd's that the
-		 * workers hold dups of: listener_keep) wakes one worker */
-		if (on && (l->addr->ss.ss_family == AF_UNIX || listener_kept(l->addr)))
+		 * workers hold dups of: listener_keep) wakes one worker: only
+		 * epoll can say so (EPOLLEXCLUSIVE), so it stays there */
+		if (l->addr->ss.ss_family == AF_UNIX || listener_kept(l->addr)) {
 			ev.events |= EPOLLEXCLUSIVE;
-		if (epoll_ctl(w->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, l->fd, &ev) == 0)
-			l->armed = on;
+			l->watch = 0;
+			if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, l->fd, &ev) == 0)
+				l->armed = 1;
+		} else if (worker_watch(w, l->fd, EPOLLIN, l, &l->watch) == 0) {
+			l->armed = 1;
+		}
 	}
 	if (on)
 		w->paused_max_conns = 0;
@@ -353,6 +406,8 @@ static void listener_accept(struct worker *w, struct listener *l)
 {
 	const uint64_t max = w->cfg->max_conns;
 
+	l->more = 0;
+	l->turn = w->turns;
 	for (unsigned n = 0; n < ACCEPT_BUDGET; n++) {
 		int r;
 
@@ -371,6 +426,24 @@ static void listener_accept(struct worker *w, struct listener *l)
 			log_warn("accept on %s: %s", l->addr->text, strerror(-r));
 		}
 		return;
+	}
+	/* the budget ran out first: epoll (level-triggered) says so again, a
+	 * ring's poll (edge-triggered) does not */
+	if (l->watch)
+		l->more = w->accept_more = 1;
+}
+
+/* Listeners that stopped at their budget with connections left (ring). */
+static void listeners_more(struct worker *w)
+{
+	w->accept_more = 0;
+	for (unsigned i = 0; i < w->nlst; i++) {
+		struct listener *l = &w->lst[i];
+
+		if (l->more && l->turn == w->turns) /* its event came this turn: next one */
+			w->accept_more = 1;
+		else if (l->more && l->armed && !w->draining)
+			listener_accept(w, l);
 	}
 }
 
@@ -570,10 +643,15 @@ void *worker_main(void *arg)
 	struct worker *w = arg;
 	struct epoll_event evs[MAX_EVENTS];
 
+	w->in_thread = 1;
+	FOR_ENGINES(w, e) /* a ring that only this thread may use (uring) */
+		if (e->thread_start)
+			e->thread_start(w);
 	worker_listeners_arm(w, 1);
 	for (;;) {
 		/* no sleep with work queued, or waiters to look at (waitq.h) */
-		int timeout = w->runq || __atomic_load_n(&w->wq_kicked, __ATOMIC_RELAXED) ? 0 : SCAN_MS;
+		int timeout = w->runq || w->accept_more || __atomic_load_n(&w->wq_kicked, __ATOMIC_RELAXED)
+				      ? 0 : SCAN_MS;
 		uint64_t next = timer_next(&w->timers);
 		int n;
 
@@ -592,13 +670,17 @@ void *worker_main(void *arg)
 		/* no balancing table is held while it waits: what a weight
 		 * change replaces meanwhile goes without waiting for it (qsbr.h) */
 		qsbr_offline(w->id);
-		n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
+		if (w->waiter) /* one system call: the turn's submit and the sleep */
+			n = w->waiter->wait(w, evs, MAX_EVENTS, timeout);
+		else
+			n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
 		qsbr_online(w->id);
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
 		if (n > 0 && w->cfg->busy_poll_us)
 			w->spin_until_us = now_precise_us() + w->cfg->busy_poll_us;
 		w->now_ms = now_monotonic_ms();
+		w->turns++;
 		__atomic_store_n(&w->turn_ms, w->now_ms, __ATOMIC_RELAXED);
 		for (int i = 0; i < n; i++) {
 			uint8_t kind = *(uint8_t *)evs[i].data.ptr;
@@ -628,6 +710,10 @@ void *worker_main(void *arg)
 			}
 			}
 		}
+		/* after the events: connects that completed give their
+		 * descriptors to the ring before more clients take new ones */
+		if (w->accept_more)
+			listeners_more(w);
 		if (__atomic_load_n(&w->adopt_pending, __ATOMIC_ACQUIRE))
 			adopt_run(w); /* an upgrade's old process handed sessions over */
 		run_queue(w);
@@ -665,6 +751,9 @@ void *worker_main(void *arg)
 		     w->now_ms >= __atomic_load_n(&w->sh->drain_deadline_ms, __ATOMIC_RELAXED)))
 			break;
 	}
+	FOR_ENGINES(w, e) /* what the last turn queued (a listener's unwatch) */
+		if (e->thread_end)
+			e->thread_end(w);
 	backend_errors_report(w->now_ms, 1); /* no error goes unsaid at exit */
 	qsbr_offline(w->id); /* it reads no table again: nobody waits for it */
 	return NULL;

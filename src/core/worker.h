@@ -91,7 +91,13 @@ struct shared {
 struct listener {
 	uint8_t kind;            /* EV_LISTENER */
 	int fd;                  /* this worker's socket (TCP: own SO_REUSEPORT socket; Unix: a dup) */
-	int armed;               /* registered in epoll */
+	int armed;               /* watched (worker_watch) */
+	uint32_t watch;          /* its watch handle (0: epoll) */
+	/* It stopped at its accept budget with connections left: watched
+	 * through a ring (edge-triggered), no event will say so again, so
+	 * the next turn accepts on without sleeping (w->accept_more). */
+	uint8_t more;
+	uint32_t turn;           /* w->turns when it last accepted */
 	const struct addr *addr; /* as configured */
 	const struct listen_group *grp; /* the routes whose clients it accepts */
 };
@@ -141,6 +147,13 @@ struct worker {
 	uint64_t next_scan_ms;      /* next housekeeping (worker_scan) */
 	uint64_t spin_until_us;     /* --busy-poll: epoll_wait does not sleep before this */
 	int draining;
+	uint8_t in_thread;          /* worker_main runs: engines set up on its thread now */
+	uint8_t accept_more;        /* a listener has more (listener.more): no sleep */
+	uint32_t turns;             /* loop turns (a listener accepts once a turn) */
+	/* The engine the loop sleeps in instead of epoll_wait, and that
+	 * watches the sessions' and listeners' descriptors (engine.h: wait);
+	 * NULL: epoll. */
+	const struct engine *waiter;
 	struct session *wq_head, *wq_tail; /* waiting for a backend slot (waitq.h) */
 	unsigned wq_len;                   /* atomic: other workers read it */
 	int wq_kicked;                     /* atomic: a slot may have freed */
@@ -181,6 +194,19 @@ void *worker_main(void *arg);
 void worker_wake(struct worker *w);
 
 void worker_destroy(struct worker *w);
+
+/* Watching a descriptor for events (EPOLL* bits, edge-triggered for
+ * sessions' sockets), delivered to the loop with ptr: through w's epoll
+ * set, or through the engine it waits in (w->waiter), whichever takes it.
+ * *handle says which (0: epoll) for the calls below. Owner thread only.
+ * Unwatch before close(): a ring's poll holds the socket open until it is
+ * removed, where epoll forgets a closed descriptor by itself. */
+int worker_watch(struct worker *w, int fd, uint32_t events, void *ptr, uint32_t *handle);
+int worker_rewatch(struct worker *w, int fd, uint32_t events, void *ptr, uint32_t *handle);
+void worker_unwatch(struct worker *w, int fd, uint32_t *handle);
+/* Unwatches and closes fd, a descriptor no other process or table holds
+ * (epoll: the close is enough). */
+void worker_unwatch_close(struct worker *w, int fd, uint32_t *handle);
 
 /* Runs fn(w, arg) on w's thread between two of its loop turns, where it may
  * walk and close w's sessions, and waits for it (any thread but w's; the

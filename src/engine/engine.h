@@ -31,6 +31,7 @@
 #define SPLICER_ENGINE_H
 
 #include <stdint.h>
+#include <sys/epoll.h>
 
 #include "session.h"
 #include "worker.h"
@@ -85,6 +86,18 @@ struct engine {
 	void (*before_wait)(struct worker *w, int *timeout_ms); /* flush; may shorten the sleep */
 	void (*each_turn)(struct worker *w);           /* after the events of a turn */
 	int (*busy)(const struct worker *w);           /* 1: the loop must go on at exit */
+	void (*thread_start)(struct worker *w);        /* first thing on the worker's thread */
+	void (*thread_end)(struct worker *w);          /* its last, once the loop is over */
+	/* The loop's sleep, when the engine took it (w->waiter): submit what
+	 * the turn queued, wait up to timeout_ms, and return the events of
+	 * the descriptors it watches (and of the epoll set's, which it polls)
+	 * in evs, at most max. Those descriptors go through watch (a handle
+	 * > 0, or <0: the worker uses epoll for this one), rewatch (new
+	 * events) and unwatch (before the close). */
+	int (*wait)(struct worker *w, struct epoll_event *evs, int max, int timeout_ms);
+	int (*watch)(struct worker *w, int fd, uint32_t events, void *ptr);
+	int (*rewatch)(struct worker *w, uint32_t *handle, uint32_t events);
+	void (*unwatch)(struct worker *w, uint32_t handle);
 
 	/* A session on a route of this engine. */
 	void (*opened)(struct session *s);             /* connected (PROXY header sent) */

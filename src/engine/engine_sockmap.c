@@ -417,12 +417,12 @@ static void slot_put(struct worker *w, unsigned slot)
 
 static int side_events(struct side *sd, uint32_t ev)
 {
-	struct epoll_event e = { .events = ev, .data.ptr = sd };
+	int r;
 
 	if (sd->fd < 0 || sd->ev == ev)
 		return 0;
-	if (epoll_ctl(sd->s->w->epfd, EPOLL_CTL_MOD, sd->fd, &e))
-		return -errno;
+	if ((r = worker_rewatch(sd->s->w, sd->fd, ev, sd, &sd->watch)) < 0)
+		return r;
 	sd->ev = ev;
 	return 0;
 }

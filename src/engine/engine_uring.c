@@ -76,6 +76,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -122,6 +123,10 @@ static struct ur_dir_state *UR(const struct dir *d)
 /* ... and a close due with an RST waits this long for a slot before the
  * socket is closed without it (the peer still sees the end). */
 #define UR_CLOSE_WAIT_MS 1000
+/* A worker waiting in the ring: while the kernel has completions' task
+ * work left after an enter (20 at most each), the turn enters again
+ * without waiting, at most this many times (uring_wait). */
+#define UR_DRAIN_ROUNDS  16
 
 /* Its counters (slot 0 is the bytes every engine counts). */
 #define UR_CTR_RECLAIMS 1
@@ -233,7 +238,40 @@ struct uring_ctx {
 	 * every nth io_uring_submit fails with ENOMEM ("submit:n"). */
 	unsigned fault_start, fault_submit, nstarts, nsubmits;
 	int submit_err;      /* the last submit error logged (0: none) */
+	/* The worker sleeps in this ring (SINGLE_ISSUER | DEFER_TASKRUN; see
+	 * "Waiting in the ring" below): made disabled by the main thread,
+	 * enabled by the worker's (ring_start). */
+	uint8_t wait_mode, started;
+	uint8_t epoll_ready;  /* the epoll set's poll fired: epoll_wait(0) it */
+	uint8_t epoll_again;  /* it gave events: ask again (level-triggered ones) */
+	uint8_t cqes_left;    /* a turn's events filled evs: CQEs wait in the ring */
+	struct ur_watch *watch; /* by index; user_data UD_WATCH | index << 3 */
+	unsigned nwatch, wfree; /* size; head of the free list (index + 1, 0: none) */
+	unsigned *due, ndue; /* watches whose arm or remove found no SQE yet */
+	uint32_t epoll_handle; /* the epoll set's own watch */
+	unsigned reap_gen;     /* reaps so far (ur_watch.gen) */
 };
+
+/* A descriptor the worker watches through the ring: a multishot poll,
+ * edge-triggered like the epoll items it replaces. Its index is freed only
+ * when the poll's last CQE (no IORING_CQE_F_MORE) came back, so a late CQE
+ * never names a reused index or a freed owner. */
+enum { W_FREE, W_LIVE, W_DYING, W_FAILED };
+struct ur_watch {
+	void *ptr;       /* what the loop dispatches on (first byte: its kind) */
+	uint32_t events;
+	int fd;
+	uint8_t state;
+	unsigned next;   /* free list (index + 1) */
+	/* Its event in evs this turn (reap number, index): one per
+	 * descriptor and turn, bits merged, as epoll_wait gives them. A
+	 * listener's poll fires once per connection that arrives, and each
+	 * event accepts up to a budget: unmerged, the backlog was taken whole
+	 * before any connect completed, and with ulimit -n reached, the
+	 * backends' sockets found no descriptor (uring_beyond_nofile). */
+	unsigned gen, evi;
+};
+#define UD_WATCH (1ull << 62)
 
 static inline uint64_t ud_data(struct uring_dir *ud, int op)
 {
@@ -852,20 +890,34 @@ static void on_splice(struct uring_dir *ud, int op, int res)
 	session_io_result(s);
 }
 
-static void uring_reap(struct worker *w)
+static int watch_cqe(struct uring_ctx *u, struct io_uring_cqe *cqe, struct epoll_event *evs, int nev);
+
+/* Takes every completion in the ring: the engine's own are handled here,
+ * the watched descriptors' events go to evs (at most max; the rest wait in
+ * the ring for the next turn: cqes_left). Returns how many. */
+static int reap(struct uring_ctx *u, struct epoll_event *evs, int max)
 {
-	struct uring_ctx *u = CTX(w);
 	struct io_uring_cqe *cqe;
 	unsigned head, n;
+	int nev = 0;
 
-	if (!u)
-		return;
+	u->cqes_left = 0;
+	u->reap_gen++;
 	do {
 		n = 0;
 		io_uring_for_each_cqe(&u->ring, head, cqe) {
 			uint64_t data = io_uring_cqe_get_data64(cqe);
 			struct uring_dir *ud = (struct uring_dir *)(uintptr_t)(data & ~(uint64_t)7);
 
+			if (data & UD_WATCH) {
+				if (nev == max) { /* evs is full: the next turn takes it */
+					u->cqes_left = 1;
+					break;
+				}
+				n++;
+				nev += watch_cqe(u, cqe, evs, nev);
+				continue;
+			}
 			n++;
 			if ((data & 7) == OP_CLOSE) { /* a slot is free once closed */
 				u->slots[u->nfree_slots++] = (int)(data >> 3);
@@ -889,9 +941,17 @@ static void uring_reap(struct worker *w)
 				on_splice(ud, (int)(data & 7), cqe->res);
 		}
 		io_uring_cq_advance(&u->ring, n);
-	} while (n);
+	} while (n && !u->cqes_left);
 	if (io_uring_cq_has_overflow(&u->ring))
 		io_uring_get_events(&u->ring); /* moves overflowed CQEs in: the fd fires again */
+	return nev;
+}
+
+/* The ring's fd fired in epoll (the worker waits in epoll_wait). */
+static void uring_reap(struct worker *w)
+{
+	if (CTX(w))
+		reap(CTX(w), NULL, 0);
 }
 
 /* Fairness of the buffer ring. A send to a destination that stopped
@@ -928,6 +988,8 @@ static void reclaim_stalled(struct uring_ctx *u, int *timeout_ms)
 	}
 }
 
+static void watch_retry(struct uring_ctx *u);
+
 static void uring_flush(struct worker *w, int *timeout_ms)
 {
 	struct uring_ctx *u = CTX(w);
@@ -940,6 +1002,8 @@ static void uring_flush(struct worker *w, int *timeout_ms)
 	 * the SQ full), retried at least every UR_RETRY_MS, never spinning. */
 	cancels_retry(u);
 	closes_retry(u);
+	if (u->ndue)
+		watch_retry(u);
 	if ((u->cancels || u->closing) && (*timeout_ms < 0 || *timeout_ms > UR_RETRY_MS))
 		*timeout_ms = UR_RETRY_MS;
 	reclaim_stalled(u, timeout_ms);
@@ -978,10 +1042,344 @@ static void uring_flush(struct worker *w, int *timeout_ms)
 			u->starved_tail = keep_tail;
 		u->starved = keep;
 	}
-	if (io_uring_sq_ready(&u->ring) || u->to_add)
+	/* (a worker that sleeps in the ring submits with its wait) */
+	if (!w->waiter && (io_uring_sq_ready(&u->ring) || u->to_add))
 		ring_submit(u);
 	if (u->submit_err && (*timeout_ms < 0 || *timeout_ms > UR_RETRY_MS))
 		*timeout_ms = UR_RETRY_MS; /* the SQEs left wait for no event */
+}
+
+/* ---- Waiting in the ring ---------------------------------------------------
+ *
+ * Where the kernel has IORING_SETUP_DEFER_TASKRUN (6.1+), a worker with a
+ * ring sleeps in it, not in epoll_wait: one io_uring_enter per loop turn
+ * submits what the turn queued and waits for the next completion or the
+ * first timer (uring_wait). The descriptors the loop watches (sessions'
+ * sockets before and beside the ring's own operations, listeners) are
+ * multishot polls in the same ring (uring_watch), so a connection's events
+ * and its sessions' receives and sends come back in the same enter, and
+ * watching or forgetting a socket is an SQE of that enter, not an
+ * epoll_ctl of its own. With DEFER_TASKRUN the completions' work runs in
+ * that enter, on the worker's thread, never interrupting it elsewhere.
+ * The epoll set keeps what only it can do (EPOLLEXCLUSIVE listeners, the
+ * wake eventfd, other engines' descriptors); it is itself polled through
+ * the ring, and epoll_wait(0) asked only when that poll fired.
+ * (An earlier try kept every descriptor in epoll and polled the epoll set
+ * through the ring: each event then took two wake-ups, and short
+ * connections cost 1.12x-1.31x the CPU: doc/performance.md.) */
+
+static struct ur_watch *watch_of(struct uring_ctx *u, uint32_t handle)
+{
+	return handle && handle <= u->nwatch ? &u->watch[handle - 1] : NULL;
+}
+
+static int watch_arm(struct uring_ctx *u, unsigned i)
+{
+	struct io_uring_sqe *sqe = sqe_get(u);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_multishot(sqe, u->watch[i].fd, u->watch[i].events);
+	io_uring_sqe_set_data64(sqe, UD_WATCH | (uint64_t)i << 3);
+	return 0;
+}
+
+static void watch_due(struct uring_ctx *u, unsigned i, int state);
+
+static void watch_free(struct uring_ctx *u, unsigned i)
+{
+	u->watch[i].state = W_FREE;
+	u->watch[i].ptr = NULL;
+	u->watch[i].next = u->wfree;
+	u->wfree = i + 1;
+}
+
+/* One CQE of a watch: an event for its owner (1), or nothing (0). A live
+ * poll that ended without an error (the CQ overflowed) is armed again, and
+ * the event it carried still counts; one that failed stays failed (W_FAILED:
+ * not armed again, which could repeat the failure at every turn; its index
+ * is kept until the owner's unwatch) and says so once. */
+static int watch_cqe(struct uring_ctx *u, struct io_uring_cqe *cqe, struct epoll_event *evs, int nev)
+{
+	unsigned i = (unsigned)((io_uring_cqe_get_data64(cqe) & ~UD_WATCH) >> 3);
+	struct ur_watch *wt = &u->watch[i];
+
+	if (wt->state == W_DYING) {
+		if (!(cqe->flags & IORING_CQE_F_MORE))
+			watch_free(u, i);
+		return 0;
+	}
+	if (wt->state != W_LIVE)
+		return 0;
+	if (!(cqe->flags & IORING_CQE_F_MORE)) {
+		if (cqe->res < 0) {
+			log_warn("worker %u: io_uring poll of descriptor %d: %s", u->w->id, wt->fd,
+				 strerror(-cqe->res));
+			wt->state = W_FAILED;
+			if (wt->ptr == u || wt->gen == u->reap_gen)
+				return 0;
+			evs[nev].events = EPOLLERR; /* its owner looks, and finds out */
+			evs[nev].data.ptr = wt->ptr;
+			return 1;
+		}
+		watch_due(u, i, W_LIVE);
+	}
+	if (wt->ptr == u) { /* the epoll set */
+		u->epoll_ready = 1;
+		return 0;
+	}
+	if (cqe->res <= 0)
+		return 0;
+	if (wt->gen == u->reap_gen) { /* it has one this turn already */
+		evs[wt->evi].events |= (uint32_t)cqe->res;
+		return 0;
+	}
+	wt->gen = u->reap_gen;
+	wt->evi = (unsigned)nev;
+	evs[nev].events = (uint32_t)cqe->res;
+	evs[nev].data.ptr = wt->ptr;
+	return 1;
+}
+
+static void uring_unwatch(struct worker *w, uint32_t handle);
+
+static int uring_watch(struct worker *w, int fd, uint32_t events, void *ptr)
+{
+	struct uring_ctx *u = CTX(w);
+	unsigned i;
+
+	if (!u || !u->started)
+		return -EAGAIN;
+	if (!u->wfree) { /* grow by half: indexes stay, owners hold handles */
+		unsigned n = u->nwatch ? u->nwatch + u->nwatch / 2 : 256;
+		struct ur_watch *nw = realloc(u->watch, n * sizeof(*nw));
+
+		if (!nw)
+			return -ENOMEM;
+		u->watch = nw;
+		for (unsigned k = n; k-- > u->nwatch;)
+			watch_free(u, k);
+		u->nwatch = n;
+	}
+	i = u->wfree - 1;
+	u->wfree = u->watch[i].next;
+	u->watch[i] = (struct ur_watch){ .ptr = ptr, .events = events, .fd = fd, .state = W_LIVE };
+	if (watch_arm(u, i) < 0) {
+		watch_free(u, i);
+		return -EBUSY;
+	}
+	return (int)i + 1;
+}
+
+/* New events for a watch: a new poll, the old one cancelled (a
+ * POLL_UPDATE fails as POLL_REMOVE does on a pending wake-up). */
+static int uring_rewatch(struct worker *w, uint32_t *handle, uint32_t events)
+{
+	struct uring_ctx *u = CTX(w);
+	struct ur_watch *wt = watch_of(u, *handle);
+	int h;
+
+	if (!wt || wt->state != W_LIVE)
+		return -EINVAL;
+	if ((h = uring_watch(w, wt->fd, events, wt->ptr)) < 0)
+		return h;
+	uring_unwatch(w, *handle);
+	*handle = (uint32_t)h;
+	return 0;
+}
+
+/* Arms watch i again (W_LIVE) or removes it (W_DYING): an SQE now, or
+ * at the next turn when the ring has none (watch_retry); meanwhile a
+ * dying one holds its socket open and its events are dropped. */
+static void watch_due(struct uring_ctx *u, unsigned i, int state)
+{
+	struct io_uring_sqe *sqe;
+	unsigned *due;
+
+	if (state == W_LIVE && watch_arm(u, i) == 0)
+		return;
+	/* An ASYNC_CANCEL, not a POLL_REMOVE: the remove fails (EALREADY) on
+	 * a poll whose wake-up is pending, and with DEFER_TASKRUN every
+	 * wake-up is pending until the next enter; such a poll stayed armed,
+	 * and held its socket open, for good (a client never saw its
+	 * backend's reset). A cancel marks it and lets its wake-up end it. */
+	if (state == W_DYING && (sqe = sqe_get(u))) {
+		io_uring_prep_cancel64(sqe, UD_WATCH | (uint64_t)i << 3, 0);
+		io_uring_sqe_set_data64(sqe, 0); /* its own result: nobody waits for it */
+		return;
+	}
+	due = realloc(u->due, (u->ndue + 1) * sizeof(*due));
+	if (due) {
+		u->due = due;
+		u->due[u->ndue++] = i;
+	}
+}
+
+static void watch_retry(struct uring_ctx *u)
+{
+	unsigned n = u->ndue;
+
+	u->ndue = 0;
+	for (unsigned k = 0; k < n; k++) {
+		unsigned i = u->due[k];
+
+		if (u->watch[i].state == W_LIVE || u->watch[i].state == W_DYING)
+			watch_due(u, i, u->watch[i].state);
+	}
+}
+
+static void uring_unwatch(struct worker *w, uint32_t handle)
+{
+	struct uring_ctx *u = CTX(w);
+	struct ur_watch *wt = watch_of(u, handle);
+
+	if (!wt)
+		return;
+	if (wt->state == W_FAILED) { /* no poll left in the kernel */
+		watch_free(u, handle - 1);
+		return;
+	}
+	if (wt->state != W_LIVE)
+		return;
+	wt->state = W_DYING; /* freed by its last CQE */
+	wt->ptr = NULL;
+	watch_due(u, handle - 1, W_DYING);
+}
+
+static int fixed_setup(struct uring_ctx *u);
+
+/* On the worker's thread: the ring becomes usable (its submitter is this
+ * thread from now on), the fixed file table is set up, the epoll set is
+ * watched, and the worker sleeps here from its next turn. */
+static void ring_start(struct worker *w)
+{
+	struct uring_ctx *u = CTX(w);
+	int r, h;
+
+	if (!u || u->started || !u->wait_mode)
+		return;
+	/* (Debian's liburing 2.3 declares io_uring_enable_rings, exports it not) */
+	if ((r = (int)syscall(__NR_io_uring_register, u->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS,
+			      NULL, 0)) < 0) {
+		log_warn("worker %u: io_uring enable: %s", w->id, strerror(errno));
+		return; /* the engine fails its sessions (uring-error) */
+	}
+	u->started = 1;
+	fixed_setup(u);
+	if ((h = uring_watch(w, w->epfd, EPOLLIN, u)) < 0) {
+		log_warn("worker %u: io_uring: no room to watch the epoll set", w->id);
+		return;
+	}
+	u->epoll_handle = (uint32_t)h;
+	u->epoll_ready = 1; /* what epoll may hold already */
+	w->waiter = &engine_uring;
+	log_verbose("worker %u: waits in its io_uring (%u fixed file slots)", w->id, u->nslots);
+}
+
+static void uring_thread_start(struct worker *w)
+{
+	ring_start(w);
+}
+
+/* The loop is over, and the last turn's SQEs were not submitted: a
+ * listener's poll removal among them, without which its socket would stay
+ * open (and take connections nobody accepts) until the ring's exit. */
+static void uring_thread_end(struct worker *w)
+{
+	struct uring_ctx *u = CTX(w);
+
+	if (!u || !u->started)
+		return;
+	ring_publish(u);
+	io_uring_submit_and_get_events(&u->ring);
+	reap(u, NULL, 0);
+}
+
+/* Hands the kernel the SQEs queued since the last enter and returns how
+ * many it has not taken yet (liburing 2.3 keeps this step to itself; the
+ * ring is not SQPOLL, so the tail is written plainly, as it does). */
+static unsigned sq_flush(struct io_uring *ring)
+{
+	struct io_uring_sq *sq = &ring->sq;
+
+	if (sq->sqe_head != sq->sqe_tail) {
+		sq->sqe_head = sq->sqe_tail;
+		__atomic_store_n(sq->ktail, sq->sqe_tail, __ATOMIC_RELEASE);
+	}
+	return sq->sqe_tail - __atomic_load_n(sq->khead, __ATOMIC_ACQUIRE);
+}
+
+/* Completions whose task work the kernel has not run yet: with
+ * IORING_SETUP_TASKRUN_FLAG it says so in the SQ ring's flags, set when
+ * the first one is queued and kept while an enter leaves some behind. */
+static int taskrun_pending(const struct uring_ctx *u)
+{
+	return !!(__atomic_load_n(u->ring.sq.kflags, __ATOMIC_ACQUIRE) & IORING_SQ_TASKRUN);
+}
+
+/* Submits what the turn queued and runs up to 20 completions' task work
+ * (IO_LOCAL_TW_DEFAULT_MAX; 20 more when it submitted), without waiting:
+ * GETEVENTS asking for none. Without GETEVENTS the kernel only submits;
+ * asking for more than it finds, with a zero timeout, made it arm an
+ * hrtimer already expired and cancel it, two timer reprogrammings with
+ * interrupts off per call, a VM exit each here: 15% of a busy worker's
+ * CPU and 0.78x the epoll loop's requests/s (doc/performance.md,
+ * "Waiting in the ring"). */
+static int ring_poke(struct uring_ctx *u)
+{
+	int r = io_uring_enter(u->ring.ring_fd, sq_flush(&u->ring), 0, IORING_ENTER_GETEVENTS, NULL);
+
+	return r < 0 ? -errno : r;
+}
+
+/* The loop's sleep (engine.h: wait). A submit that fails (the kernel short
+ * of memory) leaves the SQEs for the next turn, and the turn sleeps in
+ * epoll at most UR_RETRY_MS instead, never spinning. */
+static int uring_wait(struct worker *w, struct epoll_event *evs, int max, int timeout_ms)
+{
+	struct uring_ctx *u = CTX(w);
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts;
+	int r = 0, n, k;
+
+	if (u->epoll_again || u->cqes_left || u->epoll_ready || taskrun_pending(u))
+		timeout_ms = 0;
+	ts.tv_sec = timeout_ms / 1000;
+	ts.tv_nsec = (long long)(timeout_ms % 1000) * 1000000;
+	ring_publish(u);
+	if (u->fault_submit && ++u->nsubmits % u->fault_submit == 0)
+		r = -ENOMEM; /* SPLICER_URING_FAULT=submit:n */
+	else if (timeout_ms) /* the timer is armed only if the kernel has to sleep */
+		r = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, &ts, NULL);
+	else if (io_uring_sq_ready(&u->ring) || taskrun_pending(u))
+		r = ring_poke(u); /* (nothing to give or run: no system call) */
+	if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY) {
+		if (r != u->submit_err)
+			log_warn("io_uring_submit: %s; retrying at the next loop turn", strerror(-r));
+		u->submit_err = r;
+		n = epoll_wait(w->epfd, evs, max, timeout_ms < UR_RETRY_MS ? timeout_ms : UR_RETRY_MS);
+		return n < 0 ? 0 : n;
+	}
+	u->submit_err = 0;
+	n = reap(u, evs, max);
+	/* An enter runs at most 20 completions' task work: a busy turn left
+	 * the rest for the next turns, while accepting went on at 64 a turn
+	 * (the pending sessions held descriptors until ulimit -n ran out).
+	 * It goes on while the kernel says some are left, a few rounds. */
+	for (int round = 0; round < UR_DRAIN_ROUNDS && taskrun_pending(u) && !u->cqes_left && n < max;
+	     round++) {
+		if (ring_poke(u) < 0)
+			break;
+		n += reap(u, evs + n, max - n);
+	}
+	if ((u->epoll_ready || u->epoll_again) && n < max) {
+		u->epoll_ready = 0;
+		k = epoll_wait(w->epfd, evs + n, max - n, 0);
+		/* a level-triggered item still ready wakes nobody again */
+		u->epoll_again = k > 0;
+		n += k > 0 ? k : 0;
+	}
+	return n;
 }
 
 static int uring_busy(const struct worker *w)
@@ -997,6 +1395,8 @@ static void ctx_free(struct uring_ctx *u)
 	free(u->bnext);
 	free(u->slots);
 	free(u->br);
+	free(u->watch);
+	free(u->due);
 	free(u);
 }
 
@@ -1052,6 +1452,28 @@ static void fault_init(struct uring_ctx *u)
 		log_warn("SPLICER_URING_FAULT=%s: failing on purpose (tests only)", getenv("SPLICER_URING_FAULT"));
 }
 
+/* A sparse fixed file table as large as the descriptor limit allows (the
+ * kernel caps it at RLIMIT_NOFILE): established sessions live there, not
+ * in the process's descriptor table. Its check submits: on the thread that
+ * submits from now on. */
+static int fixed_setup(struct uring_ctx *u)
+{
+	struct rlimit rl;
+	unsigned n = 0;
+
+	if (u->splice)
+		return 0;
+	if (!getrlimit(RLIMIT_NOFILE, &rl))
+		n = rl.rlim_cur > (1u << 20) ? (1u << 20) : (unsigned)rl.rlim_cur;
+	if (n && (u->slots = calloc(n, sizeof(*u->slots))) &&
+	    io_uring_register_files_sparse(&u->ring, n) == 0 && fixed_works(u)) {
+		u->nslots = n;
+		for (unsigned i = 0; i < n; i++)
+			u->slots[u->nfree_slots++] = (int)(n - 1 - i);
+	}
+	return 0;
+}
+
 static int ctx_create(struct worker *w)
 {
 	struct uring_ctx *u = calloc(1, sizeof(*u));
@@ -1068,16 +1490,26 @@ static int ctx_create(struct worker *w)
 	u->w = w;
 	u->splice = getenv("SPLICER_URING_SPLICE") && atoi(getenv("SPLICER_URING_SPLICE"));
 	fault_init(u);
-	/* COOP_TASKRUN: completions run when the worker enters the kernel
-	 * anyway (no IPI); a worker asleep in epoll_wait is still woken. Not
-	 * SINGLE_ISSUER: the ring is made by the main thread (worker_init),
-	 * so it is there from the start, and used by the worker's.
-	 * Not DEFER_TASKRUN: its completions wait for io_uring_enter and do
-	 * not make the ring's fd readable, so an epoll-driven worker stalled
-	 * (tried: the second short session of a row hung). */
-	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
+	/* The worker waits in the ring where the kernel can (DEFER_TASKRUN:
+	 * completions run in the worker's own io_uring_enter; it needs
+	 * SINGLE_ISSUER, and the ring made here by the main thread is
+	 * enabled by the worker's: ring_start). SPLICER_URING_WAIT=epoll keeps
+	 * the epoll loop, for measurements. Otherwise COOP_TASKRUN:
+	 * completions run when the worker enters the kernel anyway (no IPI),
+	 * and the ring's fd wakes the worker's epoll_wait (with DEFER_TASKRUN
+	 * it would not: the completions wait for an io_uring_enter). */
+	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+		  IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_R_DISABLED;
 	p.cq_entries = UR_CQ_ENTRIES;
-	r = io_uring_queue_init_params(UR_SQ_ENTRIES, &u->ring, &p);
+	r = getenv("SPLICER_URING_WAIT") && !strcmp(getenv("SPLICER_URING_WAIT"), "epoll")
+		    ? -EINVAL : io_uring_queue_init_params(UR_SQ_ENTRIES, &u->ring, &p);
+	u->wait_mode = r == 0;
+	if (r == -EINVAL) {
+		memset(&p, 0, sizeof(p));
+		p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
+		p.cq_entries = UR_CQ_ENTRIES;
+		r = io_uring_queue_init_params(UR_SQ_ENTRIES, &u->ring, &p);
+	}
 	if (r == -EINVAL) {
 		memset(&p, 0, sizeof(p));
 		p.flags = IORING_SETUP_CQSIZE;
@@ -1111,31 +1543,20 @@ static int ctx_create(struct worker *w)
 	for (unsigned i = 0; i < u->nbufs; i++)
 		buf_put(u, (int)i);
 	ring_publish(u);
-	/* A sparse fixed file table as large as the descriptor limit allows
-	 * (the kernel caps it at RLIMIT_NOFILE): established sessions live
-	 * there, not in the process's descriptor table. */
-	if (!u->splice) {
-		struct rlimit rl;
-		unsigned n = 0;
-
-		if (!getrlimit(RLIMIT_NOFILE, &rl))
-			n = rl.rlim_cur > (1u << 20) ? (1u << 20) : (unsigned)rl.rlim_cur;
-		if (n && (u->slots = calloc(n, sizeof(*u->slots))) &&
-		    io_uring_register_files_sparse(&u->ring, n) == 0 && fixed_works(u)) {
-			u->nslots = n;
-			for (unsigned i = 0; i < n; i++)
-				u->slots[u->nfree_slots++] = (int)(n - 1 - i);
+	if (!u->wait_mode) {
+		fixed_setup(u);
+		ev.data.ptr = u;
+		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, u->ring.ring_fd, &ev)) {
+			r = -errno;
+			goto fail;
 		}
 	}
-	ev.data.ptr = u;
-	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, u->ring.ring_fd, &ev)) {
-		r = -errno;
-		goto fail;
-	}
 	w->engine_priv[engine_uring.id] = u;
-	log_verbose("worker %u: io_uring up (%u SQ, %u CQ entries, %u buffers of %u bytes%s, "
-		    "%u fixed file slots)", w->id, p.sq_entries, p.cq_entries, u->nbufs, u->bufsize,
-		    (p.flags & IORING_SETUP_COOP_TASKRUN) ? ", coop taskrun" : "", u->nslots);
+	if (w->in_thread) /* a reload's new route, or a session's lazy start */
+		ring_start(w);
+	log_verbose("worker %u: io_uring up (%u SQ, %u CQ entries, %u buffers of %u bytes, %s)",
+		    w->id, p.sq_entries, p.cq_entries, u->nbufs, u->bufsize,
+		    u->wait_mode ? "the worker waits in it" : "polled through epoll");
 	return 0;
 fail:
 	io_uring_queue_exit(&u->ring);
@@ -1307,11 +1728,11 @@ static int uring_session_start(struct session *s)
 	 * become blocking: io_uring honours O_NONBLOCK and would complete a
 	 * send to a full socket with -EAGAIN instead of waiting for room. */
 	for (int i = 0; i < 2; i++) {
-		int fd = i ? s->srv.fd : s->cli.fd, fl = fcntl(fd, F_GETFL);
-
+		struct side *sd = i ? &s->srv : &s->cli;
+		int fd = sd->fd, fl = fcntl(fd, F_GETFL);
 		int one = 1;
 
-		epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
+		worker_unwatch(w, fd, &sd->watch);
 		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK))
 			return -errno;
 		/* Urgent data: the ring sees no EPOLLPRI, and a multishot recv
@@ -1448,7 +1869,10 @@ static void uring_destroy(struct worker *w)
 
 	if (!u)
 		return;
-	epoll_ctl(w->epfd, EPOLL_CTL_DEL, u->ring.ring_fd, NULL);
+	if (!u->wait_mode)
+		epoll_ctl(w->epfd, EPOLL_CTL_DEL, u->ring.ring_fd, NULL);
+	if (w->waiter == &engine_uring)
+		w->waiter = NULL;
 	io_uring_queue_exit(&u->ring); /* closes what the table still holds */
 	while (u->closing) {
 		struct uring_sess *us = u->closing;
@@ -1549,6 +1973,12 @@ struct engine engine_uring = {
 	.worker_event = uring_reap,
 	.before_wait = uring_flush,
 	.busy = uring_busy,
+	.thread_start = uring_thread_start,
+	.thread_end = uring_thread_end,
+	.wait = uring_wait,
+	.watch = uring_watch,
+	.rewatch = uring_rewatch,
+	.unwatch = uring_unwatch,
 	.drive = uring_drive,
 	.dir_ended = uring_dir_ended,
 	.dir_dead = uring_dir_dead,
