@@ -206,6 +206,40 @@ static const struct idle_case *find_case(const char *name)
 	return NULL;
 }
 
+/* The better (lower) total per session of HAProxy and nginx at n sessions. */
+static double best_peer(const struct idle_row *rows, unsigned nrows, unsigned n)
+{
+	double best = NAN;
+
+	for (unsigned k = 0; k < nrows; k++)
+		if (rows[k].sessions == n && rows[k].nrep &&
+		    (rows[k].ic->c.kind == PX_HAPROXY || rows[k].ic->c.kind == PX_NGINX) &&
+		    (isnan(best) || rows[k].med.total < best))
+			best = rows[k].med.total;
+	return best;
+}
+
+/* The goal of doc/performance.md: auto's memory per idle session at the
+ * most sessions measured, at most 0.7x the better peer's. */
+static void print_goal(const struct idle_row *rows, unsigned nrows)
+{
+	const struct idle_row *a = NULL;
+
+	for (unsigned i = 0; i < nrows; i++)
+		if (!strcmp(rows[i].ic->name, "auto") && rows[i].nrep &&
+		    (!a || rows[i].sessions > a->sessions))
+			a = &rows[i];
+	if (!a)
+		return;
+	double best = best_peer(rows, nrows, a->sessions), x = best > 0 ? a->med.total / best : NAN;
+	if (isnan(x))
+		printf("\nGoal: auto's memory per idle session <= 0.7x the better of HAProxy and "
+		       "nginx: not measured (run them beside it)\n");
+	else
+		printf("\nGoal: auto's memory per idle session at %u sessions <= 0.7x the better of "
+		       "HAProxy and nginx: %.2fx, %s\n", a->sessions, x, x <= 0.7 ? "met" : "not met");
+}
+
 static void print_table(struct idle_row *rows, unsigned nrows)
 {
 	printf("| case | sessions | proxy RSS KiB/session | kernel KiB/session | total KiB/session | "
@@ -219,12 +253,7 @@ static void print_table(struct idle_row *rows, unsigned nrows)
 			printf("| %s | %u | not run: %s |\n", r->ic->name, r->sessions, r->err);
 			continue;
 		}
-		double best = NAN;
-		for (unsigned k = 0; k < nrows; k++) /* the better of HAProxy and nginx */
-			if (rows[k].sessions == r->sessions && rows[k].nrep &&
-			    (rows[k].ic->c.kind == PX_HAPROXY || rows[k].ic->c.kind == PX_NGINX) &&
-			    (isnan(best) || rows[k].med.total < best))
-				best = rows[k].med.total;
+		double best = best_peer(rows, nrows, r->sessions);
 		char x[32] = "-";
 		if (!isnan(best) && best > 0)
 			snprintf(x, sizeof(x), "%.2fx", r->med.total / best);
@@ -378,6 +407,7 @@ int bench_idle_main(int argc, char **argv)
 	       "(direct); x best peer: total against the better of HAProxy and nginx.\n\n",
 	       BENCH_SESSION_MSG, reps);
 	print_table(rows, nrows);
+	print_goal(rows, nrows);
 	if (json && write_json(json, rows, nrows, reps))
 		bad = 1;
 	bench_holder_stop(&h);

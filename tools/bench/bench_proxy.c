@@ -487,6 +487,17 @@ void bench_tree_avoid_cpu(pid_t pid, int cpu)
 	set_threads_affinity(pid, &set);
 }
 
+void bench_tree_on_cpu(pid_t pid, int cpu)
+{
+	cpu_set_t set;
+
+	if (pid <= 0 || cpu < 0 || cpu >= CPU_SETSIZE)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	set_threads_affinity(pid, &set);
+}
+
 double bench_tree_cpu(pid_t pid)
 {
 	double sum = 0;

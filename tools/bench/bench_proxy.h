@@ -55,6 +55,9 @@ void bench_tree_pids(pid_t pid, char *out, size_t len);
 /* Keeps every thread of pid and its live descendants off CPU `cpu` (the
  * load thread's), or lets them run on every CPU again (cpu < 0). */
 void bench_tree_avoid_cpu(pid_t pid, int cpu);
+/* Keeps every thread of pid and its live descendants on CPU `cpu` (undone
+ * by bench_tree_avoid_cpu(pid, -1)). */
+void bench_tree_on_cpu(pid_t pid, int cpu);
 /* Peak RSS (VmHWM) of pid and its live descendants, in KiB. */
 long bench_tree_peak_rss_kib(pid_t pid);
 /* Resident set (VmRSS) of pid and its live descendants now, in KiB. */

@@ -30,6 +30,7 @@
  * with it (bench_baseline.c). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -237,29 +238,6 @@ static int run_bulk(const struct bench_proxy *p, const struct bench_link *l, uns
 	return 0;
 }
 
-/* One connection's 64 B ping-pong: latency percentiles. */
-static int run_lat(const struct bench_proxy *p, struct case_run *cr, const struct bench_opts *o,
-		   double *v)
-{
-	struct rr_result rr;
-
-	bench_link_enter(cr->link, LINK_CLIENT);
-	int r = bench_rr((const struct sockaddr *)&p->ss, p->len, o->seconds, RR_MAX_N, &rr);
-	bench_link_leave(cr->link);
-	if (r) {
-		snprintf(cr->fail, sizeof(cr->fail), "request/response: %s", rr.why);
-		free(rr.rtt_us);
-		return -1;
-	}
-	stats_sort(rr.rtt_us, rr.n);
-	v[F_RR_P50] = stats_percentile_sorted(rr.rtt_us, rr.n, 50);
-	v[F_RR_P99] = stats_percentile_sorted(rr.rtt_us, rr.n, 99);
-	v[F_RR_P999] = stats_percentile_sorted(rr.rtt_us, rr.n, 99.9);
-	v[F_RR_RATE] = (double)rr.n / o->seconds;
-	free(rr.rtt_us);
-	return 0;
-}
-
 /* The CPU the proxy keeps off while the load runs: the load's, when the
  * proxy's workers fit on the others. Left to the scheduler, a proxy woken
  * by the load is pulled onto the load's CPU (wake-affine) about half the
@@ -272,6 +250,52 @@ static int proxy_avoids(const struct case_run *cr, const struct bench_opts *o)
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
 	return o->pin >= 0 && (long)(cr->workers ? cr->workers : 1) < ncpu ? o->pin : -1;
+}
+
+/* One connection's 64 B ping-pong: latency percentiles. The client, the
+ * sink and the proxy share one CPU (the load's), so what the proxy adds is
+ * its own path: its system calls and the context switches to it and back.
+ * Left to the scheduler, the proxy ran on the client's CPU in some runs
+ * (p50 47 us) and on the other in others (85 us), so one case's p50 moved
+ * 1.8x between runs. On separate CPUs every hop wakes an idle vCPU (a VM
+ * exit and the host's wake-up here, about 37 us): copy, auto, uring and
+ * HAProxy all measured 153-159 us p50, the host's figure, not theirs
+ * (doc/performance.md, "Latency placement"). */
+static int run_lat(const struct bench_proxy *p, struct case_run *cr, const struct bench_opts *o,
+		   double *v)
+{
+	struct rr_result rr;
+	cpu_set_t was, one;
+	int pinned = 0;
+
+	if (o->pin >= 0 && sched_getaffinity(0, sizeof(was), &was) == 0) {
+		CPU_ZERO(&one);
+		CPU_SET(o->pin, &one);
+		pinned = sched_setaffinity(0, sizeof(one), &one) == 0;
+	}
+	bench_sink_pin(cr->sink, o->pin);
+	if (pinned)
+		bench_tree_on_cpu(p->pid, o->pin);
+	bench_link_enter(cr->link, LINK_CLIENT);
+	int r = bench_rr((const struct sockaddr *)&p->ss, p->len, o->seconds, RR_MAX_N, &rr);
+	bench_link_leave(cr->link);
+	bench_sink_pin(cr->sink, -1);
+	if (pinned) {
+		bench_tree_avoid_cpu(p->pid, -1);
+		sched_setaffinity(0, sizeof(was), &was);
+	}
+	if (r) {
+		snprintf(cr->fail, sizeof(cr->fail), "request/response: %s", rr.why);
+		free(rr.rtt_us);
+		return -1;
+	}
+	stats_sort(rr.rtt_us, rr.n);
+	v[F_RR_P50] = stats_percentile_sorted(rr.rtt_us, rr.n, 50);
+	v[F_RR_P99] = stats_percentile_sorted(rr.rtt_us, rr.n, 99);
+	v[F_RR_P999] = stats_percentile_sorted(rr.rtt_us, rr.n, 99.9);
+	v[F_RR_RATE] = (double)rr.n / o->seconds;
+	free(rr.rtt_us);
+	return 0;
 }
 
 /* The many-connection loads (variant k of rr, or k < 0: short connections):
@@ -673,8 +697,8 @@ static void usage(void)
 	       "  --seconds S        length of each workload (default 2; quick 1)\n"
 	       "  --workers N[,N..]  proxy threads/processes for every proxy (default 1); a list\n"
 	       "                     runs every case at each count and adds a scaling table\n"
-	       "  --pin CPU|off      the CPU of the load thread and the sink in the rr and conn\n"
-	       "                     workloads (default 0 when there are 2 CPUs or more); the\n"
+	       "  --pin CPU|off      the CPU of the load thread and the sink in the lat, rr and\n"
+	       "                     conn workloads (default 0 when there are 2 CPUs or more); the\n"
 	       "                     proxy then runs on the other CPUs when its workers fit\n"
 	       "  --ref CASE         reference for ratios (default haproxy, else copy)\n"
 	       "  --files SIZE       also the file rows (splicer recv/send), SIZE per run\n"
