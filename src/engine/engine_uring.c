@@ -128,6 +128,14 @@ static struct ur_dir_state *UR(const struct dir *d)
  * without waiting, at most this many times (uring_wait). */
 #define UR_DRAIN_ROUNDS  16
 
+/* (6.15; Debian 12's headers predate them) */
+#ifndef IORING_ENTER_NO_IOWAIT
+#define IORING_ENTER_NO_IOWAIT (1U << 7)
+#endif
+#ifndef IORING_FEAT_NO_IOWAIT
+#define IORING_FEAT_NO_IOWAIT (1U << 17)
+#endif
+
 /* Its counters (slot 0 is the bytes every engine counts). */
 #define UR_CTR_RECLAIMS 1
 static const struct engine_counter ur_counters[] = {
@@ -242,6 +250,7 @@ struct uring_ctx {
 	 * "Waiting in the ring" below): made disabled by the main thread,
 	 * enabled by the worker's (ring_start). */
 	uint8_t wait_mode, started;
+	uint8_t no_iowait;     /* its waits are idle time, not iowait (IORING_FEAT_NO_IOWAIT) */
 	uint8_t epoll_ready;  /* the epoll set's poll fired: epoll_wait(0) it */
 	uint8_t epoll_again;  /* it gave events: ask again (level-triggered ones) */
 	uint8_t cqes_left;    /* a turn's events filled evs: CQEs wait in the ring */
@@ -1273,7 +1282,8 @@ static void ring_start(struct worker *w)
 	u->epoll_handle = (uint32_t)h;
 	u->epoll_ready = 1; /* what epoll may hold already */
 	w->waiter = &engine_uring;
-	log_verbose("worker %u: waits in its io_uring (%u fixed file slots)", w->id, u->nslots);
+	log_verbose("worker %u: waits in its io_uring (%u fixed file slots; %s)", w->id, u->nslots,
+		    u->no_iowait ? "not counted as iowait" : "counted as iowait by this kernel");
 }
 
 static void uring_thread_start(struct worker *w)
@@ -1325,6 +1335,21 @@ static int taskrun_pending(const struct uring_ctx *u)
  * interrupts off per call, a VM exit each here: 15% of a busy worker's
  * CPU and 0.78x the epoll loop's requests/s (doc/performance.md,
  * "Waiting in the ring"). */
+/* Submits and sleeps until a completion or ts: the turn's one system call.
+ * Not as iowait where the kernel can tell (NO_IOWAIT): an idle proxy's
+ * workers showed as 100 % iowait in top and /proc/stat, what monitoring
+ * reads as a disk that cannot keep up. */
+static int ring_wait_enter(struct uring_ctx *u, struct __kernel_timespec *ts)
+{
+	struct io_uring_getevents_arg arg = { .ts = (uint64_t)(uintptr_t)ts };
+	unsigned flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG |
+			 (u->no_iowait ? IORING_ENTER_NO_IOWAIT : 0);
+	int r = (int)syscall(__NR_io_uring_enter, u->ring.ring_fd, sq_flush(&u->ring), 1, flags, &arg,
+			     sizeof(arg));
+
+	return r < 0 ? -errno : r;
+}
+
 static int ring_poke(struct uring_ctx *u)
 {
 	int r = io_uring_enter(u->ring.ring_fd, sq_flush(&u->ring), 0, IORING_ENTER_GETEVENTS, NULL);
@@ -1338,7 +1363,6 @@ static int ring_poke(struct uring_ctx *u)
 static int uring_wait(struct worker *w, struct epoll_event *evs, int max, int timeout_ms)
 {
 	struct uring_ctx *u = CTX(w);
-	struct io_uring_cqe *cqe;
 	struct __kernel_timespec ts;
 	int r = 0, n, k;
 
@@ -1350,7 +1374,7 @@ static int uring_wait(struct worker *w, struct epoll_event *evs, int max, int ti
 	if (u->fault_submit && ++u->nsubmits % u->fault_submit == 0)
 		r = -ENOMEM; /* SPLICER_URING_FAULT=submit:n */
 	else if (timeout_ms) /* the timer is armed only if the kernel has to sleep */
-		r = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, &ts, NULL);
+		r = ring_wait_enter(u, &ts);
 	else if (io_uring_sq_ready(&u->ring) || taskrun_pending(u))
 		r = ring_poke(u); /* (nothing to give or run: no system call) */
 	if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY) {
@@ -1504,6 +1528,7 @@ static int ctx_create(struct worker *w)
 	r = getenv("SPLICER_URING_WAIT") && !strcmp(getenv("SPLICER_URING_WAIT"), "epoll")
 		    ? -EINVAL : io_uring_queue_init_params(UR_SQ_ENTRIES, &u->ring, &p);
 	u->wait_mode = r == 0;
+	u->no_iowait = r == 0 && (p.features & IORING_FEAT_NO_IOWAIT);
 	if (r == -EINVAL) {
 		memset(&p, 0, sizeof(p));
 		p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
