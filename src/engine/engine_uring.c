@@ -257,7 +257,6 @@ struct uring_ctx {
 	struct ur_watch *watch; /* by index; user_data UD_WATCH | index << 3 */
 	unsigned nwatch, wfree; /* size; head of the free list (index + 1, 0: none) */
 	unsigned *due, ndue; /* watches whose arm or remove found no SQE yet */
-	uint32_t epoll_handle; /* the epoll set's own watch */
 	unsigned reap_gen;     /* reaps so far (ur_watch.gen) */
 };
 
@@ -1263,7 +1262,7 @@ static void uring_unwatch(struct worker *w, uint32_t handle)
 	watch_due(u, handle - 1, W_DYING);
 }
 
-static int fixed_setup(struct uring_ctx *u);
+static void fixed_setup(struct uring_ctx *u);
 
 /* On the worker's thread: the ring becomes usable (its submitter is this
  * thread from now on), the fixed file table is set up, the epoll set is
@@ -1271,7 +1270,7 @@ static int fixed_setup(struct uring_ctx *u);
 static void ring_start(struct worker *w)
 {
 	struct uring_ctx *u = CTX(w);
-	int r, h;
+	int r;
 
 	if (!u || u->started || !u->wait_mode)
 		return;
@@ -1283,20 +1282,14 @@ static void ring_start(struct worker *w)
 	}
 	u->started = 1;
 	fixed_setup(u);
-	if ((h = uring_watch(w, w->epfd, EPOLLIN, u)) < 0) {
+	if (uring_watch(w, w->epfd, EPOLLIN, u) < 0) { /* for good: never unwatched */
 		log_warn("worker %u: io_uring: no room to watch the epoll set", w->id);
 		return;
 	}
-	u->epoll_handle = (uint32_t)h;
 	u->epoll_ready = 1; /* what epoll may hold already */
 	w->waiter = &engine_uring;
 	log_verbose("worker %u: waits in its io_uring (%u fixed file slots; %s)", w->id, u->nslots,
 		    u->no_iowait ? "not counted as iowait" : "counted as iowait by this kernel");
-}
-
-static void uring_thread_start(struct worker *w)
-{
-	ring_start(w);
 }
 
 /* The loop is over, and the last turn's SQEs were not submitted: a
@@ -1335,14 +1328,6 @@ static int taskrun_pending(const struct uring_ctx *u)
 	return !!(__atomic_load_n(u->ring.sq.kflags, __ATOMIC_ACQUIRE) & IORING_SQ_TASKRUN);
 }
 
-/* Submits what the turn queued and runs up to 20 completions' task work
- * (IO_LOCAL_TW_DEFAULT_MAX; 20 more when it submitted), without waiting:
- * GETEVENTS asking for none. Without GETEVENTS the kernel only submits;
- * asking for more than it finds, with a zero timeout, made it arm an
- * hrtimer already expired and cancel it, two timer reprogrammings with
- * interrupts off per call, a VM exit each here: 15% of a busy worker's
- * CPU and 0.78x the epoll loop's requests/s (doc/performance.md,
- * "Waiting in the ring"). */
 /* Submits and sleeps until a completion or ts: the turn's one system call.
  * Not as iowait where the kernel can tell (NO_IOWAIT): an idle proxy's
  * workers showed as 100 % iowait in top and /proc/stat, what monitoring
@@ -1358,6 +1343,14 @@ static int ring_wait_enter(struct uring_ctx *u, struct __kernel_timespec *ts)
 	return r < 0 ? -errno : r;
 }
 
+/* Submits what the turn queued and runs up to 20 completions' task work
+ * (IO_LOCAL_TW_DEFAULT_MAX; 20 more when it submitted), without waiting:
+ * GETEVENTS asking for none. Without GETEVENTS the kernel only submits;
+ * asking for more than it finds, with a zero timeout, made it arm an
+ * hrtimer already expired and cancel it, two timer reprogrammings with
+ * interrupts off per call, a VM exit each here: 15% of a busy worker's
+ * CPU and 0.78x the epoll loop's requests/s (doc/performance.md,
+ * "Waiting in the ring"). */
 static int ring_poke(struct uring_ctx *u)
 {
 	int r = io_uring_enter(u->ring.ring_fd, sq_flush(&u->ring), 0, IORING_ENTER_GETEVENTS, NULL);
@@ -1488,13 +1481,13 @@ static void fault_init(struct uring_ctx *u)
  * kernel caps it at RLIMIT_NOFILE): established sessions live there, not
  * in the process's descriptor table. Its check submits: on the thread that
  * submits from now on. */
-static int fixed_setup(struct uring_ctx *u)
+static void fixed_setup(struct uring_ctx *u)
 {
 	struct rlimit rl;
 	unsigned n = 0;
 
 	if (u->splice)
-		return 0;
+		return;
 	if (!getrlimit(RLIMIT_NOFILE, &rl))
 		n = rl.rlim_cur > (1u << 20) ? (1u << 20) : (unsigned)rl.rlim_cur;
 	if (n && (u->slots = calloc(n, sizeof(*u->slots))) &&
@@ -1503,7 +1496,6 @@ static int fixed_setup(struct uring_ctx *u)
 		for (unsigned i = 0; i < n; i++)
 			u->slots[u->nfree_slots++] = (int)(n - 1 - i);
 	}
-	return 0;
 }
 
 static int ctx_create(struct worker *w)
@@ -2006,7 +1998,7 @@ struct engine engine_uring = {
 	.worker_event = uring_reap,
 	.before_wait = uring_flush,
 	.busy = uring_busy,
-	.thread_start = uring_thread_start,
+	.thread_start = ring_start,
 	.thread_end = uring_thread_end,
 	.wait = uring_wait,
 	.watch = uring_watch,
