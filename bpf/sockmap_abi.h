@@ -19,6 +19,11 @@ struct sm_ctr {
 	__u64 user_sent;  /* user space: bytes it has written to the peer itself */
 	__u64 alarm;      /* user space sets it; BPF wakes the worker (alarms) once redirected
 			     reaches it, and sets it to SM_ALARM_OFF */
+	__u64 repeated;   /* BPF: bytes the kernel handed the verdict a second time (cut) */
+	__u32 next_seq;   /* BPF: the TCP sequence number of the source's next new byte */
+	__u32 seq_known;  /* BPF: next_seq is set (user space clears it at insertion) */
+	__u32 broken;     /* BPF: a repeat it could not cut: the direction must end (reset) */
+	__u32 pad;
 };
 
 #define SM_ALARM_OFF (~0ULL)

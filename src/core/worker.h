@@ -17,7 +17,7 @@ enum ev_kind { EV_LISTENER = 1, EV_CLIENT, EV_BACKEND, EV_WAKE, EV_ENGINE };
 
 /* Engines (engine.h): how many the registry may hold, and counters each. */
 #define ENGINE_MAX      8
-#define ENGINE_COUNTERS 4
+#define ENGINE_COUNTERS 5
 
 struct engine;
 /* What an engine registers in the worker's epoll set (EV_ENGINE): the

@@ -241,12 +241,14 @@ int sm_insert(int a, int b, unsigned slot_a, unsigned slot_b, uint64_t held_a, u
 	/* Counters first: held bytes count as passed to user space, so the
 	 * program leaves the next bytes to user space too until it has sent
 	 * them (see bpf/sockmap.bpf.c). */
-	sm.ctr[slot_a].redirected = sm.ctr[slot_a].user_sent = 0;
-	sm.ctr[slot_a].passed = held_a;
-	sm.ctr[slot_a].alarm = alarm;
-	sm.ctr[slot_b].redirected = sm.ctr[slot_b].user_sent = 0;
-	sm.ctr[slot_b].passed = held_b;
-	sm.ctr[slot_b].alarm = alarm;
+	for (int i = 0; i < 2; i++) {
+		volatile struct sm_ctr *c = &sm.ctr[i ? slot_b : slot_a];
+
+		c->redirected = c->user_sent = c->repeated = 0;
+		c->passed = i ? held_b : held_a;
+		c->alarm = alarm;
+		c->seq_known = c->broken = 0; /* the program starts from copied_seq */
+	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (bpf_map_update_elem(sm.pairs, &ca, &pa, BPF_ANY) ||
 	    bpf_map_update_elem(sm.pairs, &cb, &pb, BPF_ANY)) {

@@ -55,6 +55,11 @@
  *   source's queued bytes (at most its receive buffer) are redirected at
  *   once.
  *
+ * - Repeats. A retransmission overlapping bytes already received reaches the
+ *   verdict whole; the program cuts the overlap (bpf/sockmap.bpf.c). One it
+ *   cannot cut marks the direction broken: it ends with a reset and an error
+ *   line (dir_broken), never a FIN after a hole.
+ *
  * - Time and counts. Idle timeout, log and metrics take the program's
  *   counters (shared memory) each time the session's timer looks (100 ms).
  *   A redirected byte is counted once it is on the destination's send
@@ -85,7 +90,7 @@
 extern struct engine engine_splice;
 struct engine engine_sockmap;
 
-enum { SM_CTR_SESSIONS = 1, SM_CTR_FALLBACKS = 2, SM_CTR_PAUSES = 3 };
+enum { SM_CTR_SESSIONS = 1, SM_CTR_FALLBACKS = 2, SM_CTR_PAUSES = 3, SM_CTR_REPEATED = 4 };
 
 /* Back-pressure (above). In flight may pass SM_CREDIT only by what arrives
  * while the worker reacts to an alarm; 2 MiB is a few 512k pipes' worth,
@@ -99,7 +104,8 @@ enum sm_mode {
 	SM_KERNEL, /* its source is in `verd`: the program redirects */
 	SM_PAUSED, /* out of `verd` until dst has taken what was redirected */
 	SM_USER,   /* out for good (the kernel refused it): user space copies */
-	SM_LOST,   /* the kernel dropped bytes while pausing: it ends with a reset */
+	SM_LOST,   /* the kernel dropped bytes while pausing, or repeated bytes the
+		      program could not cut: it ends with a reset */
 };
 
 /* No consumed base: the loss check is skipped for that direction. */
@@ -262,6 +268,24 @@ static uint64_t dir_lost(struct session *s, struct dir *d)
 	return now - base > counted ? now - base - counted : 0;
 }
 
+/* Whether the program marked d broken: the kernel repeated bytes it could
+ * not cut out (bpf/sockmap.bpf.c), so it drops all that follows and d must
+ * end with a reset, never a FIN. */
+static int dir_broken(struct session *s, struct dir *d)
+{
+	if (SD(d)->mode == SM_LOST)
+		return 1;
+	if (SS(s)->state != SM_ON || !__atomic_load_n(&sm_ctr(SD(d)->slot)->broken, __ATOMIC_SEQ_CST))
+		return 0;
+	SD(d)->mode = SM_LOST;
+	log_err("session %llx: sockmap %s: the kernel handed the program bytes a second time that "
+		"it could not cut out; the direction ends with a reset", (unsigned long long)s->id,
+		dix(s, d) ? "down" : "up");
+	SS(s)->backoff = 0;
+	smwait_add(s); /* the session runs again soon: sm_pump ends d */
+	return 1;
+}
+
 /* d's bytes wait in its source's receive queue from now (see the top). */
 static void dir_pause(struct session *s, struct dir *d)
 {
@@ -360,8 +384,8 @@ static int sm_pump(struct worker *w, struct dir *d, unsigned *budget)
 	uint64_t before = d->bytes;
 	int r;
 
-	if (SD(d)->mode == SM_LOST)
-		return d->eof ? 0 : dir_fail(d, EIO, 0);
+	if (SD(d)->mode == SM_LOST || dir_broken(s, d))
+		return dir_fail(d, EIO, 0); /* never a FIN after a hole */
 	if (SD(d)->mode == SM_PAUSED && !paused_step(s, d))
 		return 0;
 	/* Bytes passed to user space, and a source's bytes after a pause that
@@ -640,6 +664,8 @@ static int sm_sync(struct session *s)
 		struct dir *d = i ? &s->down : &s->up;
 
 		moved |= sync_dir(s, d, NULL);
+		if (dir_broken(s, d))
+			continue;
 		if (SD(d)->mode == SM_KERNEL && SD(d)->seen - SD(d)->counted >= SM_PAUSE_AT)
 			dir_look(s, d, (int64_t)(SD(d)->seen - SD(d)->counted));
 	}
@@ -779,8 +805,17 @@ static void sm_end(struct session *s)
 		struct dir *d = i ? &s->down : &s->up;
 		int64_t left;
 
+		uint64_t rep;
+
 		sync_dir(s, d, &left);
 		SD(d)->inflight = left >= 0 ? (uint64_t)left : SD(d)->seen - SD(d)->counted;
+		if ((rep = __atomic_load_n(&sm_ctr(SD(d)->slot)->repeated, __ATOMIC_SEQ_CST))) {
+			engine_count(w, &engine_sockmap, SM_CTR_REPEATED, rep);
+			log_verbose("session %llx: sockmap %s: the kernel handed the program %llu bytes "
+				    "a second time (a retransmission overlapping bytes already received); "
+				    "cut before they went out", (unsigned long long)s->id,
+				    i ? "down" : "up", (unsigned long long)rep);
+		}
 	}
 	if (log_level >= LOG_DEBUG) {
 		struct dir *ds[2] = { &s->up, &s->down };
@@ -829,7 +864,7 @@ static int sm_after_run(struct session *s)
  * its destination's send queue. */
 static int sm_fin_ready(struct session *s, struct dir *d)
 {
-	return d->eng != &engine_sockmap || sm_drained(s, d);
+	return d->eng != &engine_sockmap || (!dir_broken(s, d) && sm_drained(s, d));
 }
 
 static void sm_each_turn(struct worker *w)
@@ -934,6 +969,9 @@ static const struct engine_counter sm_counters[] = {
 	{ "sockmap_fallbacks_total", "Sockmap-route sessions left on copy/splice." },
 	{ "sockmap_pauses_total", "Sockmap directions paused: their destination had not taken what "
 				  "was redirected (back-pressure)." },
+	{ "sockmap_repeated_bytes_total", "Bytes the kernel handed the sockmap program a second time "
+					  "(retransmissions overlapping bytes already received), cut "
+					  "before they went out." },
 };
 
 struct engine engine_sockmap = {
@@ -955,5 +993,5 @@ struct engine engine_sockmap = {
 	.release = sm_release,
 	.pending = sm_pending,
 	.counters = sm_counters,
-	.ncounters = 3,
+	.ncounters = 4,
 };

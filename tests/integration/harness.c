@@ -1410,11 +1410,16 @@ void h_xfer_recv(struct h_xfer *x)
 		ssize_t r = recv(x->fd, buf, want, 0);
 		if (r > 0) {
 			h_sha_update(&sha, buf, (size_t)r);
+			size_t bad = (size_t)r;
 			if (x->verify && x->mismatch_at < 0) {
-				size_t bad = h_gen_check(x->seed, x->bytes, buf, (size_t)r);
+				bad = h_gen_check(x->seed, x->bytes, buf, (size_t)r);
 				if (bad < (size_t)r)
 					x->mismatch_at = (int64_t)(x->bytes + bad);
+			} else if (x->mismatch_at >= 0) {
+				bad = 0;
 			}
+			while (bad < (size_t)r && x->nbad < sizeof x->bad)
+				x->bad[x->nbad++] = buf[bad++];
 			x->bytes += (uint64_t)r;
 			atomic_store(&x->progress, x->bytes);
 			if (x->pace_bytes) {
@@ -1484,10 +1489,38 @@ int h_xfer_join(struct h_xfer *x, int grace_ms)
 	return 0;
 }
 
+/* Where in the sent stream the bytes received at rx->mismatch_at came from,
+ * searched within 64 MiB either side, so a failure tells a repeat from a
+ * skip from garbage: each 8-byte word of the stream is a hash of its index,
+ * so one aligned word found is a position. */
+static void h_locate_mismatch(const struct h_xfer *rx, char *out, size_t len)
+{
+	const int64_t window = 64 * H_MIB;
+	int64_t at = rx->mismatch_at;
+	snprintf(out, len, "bytes found nowhere within 64 MiB of there");
+	for (unsigned r = 0; r + 16 <= rx->nbad && r < 8; r++) {
+		uint64_t w, w2;
+		memcpy(&w, rx->bad + r, 8);
+		memcpy(&w2, rx->bad + r + 8, 8);
+		int64_t lo = (at + r - window) / 8, hi = (at + r + window) / 8;
+		for (int64_t i = lo < 0 ? 0 : lo; i < hi; i++) {
+			if (h_word(rx->seed, (uint64_t)i) != w || h_word(rx->seed, (uint64_t)i + 1) != w2)
+				continue;
+			int64_t src = i * 8 - r, d = src - at;
+			snprintf(out, len, "they are the sent stream's bytes from offset %lld: %lld bytes %s",
+				 (long long)src, (long long)(d < 0 ? -d : d),
+				 d < 0 ? "repeated" : "skipped");
+			return;
+		}
+	}
+}
+
 void h_check_stream(const char *what, const struct h_xfer *tx, const struct h_xfer *rx,
 		    uint64_t len)
 {
-	char a[65], b[65];
+	char a[65], b[65], where[160] = "";
+	if (rx->mismatch_at >= 0)
+		h_locate_mismatch(rx, where, sizeof where);
 	H_CHECK(tx->err == 0, "%s: sender failed after %llu of %llu bytes: %s", what,
 		(unsigned long long)tx->bytes, (unsigned long long)len, strerror(tx->err));
 	H_CHECK(tx->bytes == len, "%s: sender sent %llu bytes, expected %llu", what,
@@ -1495,8 +1528,9 @@ void h_check_stream(const char *what, const struct h_xfer *tx, const struct h_xf
 	H_CHECK(rx->err == 0, "%s: receiver failed after %llu of %llu bytes: %s%s", what,
 		(unsigned long long)rx->bytes, (unsigned long long)len, strerror(rx->err),
 		rx->err == ETIMEDOUT ? " (deadline passed: stalled transfer)" : "");
-	H_CHECK(rx->mismatch_at < 0, "%s: received data differs from the sent stream at offset %lld",
-		what, (long long)rx->mismatch_at);
+	H_CHECK(rx->mismatch_at < 0,
+		"%s: received data differs from the sent stream at offset %lld (%s)", what,
+		(long long)rx->mismatch_at, where);
 	H_CHECK(rx->bytes == len, "%s: receiver got %llu bytes, expected exactly %llu", what,
 		(unsigned long long)rx->bytes, (unsigned long long)len);
 	H_CHECK(rx->eof, "%s: receiver did not see EOF after the data", what);

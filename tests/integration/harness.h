@@ -361,6 +361,8 @@ struct h_xfer {
 	int eof;                /* receiver: saw EOF */
 	int64_t t_end_us;       /* when it ended (h_now_us) */
 	int64_t mismatch_at;    /* receiver with verify: first bad offset, or -1 */
+	unsigned char bad[32];  /* the bytes received from mismatch_at on (h_check_stream */
+	unsigned nbad;          /* finds where in the sent stream they came from) */
 	pthread_t thr;
 	int started;
 };
