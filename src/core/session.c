@@ -342,6 +342,10 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 		break;
 	}
 	if (d->bytes != before) {
+		uint64_t solo = d->solo + (d->bytes - before);
+
+		d->solo = solo > UINT32_MAX ? UINT32_MAX : (uint32_t)solo;
+		(d == &s->up ? &s->down : &s->up)->solo = 0; /* a turn: not one-way */
 		s->active_ms = w->now_ms;
 		bytes_dirty(s);
 		first_bytes(s);

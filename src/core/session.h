@@ -54,6 +54,8 @@ struct dir {
 	uint8_t lowat_set;    /* SO_RCVLOWAT applied to src: a short tail raises no event */
 	uint64_t bytes;       /* written to dst (its send queue took them); never decreases */
 	int err;              /* errno that ended the direction, 0 if none */
+	uint32_t solo;        /* auto: bytes moved since the other direction last moved
+				 (saturates): one-way bytes make a stream (engine.h) */
 	uint8_t err_at_dst;   /* err came from writing (1) or reading (0) */
 	/* the engine's own state (engine.h: ENGINE_STATE), opaque here */
 	uint64_t priv[DIR_PRIV_WORDS];

@@ -46,7 +46,8 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 				break;
 			}
 		}
-		if (d->stream && c->full_reads >= AUTO_STREAM_READS && c->head == c->tail) {
+		if (d->stream && (c->full_reads >= AUTO_STREAM_READS || d->solo >= AUTO_STREAM_SOLO) &&
+		    c->head == c->tail) {
 			ret = PUMP_SWITCH;
 			break;
 		}

@@ -4,6 +4,7 @@
  * bench's rr 1024 B depth 16) was read 16 KiB at a time, which counted as
  * a stream: 98 % of its bytes went through splice, at 0.77x copy's
  * requests/s (`splicer bench --cases copy,auto,splice --workloads rr`).
+ * A one-way stream that arrives in small reads is a stream too (below).
  * Bytes per engine come from /metrics once the session has ended. */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define AS_MSG    1024
@@ -24,13 +26,18 @@ struct as_run {
 	struct h_addr stats;
 };
 
-static void as_up(struct as_run *r, const char *bin)
+static void as_up_with(struct as_run *r, const char *bin, h_conn_fn backend)
 {
-	H_CHECK(h_server_start(&r->srv, "127.0.0.1:0", 16, h_echo_conn, NULL) == 0, "echo backend");
+	H_CHECK(h_server_start(&r->srv, "127.0.0.1:0", 16, backend, NULL) == 0, "backend");
 	const char *backends[] = { r->srv.addr.text, NULL };
 	const char *extra[] = { "--stats", "127.0.0.1:0", NULL };
 	h_proxy_up(&r->p, bin, "auto", "127.0.0.1:0", backends, extra);
 	H_CHECK(h_stats_addr(&r->p, &r->stats) == 0, "no stats address in %s", r->p.log);
+}
+
+static void as_up(struct as_run *r, const char *bin)
+{
+	as_up_with(r, bin, h_echo_conn);
 }
 
 /* Bytes each engine moved, once no session is open. */
@@ -126,6 +133,64 @@ static void case_stream_moves_to_splice(const char *bin)
 		"a stream stayed on copy: spliced %lld, copied %lld of %llu each way", spliced, copied,
 		(unsigned long long)len);
 	as_down(&r);
+}
+
+/* A one-way stream that arrives in small pieces: the proxy keeps up with
+ * the sender, so each read takes the few KiB that came since the last one
+ * and no run of 32 KiB reads ever forms. 1 MiB one way with nothing coming
+ * back makes it a stream all the same (AUTO_STREAM_SOLO). */
+#define AS_TRICKLE_LEN   (8u << 20)
+#define AS_TRICKLE_CHUNK 4096u
+
+static struct h_xfer trickle_rx;
+
+static void trickle_sink(struct h_server *s, int fd, int index, void *arg)
+{
+	(void)s;
+	(void)index;
+	(void)arg;
+	h_xfer_init(&trickle_rx, fd, 11, 0, h_now_ms() + H_T(30000));
+	trickle_rx.verify = 1;
+	h_xfer_recv(&trickle_rx);
+}
+
+static void case_trickle_moves_to_splice(const char *bin)
+{
+	static struct as_run r;
+	static unsigned char chunk[AS_TRICKLE_CHUNK];
+	int64_t deadline = h_now_ms() + H_T(30000);
+	long long copied, spliced;
+
+	as_up_with(&r, bin, trickle_sink);
+	int fd = h_connect(&r.p.addr, 2000);
+	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
+	h_set_nodelay(fd);
+	for (uint64_t off = 0; off < AS_TRICKLE_LEN; off += AS_TRICKLE_CHUNK) {
+		h_gen(11, off, chunk, sizeof chunk);
+		H_CHECK(h_send_all(fd, chunk, sizeof chunk, deadline) == 0, "send at %llu: %s",
+			(unsigned long long)off, strerror(errno));
+		struct timespec pause = { 0, 100000 }; /* 0.1 ms: about 40 MB/s */
+		nanosleep(&pause, NULL);
+	}
+	H_CHECK(shutdown(fd, SHUT_WR) == 0, "shutdown");
+	H_CHECK(h_server_wait_done(&r.srv, 1, 10000) == 0, "the backend did not see the end");
+	H_CHECK(trickle_rx.mismatch_at < 0 && trickle_rx.bytes == AS_TRICKLE_LEN && trickle_rx.eof,
+		"the backend got %llu of %u bytes (differing at %lld), eof %d",
+		(unsigned long long)trickle_rx.bytes, AS_TRICKLE_LEN, (long long)trickle_rx.mismatch_at,
+		trickle_rx.eof);
+	close(fd);
+	as_engine_bytes(&r, &copied, &spliced);
+	cr_log_info("auto, an 8 MiB stream in 4 KiB pieces: copied %lld, spliced %lld bytes", copied,
+		    spliced);
+	H_CHECK(spliced >= (long long)AS_TRICKLE_LEN * 3 / 4,
+		"a one-way stream read in small pieces stayed on copy: spliced %lld, copied %lld of %u",
+		spliced, copied, AS_TRICKLE_LEN);
+	as_down(&r);
+}
+
+Test(integ, auto_trickling_stream_moves_to_splice, .init = h_init, .fini = h_fini, .timeout = 60)
+{
+	case_trickle_moves_to_splice(h_binary(0));
 }
 
 Test(integ, auto_pipelined_requests_stay_on_copy, .init = h_init, .fini = h_fini, .timeout = 60)
