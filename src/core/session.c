@@ -335,6 +335,7 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 				    d->eng->name);
 			dir_move(d, d->eng->fallback);
 			d->stream = NULL;
+			d->why = WHY_FALLBACK;
 			continue;
 		}
 		if (r > 0)
@@ -1739,6 +1740,18 @@ static void engines_text(const struct dir *d, char *buf, size_t len)
 		snprintf(buf, len, "none");
 }
 
+const char *dir_why_name(const struct dir *d)
+{
+	static const char *const names[WHY_MAX] = {
+		[WHY_STREAM] = "stream", [WHY_ONE_WAY] = "one-way", [WHY_FALLBACK] = "fallback",
+		[WHY_KERNEL] = "kernel",
+	};
+
+	if (d->why != WHY_AS_SET && d->why < WHY_MAX)
+		return names[d->why];
+	return d->stream ? "not-a-stream" : "configured";
+}
+
 /* The access log's line (access_log.h): event "close" with the close
  * reason, or "connect" / "interim" (the reason is the event's name). */
 static void session_access_log(struct session *s, const char *peer, const char *reason,
@@ -1746,6 +1759,7 @@ static void session_access_log(struct session *s, const char *peer, const char *
 {
 	int closing = !strcmp(event, "close");
 	struct session_pp_log pl;
+	char eng[2 * 48 + 2], why[32];
 	struct access_entry e = {
 		.route = s->routed ? s->route->name : "-",
 		.client = peer,
@@ -1763,9 +1777,17 @@ static void session_access_log(struct session *s, const char *peer, const char *
 		.alpn = pl.alpn,
 		.unique_id = pl.unique_id,
 		.pp_tlvs = pl.tlvs,
+		.engine = eng,
+		.engine_reason = why,
 	};
+	size_t n;
 
 	session_pp_log(s, &pl);
+	engines_text(&s->up, eng, sizeof(eng) / 2);
+	n = strlen(eng);
+	eng[n++] = '/';
+	engines_text(&s->down, eng + n, sizeof(eng) - n);
+	snprintf(why, sizeof(why), "%s/%s", dir_why_name(&s->up), dir_why_name(&s->down));
 
 	if (!closing) {
 		e.ended_by = end_names[END_NONE];

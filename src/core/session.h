@@ -33,6 +33,17 @@ struct side {
 
 struct engine;
 
+/* Why a direction is on the engine it is on (dir_why_name: the access log's
+ * engine_reason, ctl show sessions). */
+enum dir_why {
+	WHY_AS_SET,   /* where its route's engine started it (auto: not a stream so far) */
+	WHY_STREAM,   /* auto: reads of at least half the buffer in a row */
+	WHY_ONE_WAY,  /* auto: a stream by bytes one way, nothing coming back */
+	WHY_FALLBACK, /* its engine could not go on (no pipe, a socket that cannot splice) */
+	WHY_KERNEL,   /* sockmap: handed to the kernel's redirect */
+	WHY_MAX
+};
+
 /* Room for an engine's own state in a direction and in a session; each
  * engine checks its struct fits (engine.h: ENGINE_STATE_FITS). */
 #define DIR_PRIV_WORDS     10
@@ -57,6 +68,7 @@ struct dir {
 	uint32_t solo;        /* auto: bytes moved since the other direction last moved
 				 (saturates): one-way bytes make a stream (engine.h) */
 	uint8_t err_at_dst;   /* err came from writing (1) or reading (0) */
+	uint8_t why;          /* enum dir_why: why it is on its engine */
 	/* the engine's own state (engine.h: ENGINE_STATE), opaque here */
 	uint64_t priv[DIR_PRIV_WORDS];
 };
@@ -192,6 +204,11 @@ void session_timer_fired(struct session *s);
 /* Closes both sides (RST where data could not be delivered), releases
  * pipes and buffers, logs at -v; the memory is freed by the worker later. */
 void session_close(struct session *s, const char *reason);
+
+/* Why d is on its engine, as the access log and ctl show name it:
+ * configured (its route's engine), not-a-stream (auto, still on copy),
+ * stream, one-way, fallback or kernel (enum dir_why). */
+const char *dir_why_name(const struct dir *d);
 
 void session_free(struct session *s);
 

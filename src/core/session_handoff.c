@@ -106,6 +106,7 @@ static void dir_record(struct handoff_dir_rec *r, const struct dir *d, const str
 	r->lowat_set = d->lowat_set;
 	r->used = d->used;
 	r->err_at_dst = d->err_at_dst;
+	r->why = d->why;
 	r->pipe = h->nfds == 2;
 	snprintf(r->eng, sizeof(r->eng), "%s", d->eng->name);
 	snprintf(r->stream, sizeof(r->stream), "%s", d->stream ? d->stream->name : "");
@@ -488,6 +489,7 @@ static int dir_adopt(struct worker *w, struct dir *d, const struct handoff_dir_r
 	d->lowat_set = r->lowat_set;
 	d->used = r->used;
 	d->err_at_dst = r->err_at_dst;
+	d->why = r->why < WHY_MAX ? r->why : WHY_AS_SET;
 	return 0;
 }
 

@@ -48,6 +48,7 @@ struct handoff_dir_rec {
 	uint8_t pipe;           /* 1: its pipe's descriptors are in the message */
 	char urg_byte;
 	char eng[HANDOFF_ENGINE_MAX], stream[HANDOFF_ENGINE_MAX]; /* stream "": none */
+	uint8_t why;            /* enum dir_why (in what was padding: 0 from older builds) */
 };
 
 struct handoff_rec {

@@ -48,6 +48,7 @@ static int copy_pump(struct worker *w, struct dir *d, unsigned *budget)
 		}
 		if (d->stream && (c->full_reads >= AUTO_STREAM_READS || d->solo >= AUTO_STREAM_SOLO) &&
 		    c->head == c->tail) {
+			d->why = c->full_reads >= AUTO_STREAM_READS ? WHY_STREAM : WHY_ONE_WAY;
 			ret = PUMP_SWITCH;
 			break;
 		}

@@ -554,6 +554,7 @@ static void sm_try_start(struct session *s)
 	s->up.eng = s->down.eng = &engine_sockmap;
 	s->up.stream = s->down.stream = NULL;
 	SS(s)->state = SM_ON;
+	s->up.why = s->down.why = WHY_KERNEL;
 	/* the insert may have passed bytes to user space: look */
 	s->cli.can_read = s->srv.can_read = 1;
 	if (r) {

@@ -213,6 +213,11 @@ static size_t format_kv(char *line, size_t room, const struct access_entry *e,
 		n += field(line + n, room - n, "unique_id", e->unique_id ? e->unique_id : "-");
 	if (n < room)
 		n += field(line + n, room - n, "pp_tlvs", e->pp_tlvs ? e->pp_tlvs : "-");
+	if (n < room)
+		n += field(line + n, room - n, "engine", e->engine ? e->engine : "-");
+	if (n < room)
+		n += field(line + n, room - n, "engine_reason",
+			   e->engine_reason ? e->engine_reason : "-");
 	if (n > room)
 		n = room;
 	/* the leading space of the first field, when there is no timestamp */
@@ -303,6 +308,8 @@ static size_t format_json(char *line, size_t room, const struct access_entry *e,
 	jw_str_or_null(&w, "alpn", e->alpn);
 	jw_str_or_null(&w, "unique_id", e->unique_id);
 	jw_str_or_null(&w, "pp_tlvs", e->pp_tlvs);
+	jw_str_or_null(&w, "engine", e->engine);
+	jw_str_or_null(&w, "engine_reason", e->engine_reason);
 	jw_raw(&w, "}");
 	if (w.over) /* never (JSON_TAIL); still one whole object if it were */
 		w.n = (size_t)snprintf(line, room, "{\"time\":\"%s\",\"session\":\"%llx\","

@@ -48,6 +48,15 @@
  *   pp_tlvs      the types of the TLVs in the client's PROXY v2 header, in
  *                order, comma-separated (alpn, authority, unique_id, ssl,
  *                netns, crc32c, noop, or 0xHH); "-" when none
+ *   engine       the engines that moved each direction's bytes, up/down,
+ *                "+" between two (auto: copy+splice once it switched);
+ *                none for a direction that moved nothing
+ *   engine_reason why each direction is on its engine, up/down:
+ *                configured (its route's engine), not-a-stream (auto,
+ *                still on copy: request/response or too short), stream
+ *                (auto: reads of half the buffer in a row), one-way (auto:
+ *                1 MiB one way with nothing coming back), fallback (no
+ *                pipe, or a socket that cannot splice) or kernel (sockmap)
  *
  * log_format = json writes the same fields as one JSON object per line,
  * in the same order, with the same names: numbers as JSON numbers (up,
@@ -123,6 +132,8 @@ struct access_entry {
 	uint64_t id;        /* the session's */
 	/* PROXY v2 TLVs (session_pp.h); NULL: "-" */
 	const char *authority, *alpn, *unique_id, *pp_tlvs;
+	/* engines used and why, "up/down" (session.h: dir_why_name); NULL: "-" */
+	const char *engine, *engine_reason;
 };
 
 void access_log_session(const struct access_entry *e);

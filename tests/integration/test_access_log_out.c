@@ -37,7 +37,7 @@ static const char py_check[] =
 	"import json, re, sys\n"
 	"KEYS = ['time', 'route', 'client', 'backend', 'up', 'down', 'duration_ms', 'reason',\n"
 	"        'listener', 'connect_ms', 'error', 'ended_by', 'event', 'session', 'authority',\n"
-	"        'alpn', 'unique_id', 'pp_tlvs']\n"
+	"        'alpn', 'unique_id', 'pp_tlvs', 'engine', 'engine_reason']\n"
 	"def text(k, v):\n"
 	"    return 'null' if v is None else json.dumps(v) if k == 'alpn' else str(v)\n"
 	"bad = 0\n"
@@ -57,7 +57,8 @@ static const char py_check[] =
 	"        c = o['connect_ms']\n"
 	"        if c is not None and (type(c) is not int or c < 0 or c > o['duration_ms']):\n"
 	"            why.append('connect_ms %r' % c)\n"
-	"        for k in ('route', 'client', 'reason', 'listener', 'event', 'session'):\n"
+	"        for k in ('route', 'client', 'reason', 'listener', 'event', 'session', 'engine',\n"
+	"                  'engine_reason'):\n"
 	"            if not isinstance(o[k], str) or not o[k]: why.append(k + ' not a string')\n"
 	"        for k in ('backend', 'error', 'ended_by', 'authority', 'alpn', 'unique_id', "
 	"'pp_tlvs'):\n"
@@ -206,7 +207,8 @@ static void case_json(const char *bin)
 	line_of(lines, p_plain, line, sizeof line);
 	line_has(line, "the plain session", "route=plain ", want, "reason=done ", "error=null ",
 		 "ended_by=client ", "event=close ",
-		 "authority=null alpn=null unique_id=null pp_tlvs=null", NULL);
+		 "authority=null alpn=null unique_id=null pp_tlvs=null",
+		 " engine=copy/copy engine_reason=not-a-stream/not-a-stream", NULL);
 	snprintf(want, sizeof want, "listener=127.0.0.1:%d ", lport);
 	line_has(line, "the plain session", want, NULL);
 

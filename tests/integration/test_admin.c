@@ -434,7 +434,8 @@ static void case_show(const char *bin)
 
 	CTL(bin, &out, "show", "sessions");
 	snprintf(want, sizeof want, "127.0.0.1:%d", local_port(fa));
-	H_CHECK(table_has(out, "ID", "CLIENT", "ENGINE") && table_has(out, want, a.text, " open ") &&
+	H_CHECK(table_has(out, "ID", "ENGINE", "WHY") && table_has(out, want, a.text, " open ") &&
+			table_has(out, want, " not-a-stream/not-a-stream", NULL) &&
 			count_of(out, "\n") == 3, "show sessions (2 and a header):\n%s", out);
 	free(out);
 	CTL(bin, &out, "show", "sessions", "--json");
@@ -442,7 +443,8 @@ static void case_show(const char *bin)
 	snprintf(want, sizeof want, "\"client\":\"127.0.0.1:%d\"", local_port(fa));
 	/* exactly what went through: 1000 up, the tag and 1000 down */
 	H_CHECK(json_row(out, want, row, sizeof row) && strstr(row, "\"bytes_up\":1000,") &&
-			strstr(row, "\"bytes_down\":1001,") && strstr(row, "\"state\":\"open\""),
+			strstr(row, "\"bytes_down\":1001,") && strstr(row, "\"state\":\"open\"") &&
+			strstr(row, "\"engine_reason_up\":\"not-a-stream\""),
 		"session A's row in: %s", out);
 	free(out);
 	close(fa);

@@ -24,13 +24,15 @@ struct as_run {
 	struct h_server srv;
 	struct h_proxy p;
 	struct h_addr stats;
+	char log[200]; /* its access log */
 };
 
 static void as_up_with(struct as_run *r, const char *bin, h_conn_fn backend)
 {
 	H_CHECK(h_server_start(&r->srv, "127.0.0.1:0", 16, backend, NULL) == 0, "backend");
 	const char *backends[] = { r->srv.addr.text, NULL };
-	const char *extra[] = { "--stats", "127.0.0.1:0", NULL };
+	snprintf(r->log, sizeof r->log, "%s/access.log", h_tmpdir());
+	const char *extra[] = { "--stats", "127.0.0.1:0", "--log", r->log, NULL };
 	h_proxy_up(&r->p, bin, "auto", "127.0.0.1:0", backends, extra);
 	H_CHECK(h_stats_addr(&r->p, &r->stats) == 0, "no stats address in %s", r->p.log);
 }
@@ -185,6 +187,11 @@ static void case_trickle_moves_to_splice(const char *bin)
 	H_CHECK(spliced >= (long long)AS_TRICKLE_LEN * 3 / 4,
 		"a one-way stream read in small pieces stayed on copy: spliced %lld, copied %lld of %u",
 		spliced, copied, AS_TRICKLE_LEN);
+	/* the access log says which rule made it a stream */
+	char line[1024];
+	H_CHECK(h_file_line(r.log, 3000, line, sizeof line, "event=close", NULL) &&
+			strstr(line, " engine=copy+splice/none engine_reason=one-way/not-a-stream"),
+		"the access log's close line does not say the stream was one-way: %s", line);
 	as_down(&r);
 }
 

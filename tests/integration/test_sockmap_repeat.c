@@ -72,8 +72,8 @@ static int queue_seq(int fd, int queue, uint32_t *seq, int set)
 		   : getsockopt(fd, IPPROTO_TCP, TCP_QUEUE_SEQ, seq, &len);
 }
 
-/* Freezes fd's connection into c and closes fd without a FIN or RST (a
- * socket in repair mode closes silently). Everything it sent is acked. */
+/* Freezes fd's connection into c, leaving fd in repair mode (it closes
+ * silently: no FIN, no RST). Everything it sent is acked. */
 static void rep_freeze(int fd, struct rep_conn *c)
 {
 	socklen_t len;
@@ -100,12 +100,14 @@ static void rep_freeze(int fd, struct rep_conn *c)
 	len = sizeof c->tsval;
 	H_CHECK(!getsockopt(fd, IPPROTO_TCP, TCP_TIMESTAMP, &c->tsval, &len), "TCP_TIMESTAMP: %s",
 		strerror(errno));
-	close(fd);
 }
 
-/* A new socket that carries on c's connection to `to`, its next byte sent
- * being `back` bytes before the frozen socket's. */
-static int rep_thaw(const struct rep_conn *c, const struct h_addr *to, uint32_t back)
+/* A new socket that carries on c's connection to `to` in place of the
+ * frozen `old` (closed here), its next byte sent being `back` bytes before
+ * old's. It binds old's address while old still holds it (both have
+ * SO_REUSEADDR), so no other socket of the machine can take the port
+ * between the two. */
+static int rep_thaw(int old, const struct rep_conn *c, const struct h_addr *to, uint32_t back)
 {
 	int fd = socket(c->local.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 	uint32_t snd = c->snd_seq - back, rcv = c->rcv_seq;
@@ -124,6 +126,7 @@ static int rep_thaw(const struct rep_conn *c, const struct h_addr *to, uint32_t 
 		strerror(errno));
 	H_CHECK(!bind(fd, (const struct sockaddr *)&c->local, c->local_len), "bind: %s",
 		strerror(errno));
+	close(old);
 	H_CHECK(!connect(fd, (const struct sockaddr *)&to->ss, to->len), "repair connect: %s",
 		strerror(errno));
 	opts[n++] = (struct tcp_repair_opt){ TCPOPT_MAXSEG, (uint32_t)c->mss };
@@ -174,8 +177,9 @@ static void case_retransmit_overlap(const char *bin, const char *engine)
 	const char *extra[] = { "--workers", "1", "-v", NULL };
 	h_proxy_up(&p, bin, engine, "127.0.0.1:0", backends, extra);
 
-	int fd = h_connect(&p.addr, 2000);
+	int fd = h_connect(&p.addr, 2000), one = 1;
 	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* rep_thaw binds beside it */
 	send_stream(fd, 0, REP_FIRST);
 	wait_received(REP_FIRST);
 	char line[512];
@@ -183,7 +187,7 @@ static void case_retransmit_overlap(const char *bin, const char *engine)
 		"the session did not move into the sockmap (log %s)", p.log);
 	for (int round = 0; round < REP_ROUNDS; round++) {
 		rep_freeze(fd, &c);
-		fd = rep_thaw(&c, &p.addr, REP_OVER);
+		fd = rep_thaw(fd, &c, &p.addr, REP_OVER);
 		/* what a retransmission carries: the same bytes again (one
 		 * segment: OVER + NEW is below the MSS) */
 		send_stream(fd, sent - REP_OVER, REP_OVER + REP_NEW);

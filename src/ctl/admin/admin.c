@@ -380,6 +380,7 @@ struct sess_row {
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
 	const char *state, *eng_up, *eng_down;
+	const char *why_up, *why_down; /* dir_why_name: static strings */
 };
 
 struct sess_list {
@@ -435,6 +436,8 @@ static void sessions_collect(struct worker *w, void *arg)
 		r->state = session_state(s);
 		r->eng_up = s->up.eng ? s->up.eng->name : "-";
 		r->eng_down = s->down.eng ? s->down.eng->name : "-";
+		r->why_up = dir_why_name(&s->up);
+		r->why_down = dir_why_name(&s->down);
 	}
 }
 
@@ -448,8 +451,9 @@ static int row_cmp(const void *a, const void *b)
 static void show_sessions(struct buf *b, int json)
 {
 	struct sess_list l = { 0 };
-	struct table t = { .ncol = 9 };
+	struct table t = { .ncol = 10 };
 	char missing[256] = "", id[24], client[ADDR_TEXT_MAX], age[32], up[24], down[24], eng[64];
+	char why[40];
 	size_t nm = 0;
 
 	for (unsigned i = 0; i < st.nw; i++)
@@ -466,7 +470,7 @@ static void show_sessions(struct buf *b, int json)
 		put(b, "{\"sessions\":[");
 	else
 		tab_row(&t, b, "ID", "ROUTE", "CLIENT", "BACKEND", "STATE", "AGE", "BYTES_UP",
-			"BYTES_DOWN", "ENGINE");
+			"BYTES_DOWN", "ENGINE", "WHY");
 	for (size_t i = 0; i < l.n; i++) {
 		const struct sess_row *r = &l.row[i];
 		addr_format((const struct sockaddr *)&r->peer, r->peerlen, client, sizeof(client));
@@ -477,7 +481,9 @@ static void show_sessions(struct buf *b, int json)
 			u64(up, sizeof(up), r->up);
 			u64(down, sizeof(down), r->down);
 			snprintf(eng, sizeof(eng), "%s/%s", r->eng_up, r->eng_down);
-			tab_row(&t, b, id, r->route, client, r->backend, r->state, age, up, down, eng);
+			snprintf(why, sizeof(why), "%s/%s", r->why_up, r->why_down);
+			tab_row(&t, b, id, r->route, client, r->backend, r->state, age, up, down, eng,
+				why);
 			continue;
 		}
 		put(b, "%s\n{\"id\":\"%llx\",\"route\":", i ? "," : "", (unsigned long long)r->id);
@@ -487,9 +493,10 @@ static void show_sessions(struct buf *b, int json)
 		put(b, ",\"backend\":");
 		json_str(b, r->backend);
 		put(b, ",\"state\":\"%s\",\"age_ms\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu,"
-		    "\"engine_up\":\"%s\",\"engine_down\":\"%s\"}", r->state,
+		    "\"engine_up\":\"%s\",\"engine_down\":\"%s\",\"engine_reason_up\":\"%s\","
+		    "\"engine_reason_down\":\"%s\"}", r->state,
 		    (unsigned long long)r->age_ms, (unsigned long long)r->up,
-		    (unsigned long long)r->down, r->eng_up, r->eng_down);
+		    (unsigned long long)r->down, r->eng_up, r->eng_down, r->why_up, r->why_down);
 	}
 	free(l.row);
 	if (json) {
