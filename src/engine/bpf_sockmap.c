@@ -115,7 +115,7 @@ static void rings_close(void)
 static int fail(struct bpf_object *obj, int r, char *err, size_t errlen, const char *what)
 {
 	if (r == -EPERM)
-		snprintf(err, errlen, "%s: %s (needs CAP_BPF and CAP_NET_ADMIN, or root)", what,
+		snprintf(err, errlen, "%s: %s (needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN, or root)", what,
 			 strerror(-r));
 	else if (sm.last[0])
 		snprintf(err, errlen, "%s: %s (%s)", what, strerror(-r), sm.last);

@@ -281,7 +281,7 @@ int h_bpf_capable(void)
 	if (syscall(SYS_capget, &hdr, data))
 		return 0;
 #define H_HAS(cap) ((data[(cap) / 32].effective >> ((cap) % 32)) & 1)
-	int bpf = H_HAS(39 /* CAP_BPF */) || H_HAS(CAP_SYS_ADMIN);
+	int bpf = (H_HAS(39 /* CAP_BPF */) && H_HAS(38 /* CAP_PERFMON */)) || H_HAS(CAP_SYS_ADMIN);
 	return bpf && H_HAS(CAP_NET_ADMIN);
 #undef H_HAS
 }
@@ -289,7 +289,7 @@ int h_bpf_capable(void)
 void h_sockmap_require(int mode)
 {
 	if (!h_bpf_capable())
-		cr_skip_test("sockmap engine: BPF is not permitted here (this process lacks CAP_BPF or "
+		cr_skip_test("sockmap engine: BPF is not permitted here (this process lacks CAP_BPF with CAP_PERFMON, or "
 			     "CAP_SYS_ADMIN, or CAP_NET_ADMIN): the proxy would fall back to splice");
 	h_sockmap = mode;
 }

@@ -63,7 +63,7 @@ static int check_valid(const char *val, char *why, size_t len)
 const struct setting settings[] = {
 	{ "engine", 'e', SET_ENUM, 0, 0, "auto", 0, engine_names, SCOPE_ROUTE, R(engine),
 	  "how bytes move: copy (recv/send), splice (socket->pipe->socket), auto (copy, then splice for streams), "
-	  "sockmap (experimental: eBPF redirects in the kernel; needs CAP_BPF and CAP_NET_ADMIN, else splice), "
+	  "sockmap (experimental: eBPF redirects in the kernel; needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN, else splice), "
 
 	  "uring (io_uring recvs into provided buffers + a gathering sendmsg; experimental, never picked by auto)" },
 	{ "balance", 0, SET_ENUM, 0, 0, "roundrobin", 0, balance_names, SCOPE_ROUTE, R(balance),

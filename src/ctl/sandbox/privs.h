@@ -19,8 +19,9 @@
  * reload adds (systemd's unit grants it alone, too). */
 #define PRIVS_KEEP PRIVS_CAP(10) /* CAP_NET_BIND_SERVICE */
 /* What an engine's privileged setup needs besides (sockmap: CAP_BPF and
- * CAP_NET_ADMIN, to load a networking BPF program). */
-#define PRIVS_KEEP_SETUP (PRIVS_CAP(39) | PRIVS_CAP(12))
+ * CAP_NET_ADMIN, to load a networking BPF program, and CAP_PERFMON, for
+ * the program to read the kernel's skb and socket: bpf/sockmap.bpf.c). */
+#define PRIVS_KEEP_SETUP (PRIVS_CAP(39) | PRIVS_CAP(38) | PRIVS_CAP(12))
 #define PRIVS_CAP_NET_ADMIN 12
 
 /* What the running proxy keeps for cfg: PRIVS_KEEP, and CAP_NET_ADMIN when
