@@ -187,11 +187,14 @@ static void case_trickle_moves_to_splice(const char *bin)
 	H_CHECK(spliced >= (long long)AS_TRICKLE_LEN * 3 / 4,
 		"a one-way stream read in small pieces stayed on copy: spliced %lld, copied %lld of %u",
 		spliced, copied, AS_TRICKLE_LEN);
-	/* the access log says which rule made it a stream */
+	/* the access log says which rule made it a stream: one-way, unless a
+	 * loaded machine made the proxy lag and its reads big (stream) */
 	char line[1024];
 	H_CHECK(h_file_line(r.log, 3000, line, sizeof line, "event=close", NULL) &&
-			strstr(line, " engine=copy+splice/none engine_reason=one-way/not-a-stream"),
-		"the access log's close line does not say the stream was one-way: %s", line);
+			strstr(line, " engine=copy+splice/none engine_reason=") &&
+			(strstr(line, "engine_reason=one-way/not-a-stream") ||
+			 strstr(line, "engine_reason=stream/not-a-stream")),
+		"the access log's close line does not say why the stream moved: %s", line);
 	as_down(&r);
 }
 

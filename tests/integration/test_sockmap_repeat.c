@@ -148,6 +148,23 @@ static int rep_thaw(int old, const struct rep_conn *c, const struct h_addr *to, 
 	return fd;
 }
 
+/* The client's first socket. Bound before it connects, so that its port is
+ * its own: a port that connect() picks may be shared with other connected
+ * sockets of the machine (another destination), and rep_thaw's bind to it
+ * would then fail with EADDRINUSE. SO_REUSEADDR: rep_thaw binds beside it. */
+static int rep_connect(const struct h_addr *to)
+{
+	struct sockaddr_in any = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	H_CHECK(fd >= 0, "socket: %s", strerror(errno));
+	H_CHECK(!setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), "SO_REUSEADDR");
+	H_CHECK(!bind(fd, (struct sockaddr *)&any, sizeof any), "bind: %s", strerror(errno));
+	H_CHECK(!connect(fd, (const struct sockaddr *)&to->ss, to->len), "connect to %s: %s",
+		to->text, strerror(errno));
+	return fd;
+}
+
 static void send_stream(int fd, uint64_t off, size_t n)
 {
 	static unsigned char buf[REP_FIRST + REP_OVER];
@@ -177,9 +194,7 @@ static void case_retransmit_overlap(const char *bin, const char *engine)
 	const char *extra[] = { "--workers", "1", "-v", NULL };
 	h_proxy_up(&p, bin, engine, "127.0.0.1:0", backends, extra);
 
-	int fd = h_connect(&p.addr, 2000), one = 1;
-	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* rep_thaw binds beside it */
+	int fd = rep_connect(&p.addr);
 	send_stream(fd, 0, REP_FIRST);
 	wait_received(REP_FIRST);
 	char line[512];
