@@ -53,9 +53,9 @@
  * The fork is a spawner's (upgrade.c says why): a process forked at start.
  * With `user =` it is not root: it becomes the user at once, keeping only
  * CAP_NET_BIND_SERVICE (and CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN when an
- * engine loads BPF) as ambient capabilities, so the new process binds what is new (a
- * port below 1024 too), sets its engines up and sheds them; it opens every
- * file as the user. The listening sockets it inherits and joins are the
+ * engine loads BPF) as ambient capabilities, so the new process binds what
+ * is new (a port below 1024 too), sets its engines up and sheds them; it
+ * opens every file as the user. The listening sockets it inherits and joins are the
  * user's (the first process made them with the user's file-system
  * identity, privs.h), so the SO_REUSEPORT groups take its new sockets.
  * A SIGUSR2 the user sends thus starts nothing the user could not start,
