@@ -89,7 +89,7 @@ struct row {
 	uint64_t limit;     /* bytes/s; 0: unlimited */
 	double rate;        /* achieved after the warm-up, bytes/s */
 	double cpu_per_gb;  /* proxy CPU seconds per 10^9 bytes */
-	int cpu_below;      /* less than one clock tick was used: cpu_per_gb is its bound */
+	int cpu_below;      /* no CPU measured: cpu_per_gb is one clock tick's, a bound */
 	char err[200];      /* why the row did not run */
 };
 
@@ -129,8 +129,9 @@ static int measure(const struct bench_proxy *p, double seconds, struct row *r)
 		if (t1 && t - t1 >= seconds) {
 			r->rate = (double)(got - got1) / (t - t1);
 			double cpu = bench_tree_cpu(p->pid) - cpu1;
-			/* /proc counts CPU in clock ticks (10 ms): less than one is a bound */
-			r->cpu_below = cpu < 0.01;
+			/* nothing measured (a kernel without the process CPU
+			 * clock counts in 10 ms ticks): one tick is a bound */
+			r->cpu_below = cpu <= 0;
 			r->cpu_per_gb = (r->cpu_below ? 0.01 : cpu) / ((double)(got - got1) / 1e9);
 			break;
 		}

@@ -110,18 +110,58 @@ const char *bench_case_unavailable(const struct bench_case *c)
 	}
 }
 
+/* A port below the kernel's ephemeral range (ip_local_port_range starts at
+ * 32768 by default) and apart from the test harness's (20000-32000): a port
+ * from bind(0) is ephemeral, and between this check and the proxy's (or the
+ * TLS server's, rebound for each row) bind, an outgoing connection of
+ * anything else on the machine may take it as its local port, or another
+ * bench's proxy may draw it and share it through SO_REUSEPORT. Each process
+ * draws its own pseudo-random sequence and skips what it handed out lately. */
+#define BENCH_PORT_LO 12000
+#define BENCH_PORT_HI 20000
+#define BENCH_RECENT  64
+
+static int port_bindable(const char *host, int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+	if (fd < 0)
+		return -1;
+	ok = inet_pton(AF_INET, host, &sin.sin_addr) == 1 && !bind(fd, (struct sockaddr *)&sin, sizeof(sin));
+	close(fd);
+	return ok;
+}
+
 int bench_free_port(const char *host)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+	static int recent[BENCH_RECENT];
+	static unsigned next;
+	static uint64_t state;
+	struct timespec ts;
 
-	if (fd >= 0 && inet_pton(AF_INET, host, &sin.sin_addr) == 1 && !bind(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
-	    !getsockname(fd, (struct sockaddr *)&sin, &len))
-		port = ntohs(sin.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
+	if (!state) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		state = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ 0x9E3779B97F4A7C15ull;
+	}
+	for (int tries = 0; tries < 512; tries++) {
+		int cand, seen = 0, ok;
+
+		state = state * 6364136223846793005ull + 1442695040888963407ull;
+		cand = BENCH_PORT_LO + (int)((state >> 33) % (BENCH_PORT_HI - BENCH_PORT_LO));
+		for (unsigned i = 0; i < BENCH_RECENT && !seen; i++)
+			seen = recent[i] == cand;
+		if (seen)
+			continue;
+		if ((ok = port_bindable(host, cand)) < 0)
+			return -1;
+		if (ok) {
+			recent[next++ % BENCH_RECENT] = cand;
+			return cand;
+		}
+	}
+	errno = EADDRINUSE;
+	return -1;
 }
 
 /* Copies a template with @KEY@ fields replaced. */
@@ -248,13 +288,12 @@ int bench_proxy_start(struct bench_proxy *p, const struct bench_case *c, const c
 		return 0;
 	}
 	snprintf(p->dir, sizeof(p->dir), "/tmp/splicer-bench-XXXXXX");
-	if (!mkdtemp(p->dir) || (port = bench_free_port(host)) < 0) {
+	/* port2: a template's second listener (bench_free_port never hands out
+	 * the same port twice in a row) */
+	if (!mkdtemp(p->dir) || (port = bench_free_port(host)) < 0 || (port2 = bench_free_port(host)) < 0) {
 		snprintf(err, errlen, "temp dir or port: %s", strerror(errno));
 		return -1;
 	}
-	/* a template's second listener: a port free a moment ago, not the first */
-	for (int i = 0; (port2 = bench_free_port(host)) == port && i < 10; i++)
-		;
 	snprintf(listen, sizeof(listen), "%s:%d", host, port);
 	snprintf(listen2, sizeof(listen2), "%s:%d", host, port2);
 	snprintf(logp, sizeof(logp), "%s/proxy.log", p->dir);
@@ -406,12 +445,21 @@ void bench_proxy_stop(struct bench_proxy *p)
 
 /* ---- /proc readings ------------------------------------------------------- */
 
-static double proc_cpu_one(pid_t pid, int with_reaped)
+/* A process's CPU seconds, its reaped children's included: its own from
+ * its CPU clock (nanoseconds, every thread, exited ones too), as the ticks
+ * of /proc/PID/stat (10 ms) read 0 for a proxy that ran 5 ms in a short
+ * row; the reaped children's only exist as ticks. */
+static double proc_cpu_one(pid_t pid)
 {
 	char path[64], buf[2048], *p;
 	unsigned long long ut = 0, st = 0, cut = 0, cst = 0;
+	double own = -1;
+	struct timespec ts;
+	clockid_t cid;
 	FILE *f;
 
+	if (!clock_getcpuclockid(pid, &cid) && !clock_gettime(cid, &ts))
+		own = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	if (!(f = fopen(path, "re")))
 		return 0;
@@ -419,7 +467,9 @@ static double proc_cpu_one(pid_t pid, int with_reaped)
 		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
 		       &ut, &st, &cut, &cst);
 	fclose(f);
-	return (double)(ut + st + (with_reaped ? cut + cst : 0)) / (double)sysconf(_SC_CLK_TCK);
+	if (own < 0)
+		own = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	return own + (double)(cut + cst) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* Calls fn for each live child of pid (all threads' children lists). */
@@ -452,7 +502,7 @@ static void for_children(pid_t pid, void (*fn)(pid_t, void *), void *arg)
 
 static void add_cpu(pid_t pid, void *arg)
 {
-	*(double *)arg += proc_cpu_one(pid, 1);
+	*(double *)arg += proc_cpu_one(pid);
 	for_children(pid, add_cpu, arg);
 }
 

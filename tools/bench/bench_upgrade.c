@@ -541,7 +541,7 @@ int bench_upgrade_main(int argc, char **argv)
 	       "ctl's start to the new process's ready line; noticed: from there to the old "
 	       "process's \"serves now\" (its main loop's tick); hand-over: what the old process "
 	       "reports; old lived: from its \"serves now\" to its exit; new RSS and CPU: the new "
-	       "process once it adopted them (CPU in 10 ms ticks, its start included: drain is "
+	       "process once it adopted them (CPU from its process clock, its start included: drain is "
 	       "the same without sessions to adopt); failed after: sessions whose round trip "
 	       "after the upgrade failed, over all repetitions.\n\n",
 	       BENCH_SESSION_MSG, reps);
