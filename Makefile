@@ -70,7 +70,7 @@ TEST_SRCS:= $(UNIT_SRCS) $(INT_SRCS) $(PEER_SRCS) $(HOST_SRCS)
 HDRS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(wildcard tests/integration/*.h tests/peer/*.h tests/hostile/*.h bpf/*.h)
 
 # Debian packages the build, the tests and `make run` need.
-DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf ethtool iproute2 mandoc \
+DEB_PKGS := gcc make libc6-dev libssl-dev libcriterion-dev libinih-dev iperf3 linux-perf strace ethtool iproute2 mandoc \
 	    iptables libnetfilter-queue-dev valgrind clang libbpf-dev liburing-dev libc-ares-dev libseccomp-dev prometheus \
 	    openssl curl python3 python3-yaml
 # The peers the differential suite (tests/peer) and `splicer bench` compare

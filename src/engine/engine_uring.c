@@ -55,10 +55,11 @@
  * per send); it pays only on real NICs for large sends.
  *
  * Fixed (direct) descriptors: once open, both sockets move into the ring's
- * sparse file table (io_uring_register_files_update) and their descriptors
- * are closed, so established sessions do not count against ulimit -n; the
- * kernel caps each table at RLIMIT_NOFILE, so N workers hold up to
- * N x ulimit/2 sessions beside the descriptors of those still connecting.
+ * sparse file table (FILES_UPDATE SQEs, fixed_register) and their
+ * descriptors are closed, so established sessions do not count against
+ * ulimit -n; the kernel caps each table at RLIMIT_NOFILE, so N workers hold
+ * up to N x ulimit/2 sessions beside the descriptors of those still
+ * connecting.
  * Every op then uses IOSQE_FIXED_FILE; FIN is IORING_OP_SHUTDOWN, the RST an
  * SO_LINGER 0 through IORING_OP_URING_CMD (SOCKET_URING_OP_SETSOCKOPT,
  * kernel 6.7+) hard-linked before IORING_OP_CLOSE of the slot. A full table
@@ -240,6 +241,12 @@ struct uring_ctx {
 	int splice;          /* SPLICER_URING_SPLICE=1: the IORING_OP_SPLICE variant */
 	int *slots;          /* free slots of the fixed file table (a stack) */
 	unsigned nslots, nfree_slots;
+	/* A FILES_UPDATE reads its descriptor from user memory when the kernel
+	 * takes the SQE: one int per SQ entry, indexed like the SQE, stays
+	 * valid until then (fixed_register). */
+	int *sqe_fd;
+	unsigned reg_tail;   /* the SQ tail after the newest such SQE ... */
+	uint8_t reg_queued;  /* ... while the kernel may not have taken it */
 	unsigned detached;   /* detached sessions not yet freed (their sockets open) */
 	/* SPLICER_URING_FAULT (tests only, see fault_init): every nth session
 	 * start fails after its sockets entered the fixed table ("start:n"), or
@@ -1419,6 +1426,7 @@ static void ctx_free(struct uring_ctx *u)
 	free(u->boff);
 	free(u->bnext);
 	free(u->slots);
+	free(u->sqe_fd);
 	free(u->br);
 	free(u->watch);
 	free(u->due);
@@ -1491,6 +1499,7 @@ static void fixed_setup(struct uring_ctx *u)
 	if (!getrlimit(RLIMIT_NOFILE, &rl))
 		n = rl.rlim_cur > (1u << 20) ? (1u << 20) : (unsigned)rl.rlim_cur;
 	if (n && (u->slots = calloc(n, sizeof(*u->slots))) &&
+	    (u->sqe_fd = calloc(u->ring.sq.ring_entries, sizeof(*u->sqe_fd))) &&
 	    io_uring_register_files_sparse(&u->ring, n) == 0 && fixed_works(u)) {
 		u->nslots = n;
 		for (unsigned i = 0; i < n; i++)
@@ -1589,15 +1598,101 @@ fail:
 	return r;
 }
 
-/* Moves the session's two sockets into the ring's fixed file table and
- * closes their descriptors (slot[0] client, slot[1] backend). Returns 1, or
- * 0 when the table is full or absent: the session then uses descriptors. */
+/* Urgent data: the ring sees no EPOLLPRI, and a multishot recv can stop at
+ * the urgent mark (1 stall in 10, tests/peer). In line, the urgent byte is
+ * forwarded in its place in the stream, as the sockmap engine does (see
+ * urgent.h). */
+static void oob_inline_fd(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
+}
+
+/* The same on a slot, through the ring (IORING_OP_URING_CMD setsockopt,
+ * which fixed_works found). */
+static void oob_inline_slot(int slot, struct io_uring_sqe *sqe)
+{
+	static const int one = 1;
+
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->flags = IOSQE_FIXED_FILE;
+	sqe->fd = slot;
+	sqe->cmd_op = SOCKET_URING_OP_SETSOCKOPT;
+	sqe->addr = (uint64_t)SOL_SOCKET | ((uint64_t)SO_OOBINLINE << 32);
+	sqe->splice_fd_in = (int)sizeof(one);
+	sqe->addr3 = (uint64_t)(uintptr_t)&one;
+	io_uring_sqe_set_data64(sqe, 0);
+}
+
+/* SQEs fixed_register queues per session: FILES_UPDATE, CLOSE and
+ * SO_OOBINLINE, for each socket. */
+#define UR_REG_SQES 6
+
+/* Whether a FILES_UPDATE fixed_register queued may still wait in the SQ:
+ * the kernel has not taken everything up to it. */
+static int reg_pending(struct uring_ctx *u)
+{
+	if (u->reg_queued && (int)(u->reg_tail - __atomic_load_n(u->ring.sq.khead, __ATOMIC_ACQUIRE)) <= 0)
+		u->reg_queued = 0;
+	return u->reg_queued;
+}
+
+/* Moves the session's two sockets into the ring's fixed file table (slot[0]
+ * client, slot[1] backend) and gives up their descriptors. Returns 1, or 0
+ * when the table is full or absent: the session then uses descriptors
+ * (their SO_OOBINLINE set here too).
+ *
+ * Through the ring where it has room, as SQEs queued before the session's
+ * first recv: a FILES_UPDATE of each slot, a CLOSE of each descriptor and
+ * SO_OOBINLINE on each slot, where io_uring_register, close(2) and
+ * setsockopt(2) cost six system calls a session (a third of a short
+ * connection's: doc/performance.md). The kernel takes a submission's SQEs
+ * in order, and these three complete inline (a socket has no flush, so its
+ * close is not punted to io-wq), so the slots are filled before anything
+ * names them, and the descriptors stay taken until they are: none can be
+ * reused by accept4() or socket() while an SQE names it. The CLOSEs are
+ * not linked to the updates: a failed update (the kernel short of memory)
+ * still closes the descriptor, and the session's recv then fails with
+ * EBADF and closes it, its peers see the end, and nothing leaks. */
 static int fixed_register(struct uring_ctx *u, struct session *s, int slot[2])
 {
 	int fds[2] = { s->cli.fd, s->srv.fd };
 
 	if (u->nfree_slots < 2)
 		return 0;
+	if (io_uring_sq_space_left(&u->ring) < UR_REG_SQES)
+		ring_submit(u);
+	if (io_uring_sq_space_left(&u->ring) >= UR_REG_SQES) {
+		struct io_uring_sqe *sqe;
+
+		for (int i = 0; i < 2; i++) {
+			unsigned idx;
+
+			slot[i] = u->slots[--u->nfree_slots];
+			sqe = io_uring_get_sqe(&u->ring);
+			idx = (unsigned)(sqe - u->ring.sq.sqes);
+			u->sqe_fd[idx] = fds[i];
+			io_uring_prep_files_update(sqe, &u->sqe_fd[idx], 1, slot[i]);
+			io_uring_sqe_set_data64(sqe, 0);
+		}
+		for (int i = 0; i < 2; i++) {
+			sqe = io_uring_get_sqe(&u->ring);
+			io_uring_prep_close(sqe, fds[i]);
+			io_uring_sqe_set_data64(sqe, 0);
+		}
+		for (int i = 0; i < 2; i++)
+			if ((sqe = io_uring_get_sqe(&u->ring))) /* (room was made) */
+				oob_inline_slot(slot[i], sqe);
+		u->reg_tail = u->ring.sq.sqe_tail;
+		u->reg_queued = 1;
+		s->cli.fd = s->srv.fd = -1;
+		return 1;
+	}
+	/* The SQ stays full (its submit failed): through the file table. */
+	oob_inline_fd(fds[0]);
+	oob_inline_fd(fds[1]);
 	for (int i = 0; i < 2; i++) {
 		slot[i] = u->slots[--u->nfree_slots];
 		if (io_uring_register_files_update(&u->ring, (unsigned)slot[i], &fds[i], 1) != 1) {
@@ -1667,6 +1762,10 @@ static int fixed_close_both(struct uring_ctx *u, struct uring_sess *us, int forc
 		return 1;
 	}
 	if ((us->rst[0] || us->rst[1]) && !force)
+		return 0;
+	/* Not before the kernel took a queued FILES_UPDATE (fixed_register):
+	 * it would fill the slot again after its removal here. */
+	if (reg_pending(u))
 		return 0;
 	for (int i = 0; i < 2; i++) {
 		if (us->slot[i] < 0)
@@ -1751,20 +1850,15 @@ static int uring_session_start(struct session *s)
 	}
 	/* From here the ring reports everything about these sockets. They
 	 * become blocking: io_uring honours O_NONBLOCK and would complete a
-	 * send to a full socket with -EAGAIN instead of waiting for room. */
+	 * send to a full socket with -EAGAIN instead of waiting for room.
+	 * O_NONBLOCK is the only status flag a proxy's socket has, so it is
+	 * cleared without reading the flags first (a system call less). */
 	for (int i = 0; i < 2; i++) {
 		struct side *sd = i ? &s->srv : &s->cli;
-		int fd = sd->fd, fl = fcntl(fd, F_GETFL);
-		int one = 1;
 
-		worker_unwatch(w, fd, &sd->watch);
-		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK))
+		worker_unwatch(w, sd->fd, &sd->watch);
+		if (fcntl(sd->fd, F_SETFL, 0))
 			return -errno;
-		/* Urgent data: the ring sees no EPOLLPRI, and a multishot recv
-		 * can stop at the urgent mark (1 stall in 10, tests/peer). In
-		 * line, the urgent byte is forwarded in its place in the
-		 * stream, as the sockmap engine does (see urgent.h). */
-		setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
 	}
 	/* Before anything that cannot be undone here (the fixed table). */
 	if (!(us = calloc(1, sizeof(*us))))
@@ -1778,7 +1872,10 @@ static int uring_session_start(struct session *s)
 			return r;
 		}
 	}
-	fixed = fixed_register(CTX(w), s, slot);
+	if (!(fixed = fixed_register(CTX(w), s, slot))) {
+		oob_inline_fd(s->cli.fd);
+		oob_inline_fd(s->srv.fd);
+	}
 	us->fixed = (uint8_t)fixed;
 	us->slot[0] = slot[0];
 	us->slot[1] = slot[1];

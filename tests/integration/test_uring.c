@@ -9,12 +9,17 @@
  * share 128 provided buffers, so most receives end on ENOBUFS and wait on
  * the starved list; every byte must still arrive, in order. The rest of the
  * engine runs the shared cases through H_ENGINE_CASES. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,4 +244,118 @@ Test(integ, uring_starved_no_stall, .init = h_init, .fini = h_fini, .timeout = 1
 		N, BATCH, slow);
 	H_CHECK(slow <= 3, "%d of %d batches of new sessions waited 90 ms or more for their echoes",
 		slow, N / BATCH);
+}
+
+/* Calls of name in a `strace -c` summary (0 if absent). Its rows are
+ * "% time, seconds, usecs/call, calls, [errors,] syscall". */
+static long strace_calls(const char *summary, const char *name)
+{
+	for (const char *l = summary; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char line[256], w[6][64];
+		size_t len = strcspn(l, "\n");
+		int n;
+
+		snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), l);
+		n = sscanf(line, "%63s %63s %63s %63s %63s %63s", w[0], w[1], w[2], w[3], w[4], w[5]);
+		if ((n == 5 || n == 6) && !strcmp(w[n - 1], name))
+			return atol(w[3]);
+	}
+	return 0;
+}
+
+/* Every thread of pid traced (strace -f attached to all of them). */
+static int all_traced(pid_t pid)
+{
+	char path[320], line[256];
+	struct dirent *e;
+	DIR *d;
+	int n = 0, traced = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return 0;
+	while ((e = readdir(d))) {
+		FILE *f;
+		if (e->d_name[0] == '.')
+			continue;
+		n++;
+		snprintf(path, sizeof path, "/proc/%d/task/%s/status", (int)pid, e->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		while (fgets(line, sizeof line, f))
+			if (!strncmp(line, "TracerPid:", 10) && atoi(line + 10) > 0)
+				traced++;
+		fclose(f);
+	}
+	closedir(d);
+	return n > 0 && traced == n;
+}
+
+/* A uring session's start hands its two descriptors to the ring's fixed
+ * file table through SQEs (FILES_UPDATE, CLOSE, SO_OOBINLINE as a socket
+ * command) queued before its first recv, not through io_uring_register,
+ * close and setsockopt: six system calls a session, a third of what a short
+ * connection cost. Counted with strace over N sequential echo sessions
+ * once the rings are up: the old start made 2 io_uring_register, 2 close,
+ * 3 setsockopt (SO_OOBINLINE twice, the backend's TCP_NODELAY) and 4 fcntl
+ * per session; now about none, none, 1 and 2. Every echo must still come
+ * back whole, so the slots were filled before the recvs named them. */
+Test(integ, uring_session_start_through_the_ring, .init = h_init, .fini = h_fini, .timeout = 120)
+{
+	enum { N = 200 };
+	static struct h_proxy p;
+	static struct echo_bk bk;
+	struct h_addr baddr;
+	pthread_t thr;
+	char why[256], out[PATH_MAX], *summary;
+	const char *strace = h_which("strace");
+
+	H_CHECK(strace, "strace is not installed (make deps)");
+	bk.lfd = ld_listen(&baddr, 4096);
+	H_CHECK(bk.lfd >= 0, "backend listen: %s", strerror(-bk.lfd));
+	H_CHECK(pthread_create(&thr, NULL, echo_bk_main, &bk) == 0, "backend thread");
+	const char *backends[] = { baddr.text, NULL };
+	h_proxy_up(&p, h_binary(0), "uring", "127.0.0.1:0", backends, NULL);
+	for (int i = 0; i < 40; i++) /* both workers' rings up */
+		H_CHECK(h_echo_roundtrip(&p.addr, 64, (uint64_t)i, 5000, why, sizeof why) == 0,
+			"warm-up session %d: %s", i, why);
+
+	char pid[16];
+	snprintf(out, sizeof out, "%s/strace.txt", h_tmpdir());
+	snprintf(pid, sizeof pid, "%d", (int)p.pid);
+	char *const sargv[] = { (char *)strace, "-f", "-c", "-qq", "-o", out, "-e",
+				"trace=io_uring_register,close,setsockopt,fcntl,accept4", "-p", pid, NULL };
+	pid_t tr = fork();
+	H_CHECK(tr >= 0, "fork: %s", strerror(errno));
+	if (tr == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		h_child_exec(getppid(), null, null, null, strace, sargv);
+	}
+	for (int64_t dl = h_now_ms() + 5000; !all_traced(p.pid) && h_now_ms() < dl;)
+		h_sleep_ms(20);
+	H_CHECK(all_traced(p.pid), "strace did not attach to every thread of the proxy");
+	for (int i = 0; i < N; i++)
+		H_CHECK(h_echo_roundtrip(&p.addr, 64, 1000 + (uint64_t)i, 5000, why, sizeof why) == 0,
+			"session %d: %s", i, why);
+	h_sleep_ms(300); /* the last sessions' closes */
+	kill(tr, SIGINT);
+	int st;
+	waitpid(tr, &st, 0);
+	summary = h_read_file(out, NULL);
+	h_proxy_down(&p);
+	__atomic_store_n(&bk.stop, 1, __ATOMIC_RELAXED);
+	pthread_join(thr, NULL);
+	close(bk.lfd);
+	H_CHECK(summary, "no strace summary at %s", out);
+	long acc = strace_calls(summary, "accept4"), reg = strace_calls(summary, "io_uring_register"),
+	     cl = strace_calls(summary, "close"), so = strace_calls(summary, "setsockopt"),
+	     fc = strace_calls(summary, "fcntl");
+	fprintf(stderr, "[uring] %d sessions: %ld accept4, %ld io_uring_register, %ld close, "
+		"%ld setsockopt, %ld fcntl\n", N, acc, reg, cl, so, fc);
+	H_CHECK(acc >= N, "strace saw %ld accept4 for %d sessions: it did not trace them\n%s", acc, N,
+		summary);
+	H_CHECK(reg <= N / 10 && cl <= N / 10 && so <= N + N / 2 && fc <= 2 * N + N / 2,
+		"per-session system calls of the start for %d sessions: %ld io_uring_register, %ld close, "
+		"%ld setsockopt, %ld fcntl\n%s", N, reg, cl, so, fc, summary);
+	free(summary);
 }
