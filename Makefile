@@ -225,6 +225,12 @@ $(B)/nfq_delay: tests/tools/nfq_delay.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< -lnetfilter_queue
 
+# What a system call and an io_uring operation cost here (doc/performance.md).
+$(B)/syscall-cost: tools/syscall-cost.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -o $@ $< -luring
+
 # A wrapper that denies io_uring_setup through seccomp (tests/tools/no_uring.c).
 $(B)/no_uring: tests/tools/no_uring.c
 	@mkdir -p $(@D)
@@ -241,7 +247,7 @@ TEST_ENV := SPLICER_BIN=$(B)/splicer SPLICER_ASAN_BIN=$(B)/asan/splicer \
 # reason (tools/image-build.sh --state). Chromium likewise: where it cannot
 # be installed, the status page's browser test is skipped saying so.
 test: deps peer-deps server-deps pkg-deps fleet-deps
-	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
+	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all asan $(B)/tests $(B)/nfq_delay $(B)/no_uring $(B)/syscall-cost $(FUZZERS:%=$(B)/fuzz/fuzz_%) \
 		$(DEB)
 	$(Q)sh tools/deps.sh $(IMAGE_PKGS) || echo "  IMAGE   $(IMAGE_PKGS) could not be installed"
 	$(Q)sh tools/deps.sh $(BROWSER_PKGS) || echo "  BROWSER $(BROWSER_PKGS) could not be installed"
