@@ -443,6 +443,28 @@ void bench_proxy_stop(struct bench_proxy *p)
 	}
 }
 
+void bench_proxy_log_tail(const struct bench_proxy *p, const char *row)
+{
+	char path[96], buf[2048];
+	FILE *f;
+	long size;
+	size_t n;
+
+	if (!p->dir[0])
+		return;
+	snprintf(path, sizeof(path), "%s/proxy.log", p->dir);
+	if (!(f = fopen(path, "re")))
+		return;
+	fseek(f, 0, SEEK_END);
+	size = ftell(f);
+	fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0, SEEK_SET);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	fprintf(stderr, "splicer bench: %s failed; the end of its proxy's log (%s, %ld bytes):\n%s%s",
+		row, path, size, buf, n && buf[n - 1] != '\n' ? "\n" : "");
+}
+
 /* ---- /proc readings ------------------------------------------------------- */
 
 /* A process's CPU seconds, its reaped children's included: its own from

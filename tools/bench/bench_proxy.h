@@ -32,6 +32,10 @@ struct bench_proxy {
 	char dir[64];                 /* temp dir for configs, pid files, logs */
 };
 
+/* Prints the end of p's log (its stderr) to stderr, for a row that failed:
+ * the proxy's own account of it, before bench_proxy_stop removes the dir. */
+void bench_proxy_log_tail(const struct bench_proxy *p, const char *row);
+
 /* Why a case cannot run here ("haproxy not installed"), or NULL. */
 const char *bench_case_unavailable(const struct bench_case *c);
 

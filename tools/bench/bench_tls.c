@@ -665,6 +665,7 @@ int bench_tls_rep(struct tls_bench *tb, int rep)
 			row_run(tb, r, &p, rep);
 			if (r->fail[0]) {
 				fprintf(stderr, "splicer bench: tls %s, rep %d: %s\n", r->label, rep + 1, r->fail);
+				bench_proxy_log_tail(&p, r->label);
 				failed = 1;
 			}
 		}

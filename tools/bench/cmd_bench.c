@@ -433,6 +433,7 @@ static int run_case(struct case_run *cr, const struct bench_opts *o, const struc
 	progress(o, rep, cr, "real", eta);
 	return !cr->bulk_only && o->real ? run_real(cr, o, e, v) : 0;
 out:
+	bench_proxy_log_tail(&p, cr->label);
 	bench_proxy_stop(&p);
 	return r;
 }
