@@ -277,6 +277,7 @@ struct hs_load {
 	struct hs_conn *cli;
 	struct hs_conn srv;      /* head of the server ends' list */
 	uint64_t done, failed;
+	uint64_t stale;          /* server ends closed in their handshake (hs_step) */
 	double seconds;
 	char why[160];
 };
@@ -418,9 +419,20 @@ static void hs_step(struct hs_load *L, struct hs_conn *c)
 		}
 		continue;
 wait_or_fail:
-		if (r < 0)
-			hs_fail(L, c, c->st == C_HANDSHAKE || c->st == S_HANDSHAKE ? "handshake"
+		/* A server end that fails its handshake is not this row's: the
+		 * proxy still held sessions of the row before (the same backend
+		 * port), whose clients sent a ClientHello and closed when that
+		 * row ended, and it forwards the hello and the FIN to whatever
+		 * listens there now (integ::bench_baseline_columns failed so in
+		 * CI, twice: 2 failed, 0 done, "unexpected eof"). A handshake
+		 * the proxy breaks fails on the client's end too. */
+		if (r < 0 && c->st == S_HANDSHAKE) {
+			L->stale++;
+			hs_end(c);
+		} else if (r < 0) {
+			hs_fail(L, c, c->st == C_HANDSHAKE ? "handshake"
 				      : c->st == C_SEND || c->st == S_SEND ? "write" : "read");
+		}
 		return;
 	}
 }
@@ -509,6 +521,10 @@ static int conn_run(struct tls_bench *tb, const struct sockaddr *sa, socklen_t l
 		hs_close(&L.cli[i]);
 	while (L.srv.next != &L.srv)
 		hs_end(L.srv.next);
+	if (L.stale)
+		fprintf(stderr, "splicer bench: tls: %llu connection(s) to the TLS server failed their "
+			"handshake on the server's end only (the row before's, forwarded late): not "
+			"counted\n", (unsigned long long)L.stale);
 	if (L.failed)
 		snprintf(why, wlen, "%llu handshakes done, %llu failed: %s", (unsigned long long)L.done,
 			 (unsigned long long)L.failed, L.why);
