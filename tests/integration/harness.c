@@ -160,19 +160,39 @@ static int holds_all(const char *line, va_list ap)
 	return all;
 }
 
-int h_log_lines(const struct h_proxy *p, ...)
+static int log_count(const struct h_proxy *p, va_list ap)
 {
 	FILE *f = fopen(p->log, "re");
 	char line[4096];
-	va_list ap;
 	int n = 0;
 
-	va_start(ap, p);
 	while (f && fgets(line, sizeof line, f))
 		n += holds_all(line, ap);
-	va_end(ap);
 	if (f)
 		fclose(f);
+	return n;
+}
+
+int h_log_lines(const struct h_proxy *p, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, p);
+	n = log_count(p, ap);
+	va_end(ap);
+	return n;
+}
+
+int h_log_lines_wait(const struct h_proxy *p, int wait_ms, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, wait_ms);
+	for (int64_t end = h_now_ms() + wait_ms; !(n = log_count(p, ap)) && h_now_ms() < end;)
+		h_sleep_ms(20);
+	va_end(ap);
 	return n;
 }
 

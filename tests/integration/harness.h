@@ -213,6 +213,11 @@ void h_proxy_down(struct h_proxy *p);
  * list of strings). */
 int h_log_lines(const struct h_proxy *p, ...);
 
+/* The same, once at least one such line is there: read again every 20 ms
+ * for up to wait_ms. For a line the proxy logs through its writer thread
+ * (log.c), which an answer it sent (ctl's) can overtake. */
+int h_log_lines_wait(const struct h_proxy *p, int wait_ms, ...);
+
 /* The first line of the file at path holding every needle (a NULL-
  * terminated list), read again every 20 ms for up to wait_ms (0: once),
  * copied into out without its newline. Returns 1, or 0 with out empty. */

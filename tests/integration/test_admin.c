@@ -730,9 +730,7 @@ static void case_reload(const char *bin)
 	CTL(bin, &out, "reload");
 	H_CHECK(strstr(out, "ok: reloaded"), "reload: %s", out);
 	free(out);
-	char logl[512]; /* the log's writer thread may write a line after ctl's answer */
-	H_CHECK(h_file_line(p.log, 2000, logl, sizeof logl, "SIGHUP: reloaded", NULL) &&
-			h_log_lines(&p, "SIGHUP: reloaded", NULL) == 1,
+	H_CHECK(h_log_lines_wait(&p, 2000, "SIGHUP: reloaded", NULL) == 1,
 		"the proxy logged no reload, or more than one");
 	CTL(bin, &out, "show", "backends");
 	H_CHECK(table_has(out, a.text, " drain ", NULL) && table_has(out, b.text, "4 (file: 1)", NULL),
@@ -760,8 +758,7 @@ static void case_reload(const char *bin)
 	conf_write(port, &a, &b, 2, other);
 	CTL(bin, &out, "reload");
 	free(out);
-	H_CHECK(h_file_line(p.log, 2000, logl, sizeof logl, "admin changed; it needs a restart", NULL) &&
-			h_log_lines(&p, "admin changed; it needs a restart", NULL) == 1 &&
+	H_CHECK(h_log_lines_wait(&p, 2000, "admin changed; it needs a restart", NULL) == 1 &&
 			access(other, F_OK) != 0, "a changed admin path");
 	/* an invalid file: the running config stays, ctl says so */
 	FILE *f = fopen(conf, "we");

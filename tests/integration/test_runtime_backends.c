@@ -94,9 +94,7 @@ static void case_add_wakes_queue(const char *bin)
 	H_CHECK(row_of(ans, a.text, line, sizeof line) && strstr(line, " file"), "%s", ans);
 	h_admin_cmd(adm, "show backends --json", ans, sizeof ans);
 	H_CHECK(strstr(ans, "\"origin\":\"ctl\"") && strstr(ans, "\"origin\":\"file\""), "%s", ans);
-	/* the log's writer thread may write the line after the answer went out */
-	H_CHECK(h_file_line(p.log, 2000, line, sizeof line, "ctl: route web: backend", "added", NULL) &&
-			h_log_lines(&p, "ctl: route web: backend", "added", NULL) == 1,
+	H_CHECK(h_log_lines_wait(&p, 2000, "ctl: route web: backend", "added", NULL) == 1,
 		"no log line of the add, or more than one");
 	close(held);
 	close(waiting);
