@@ -74,6 +74,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -1126,6 +1127,7 @@ static int watch_cqe(struct uring_ctx *u, struct io_uring_cqe *cqe, struct epoll
 {
 	unsigned i = (unsigned)((io_uring_cqe_get_data64(cqe) & ~UD_WATCH) >> 3);
 	struct ur_watch *wt = &u->watch[i];
+	uint32_t res;
 
 	if (wt->state == W_DYING) {
 		if (!(cqe->flags & IORING_CQE_F_MORE))
@@ -1153,13 +1155,28 @@ static int watch_cqe(struct uring_ctx *u, struct io_uring_cqe *cqe, struct epoll
 	}
 	if (cqe->res <= 0)
 		return 0;
+	res = (uint32_t)cqe->res;
+	/* A ring's poll reports the mask its wake-up carried, and a socket
+	 * that receives anything wakes with EPOLLIN | EPOLLPRI: every arrival
+	 * looked like urgent data, which costs a copy or splice direction an
+	 * ioctl and an extra recv per read (urgent.h) and kept auto's sessions
+	 * from moving to io_uring. epoll asks the socket itself; so does this,
+	 * only when the wake-up says PRI. */
+	if (res & EPOLLPRI) {
+		struct pollfd pf = { .fd = wt->fd, .events = POLLPRI };
+
+		if (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLPRI))
+			res &= ~(uint32_t)EPOLLPRI;
+		if (!res)
+			return 0;
+	}
 	if (wt->gen == u->reap_gen) { /* it has one this turn already */
-		evs[wt->evi].events |= (uint32_t)cqe->res;
+		evs[wt->evi].events |= res;
 		return 0;
 	}
 	wt->gen = u->reap_gen;
 	wt->evi = (unsigned)nev;
-	evs[nev].events = (uint32_t)cqe->res;
+	evs[nev].events = res;
 	evs[nev].data.ptr = wt->ptr;
 	return 1;
 }
