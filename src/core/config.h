@@ -52,9 +52,13 @@ extern const char *const engine_names[];
 enum balance_kind { BALANCE_ROUNDROBIN, BALANCE_LEASTCONN, BALANCE_MAGLEV };
 extern const char *const balance_names[]; /* indexed by enum balance_kind */
 
+struct engine;
+
 /* The settings a route may set for itself. */
 struct route_opts {
 	uint64_t engine;             /* index into engine_names (0: auto) */
+	uint64_t auto_uring_turns;   /* auto: request/response turns before a session moves to
+					io_uring (session.c: turns_due); 0: never */
 	uint64_t balance;            /* enum balance_kind */
 	uint64_t lowat;              /* SO_RCVLOWAT on spliced sources; 0 = off */
 	uint64_t connect_timeout_ms; /* per backend attempt */
@@ -251,6 +255,10 @@ struct route {
 	struct sock_source src;            /* where backend connections come from */
 	uint8_t fastopen_backend;          /* the first client bytes ride in the SYN (MSG_FASTOPEN) */
 	uint8_t has_backup;                /* a backend is a backup, beside a primary (backend.c) */
+	/* where its sessions move once they behave as request/response
+	   (engine_routes_check: auto's io_uring where it runs and
+	   auto_uring_turns is not 0); NULL: they stay */
+	const struct engine *turns;
 };
 
 struct sni_table;

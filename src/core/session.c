@@ -347,6 +347,10 @@ static int dir_pump(struct session *s, struct dir *d, int *more)
 
 		d->solo = solo > UINT32_MAX ? UINT32_MAX : (uint32_t)solo;
 		(d == &s->up ? &s->down : &s->up)->solo = 0; /* a turn: not one-way */
+		if (s->last_mover != (d == &s->up ? 1 : 2)) { /* request/response (turns_due) */
+			s->last_mover = d == &s->up ? 1 : 2;
+			s->turns += s->turns < UINT16_MAX;
+		}
 		s->active_ms = w->now_ms;
 		bytes_dirty(s);
 		first_bytes(s);
@@ -495,6 +499,15 @@ static int side_outq(const struct side *sd)
 	return q;
 }
 
+/* The engine holds the sockets where SIOCOUTQ cannot reach them (uring's
+ * fixed file table: its descriptors were closed). A session auto moved to
+ * io_uring keeps its descriptors, and so the RSTs of copy: a reset source
+ * is passed on as a reset once the other side took what came before it. */
+static int send_queue_blind(const struct session *s)
+{
+	return s->eng->blind_send_queue && (s->cli.fd < 0 || s->srv.fd < 0);
+}
+
 static int wants_rst(const struct session *s, const struct side *sd)
 {
 	const struct dir *to = sd == &s->cli ? &s->down : &s->up;
@@ -534,6 +547,106 @@ static void session_end(struct session *s, int timed_out)
 		      : s->expiring ? expire_reason(s) : "done");
 }
 
+/* auto: a session that behaves as request/response moves whole to the
+ * route's turns engine (io_uring, engine_list.h): its bytes changed direction
+ * auto_uring_turns times, both directions are still on the start engine
+ * (neither was a stream), hold nothing, and have ended nothing. A short
+ * connection (one question, one answer) never gets there: it costs less on
+ * copy (doc/performance.md). Not while the worker drains (an upgrade hands
+ * copy sessions over as they are). */
+static int turns_due(const struct session *s)
+{
+	const struct route *r = s->route;
+	const struct engine_choice *c = &engine_choices[r->o.engine];
+	const struct dir *d[2] = { &s->up, &s->down };
+
+	if (!r->turns || s->turns < r->o.auto_uring_turns || s->state != S_OPEN || s->ending ||
+	    s->expiring || s->w->draining || s->w->turns_off || s->eng != c->session)
+		return 0;
+	if (s->cli.urg || s->srv.urg || s->cli.broken || s->srv.broken)
+		return 0;
+	for (int i = 0; i < 2; i++)
+		if (d[i]->eng != c->start || !d[i]->stream || d[i]->eof || d[i]->shut || d[i]->dead ||
+		    d[i]->err || d[i]->urg_state || d[i]->lowat_set ||
+		    (d[i]->eng->pending && d[i]->eng->pending(d[i])))
+			return 0;
+	return 1;
+}
+
+static void turns_move(struct session *s)
+{
+	struct worker *w = s->w;
+	const struct engine *e = s->route->turns;
+	unsigned turns = s->turns;
+	int r;
+
+	s->turns = 0;
+	if ((r = worker_engine_start(w, e)) < 0) {
+		log_warn("worker %u: %s engine: %s; request/response sessions stay on copy", w->id,
+			 e->name, strerror(-r));
+		w->turns_off = 1;
+		return;
+	}
+	for (int i = 0; i < 2; i++) {
+		struct dir *d = i ? &s->down : &s->up;
+
+		if (d->eng->release)
+			d->eng->release(w, d); /* holds nothing: its pool buffer, if any */
+		memset(d->priv, 0, sizeof(d->priv));
+		d->stream = NULL;
+		d->why = WHY_TURNS;
+	}
+	s->eng = e;
+	CTR_ADD(w, auto_turns_moves, 1);
+	log_verbose("session %llx: request/response (%u turns): moves to %s", (unsigned long long)s->id,
+		    turns, e->name);
+	e->drive(s); /* the engine's start; a failure closes the session */
+}
+
+int session_turns_back(struct session *s, const struct dir_handoff *h)
+{
+	struct worker *w = s->w;
+	const struct engine_choice *c = &engine_choices[s->route->o.engine];
+	int r = 0;
+
+	if (s->giving_back) {
+		s->giving_back = 0;
+		w->giving_back--;
+	}
+	s->eng = c->session;
+	s->turns = 0;
+	s->last_mover = 0;
+	for (int i = 0; i < 2; i++) {
+		struct dir *d = i ? &s->down : &s->up;
+
+		memset(d->priv, 0, sizeof(d->priv));
+		d->eng = c->start;
+		d->stream = c->stream;
+		d->why = WHY_AS_SET;
+		if (d->eng->attach)
+			d->eng->attach(d);
+		if (!r && h[i].len && (!d->eng->hand_in || (r = d->eng->hand_in(w, d, &h[i])) < 0))
+			r = r < 0 ? r : -EINVAL;
+	}
+	for (int i = 0; i < 2; i++) {
+		struct side *sd = i ? &s->srv : &s->cli;
+
+		sd->can_read = sd->can_write = 1;
+		if (!r)
+			r = side_register(w, sd);
+	}
+	CTR_ADD(w, auto_turns_returns, 1);
+	if (r < 0) {
+		log_warn("session %llx: back from its request/response engine: %s",
+			 (unsigned long long)s->id, strerror(-r));
+		session_close(s, "engine-return");
+		return r;
+	}
+	log_verbose("session %llx: back on %s", (unsigned long long)s->id, c->start->name);
+	runq_push(s);
+	return 0;
+}
+
 static void session_run(struct session *s)
 {
 	int more = 0;
@@ -558,6 +671,10 @@ static void session_run(struct session *s)
 	}
 	if (s->eng->after_run && s->eng->after_run(s))
 		more = 1;
+	if (!more && turns_due(s)) {
+		turns_move(s);
+		return;
+	}
 	if (more)
 		runq_push(s);
 }
@@ -608,10 +725,14 @@ void session_io_result(struct session *s)
 				s->eng->dir_dead(s, other);
 		}
 	}
-	if ((s->up.shut || s->up.dead) && (s->down.shut || s->down.dead))
-		session_close(s, s->fail ? s->fail : s->expiring ? expire_reason(s) : "done");
-	else
+	if (dir_over(s, &s->up) && dir_over(s, &s->down)) {
+		if (send_queue_blind(s))
+			session_close(s, s->fail ? s->fail : s->expiring ? expire_reason(s) : "done");
+		else
+			session_end(s, 0); /* an RST due waits for its side's send queue */
+	} else {
 		session_timer_update(s); /* half-closed now: a nearer deadline */
+	}
 }
 
 void session_resume(struct session *s)
@@ -1744,7 +1865,7 @@ const char *dir_why_name(const struct dir *d)
 {
 	static const char *const names[WHY_MAX] = {
 		[WHY_STREAM] = "stream", [WHY_ONE_WAY] = "one-way", [WHY_FALLBACK] = "fallback",
-		[WHY_KERNEL] = "kernel",
+		[WHY_KERNEL] = "kernel", [WHY_TURNS] = "turns",
 	};
 
 	if (d->why != WHY_AS_SET && d->why < WHY_MAX)
@@ -1890,7 +2011,7 @@ void session_close(struct session *s, const char *reason)
 	/* A side gets an RST when bytes meant for it are still in our hands, or
 	 * when the stream toward it was cut by an error at the other end: a
 	 * FIN would tell it the stream ended cleanly. */
-	if (s->eng->blind_send_queue) {
+	if (send_queue_blind(s)) {
 		/* a side whose direction forwarded a FIN has every byte for it
 		 * queued; an RST would discard what is not acknowledged */
 		rst_cli = !s->cli.broken && (dir_pending(&s->down) || (s->up.dead && !s->down.shut));
@@ -2003,6 +2124,8 @@ int session_adopted(struct session *s)
 
 void session_free(struct session *s)
 {
+	if (s->giving_back)
+		s->w->giving_back--;
 	session_pp_free(s);
 	free(s);
 }

@@ -41,6 +41,7 @@ enum dir_why {
 	WHY_ONE_WAY,  /* auto: a stream by bytes one way, nothing coming back */
 	WHY_FALLBACK, /* its engine could not go on (no pipe, a socket that cannot splice) */
 	WHY_KERNEL,   /* sockmap: handed to the kernel's redirect */
+	WHY_TURNS,    /* auto: the session behaved as request/response (route->turns) */
 	WHY_MAX
 };
 
@@ -153,6 +154,12 @@ struct session {
 	uint32_t rate_div;           /* a per-source rate: the sessions it was shared by */
 	uint64_t rate_next_ms;       /* then looked at again; 0: no per-source rate */
 	uint64_t priv[SESSION_PRIV_WORDS]; /* the engine's own state (engine.h) */
+	/* auto's move to request/response's engine (route->turns, session.c:
+	 * turns_due): the times its bytes changed direction, and which
+	 * direction moved last (1 up, 2 down, 0 none yet) */
+	uint16_t turns;
+	uint8_t last_mover;
+	uint8_t giving_back;         /* its engine is giving it back for an upgrade (w->giving_back) */
 	uint64_t uid[2];             /* its unique id as an old process made it (an upgrade's
 					hand-over); 0, 0: this process's (session_pp.h) */
 };
@@ -221,6 +228,16 @@ void session_flush_bytes(struct worker *w);
 /* uring: the engine moved bytes, met EOF or failed on s; closes the session
  * when a direction failed or both are shut, as session_run() does. */
 void session_io_result(struct session *s);
+
+/* The engine s moved to as request/response (route->turns) gives it back
+ * to its route's own engines, holding nothing in flight: each direction
+ * goes back on the route's start engine with the bytes it had read and not
+ * written (h[0] up, h[1] down: bytes and len), its sockets non-blocking
+ * again and back in the worker's watch. An engine gives back for an
+ * upgrade's hand-over (engine.h: give_back) and when a direction streams.
+ * Returns 0, or -errno with s closed. */
+struct dir_handoff;
+int session_turns_back(struct session *s, const struct dir_handoff *h);
 
 /* on_backend_down = close (backend.h: backend_cut): closes every session of
  * w whose backend was cut since it took its slot. An open session ends as

@@ -32,6 +32,7 @@
 #define ACCEPT_BUDGET   64  /* accepts per listener event before other work */
 #define FD_PAUSE_MS     100 /* accept pause after EMFILE/ENFILE */
 #define BUF_POOL_KEEP   256 /* idle copy buffers a worker keeps */
+#define GIVE_BACK_MS    500 /* an upgrade waits this long for sessions going back to copy */
 #define BYTES_FLUSH_MS  250 /* live sessions' bytes reach the route counters this often:
 			     * a scrape is at most this stale; only sessions that
 			     * moved bytes are visited */
@@ -212,7 +213,7 @@ int worker_init(struct worker *w, unsigned id, struct shared *sh, const int *lis
 	return worker_engines_init(w, cfg);
 }
 
-static int engine_start(struct worker *w, const struct engine *e)
+int worker_engine_start(struct worker *w, const struct engine *e)
 {
 	int r = 0;
 
@@ -230,8 +231,8 @@ int worker_engines_init(struct worker *w, const struct config *cfg)
 
 	for (unsigned i = 0; i < cfg->nroutes; i++) {
 		const struct engine_choice *c = &engine_choices[cfg->route[i]->o.engine];
-		if ((r = engine_start(w, c->session)) || (r = engine_start(w, c->start)) ||
-		    (r = engine_start(w, c->stream)))
+		if ((r = worker_engine_start(w, c->session)) || (r = worker_engine_start(w, c->start)) ||
+		    (r = worker_engine_start(w, c->stream)))
 			return r;
 	}
 	return 0;
@@ -550,6 +551,13 @@ static int kept_by_new_process(const struct worker *w, const struct listener *l)
 	return 0;
 }
 
+/* the sessions' graceful closes spread over the drain (drain_spread):
+ * their clients reconnect a few at a time, not all at its end */
+static void drain_spread(struct worker *w)
+{
+	session_drain_spread(w, __atomic_load_n(&w->sh->drain_deadline_ms, __ATOMIC_RELAXED));
+}
+
 static void worker_start_drain(struct worker *w)
 {
 	struct handoff_target *t = __atomic_load_n(&w->sh->handoff, __ATOMIC_ACQUIRE);
@@ -560,11 +568,34 @@ static void worker_start_drain(struct worker *w)
 		if (!kept_by_new_process(w, &w->lst[i]))
 			listener_drain(w, &w->lst[i]);
 	listeners_close(w); /* new connects are refused from now on */
-	if (t) /* an upgrade's: what can move goes on in the new process */
+	if (t) { /* an upgrade's: what can move goes on in the new process */
+		/* Sessions auto moved to io_uring go back to copy first: their
+		 * operations in flight are cancelled, which takes a turn or two
+		 * of the loop (handoff_run). */
+		for (struct session *s = w->sessions; s; s = s->next)
+			if (s->eng->give_back && !s->giving_back && s->eng->give_back(s) > 0) {
+				s->giving_back = 1;
+				w->giving_back++;
+			}
+		if (w->giving_back) {
+			w->handoff_wait = 1;
+			w->handoff_due_ms = w->now_ms + GIVE_BACK_MS;
+			return;
+		}
 		session_hand_over(w, t);
-	/* the sessions' graceful closes spread over the drain (drain_spread):
-	 * their clients reconnect a few at a time, not all at its end */
-	session_drain_spread(w, __atomic_load_n(&w->sh->drain_deadline_ms, __ATOMIC_RELAXED));
+	}
+	drain_spread(w);
+}
+
+/* The upgrade's hand-over, once the sessions given back are back (or
+ * GIVE_BACK_MS passed: those still on their way stay, and drain here). */
+static void handoff_run(struct worker *w)
+{
+	if (w->giving_back && w->now_ms < w->handoff_due_ms)
+		return;
+	w->handoff_wait = 0;
+	session_hand_over(w, __atomic_load_n(&w->sh->handoff, __ATOMIC_ACQUIRE));
+	drain_spread(w);
 }
 
 void worker_adopt(struct worker *w, struct handoff_msg *m)
@@ -735,6 +766,8 @@ void *worker_main(void *arg)
 		}
 		if (!w->draining && __atomic_load_n(&w->sh->stopping, __ATOMIC_ACQUIRE))
 			worker_start_drain(w);
+		else if (w->handoff_wait)
+			handoff_run(w);
 		if (w->now_ms >= w->next_scan_ms) {
 			w->next_scan_ms = w->now_ms + SCAN_MS;
 			worker_scan(w);
@@ -745,7 +778,7 @@ void *worker_main(void *arg)
 				session_close(w->sessions, "drain-timeout");
 		}
 		free_dead(w);
-		if (w->draining && !w->sessions && !w->dead && !engines_busy(w) &&
+		if (w->draining && !w->sessions && !w->dead && !engines_busy(w) && !w->handoff_wait &&
 		    !__atomic_load_n(&w->adopt_pending, __ATOMIC_ACQUIRE) &&
 		    (!__atomic_load_n(&w->sh->adopting, __ATOMIC_ACQUIRE) ||
 		     w->now_ms >= __atomic_load_n(&w->sh->drain_deadline_ms, __ATOMIC_RELAXED)))

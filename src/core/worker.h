@@ -36,6 +36,8 @@ struct counters {
 	uint64_t bytes_up;          /* client -> backend, written */
 	uint64_t bytes_down;        /* backend -> client, written */
 	uint64_t auto_switches;     /* directions auto switched from copy to splice */
+	uint64_t auto_turns_moves;  /* sessions auto moved to io_uring as request/response */
+	uint64_t auto_turns_returns; /* ... and back to copy (a stream, an upgrade) */
 	uint64_t connect_errors;    /* backend connect attempts that failed or timed out */
 	uint64_t connect_retries;   /* attempts on a further backend after a failure */
 	uint64_t no_backend;        /* clients closed because every backend failed */
@@ -160,6 +162,14 @@ struct worker {
 	uint32_t cut_seen;                 /* backend_cut_gen() at its last sweep (backend.h) */
 	struct counters ctr;
 	uint8_t engine_on[ENGINE_MAX]; /* engines a route of this worker uses (worker_init done) */
+	/* auto's request/response engine (route->turns): its start failed on
+	 * this worker, so sessions stay where they are */
+	uint8_t turns_off;
+	/* an upgrade's hand-over waits for the sessions whose engine gives
+	 * them back (session.h: session_turns_back), up to handoff_due_ms */
+	unsigned giving_back;
+	uint8_t handoff_wait;
+	uint64_t handoff_due_ms;
 	void *engine_priv[ENGINE_MAX];  /* each engine's own per-worker state, by id */
 	/* SIGHUP: the main thread fills these, raises reload_gen and wakes the
 	 * worker, which swaps its listener table and config between two loop
@@ -249,6 +259,12 @@ void worker_set_listeners(struct worker *w, const struct config *cfg, const int 
  * worker has not started yet (at start, and for a reload's new routes).
  * Returns 0 or the first -errno. */
 int worker_engines_init(struct worker *w, const struct config *cfg);
+
+/* Starts engine e on w if it is not running yet (its worker_init; its loop
+ * hooks from now on): for an engine a session moves to while it runs
+ * (route->turns), so a worker that never needs it never sets it up.
+ * w's thread. 0 or -errno. */
+int worker_engine_start(struct worker *w, const struct engine *e);
 
 /* Listener arming, used by sessions when --max-conns frees up. Arming is
  * refused while accepting is paused after EMFILE/ENFILE (accept_resume_ms

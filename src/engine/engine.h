@@ -77,9 +77,10 @@ struct engine {
 	uint8_t hands_over;
 	const struct engine *fallback;   /* where a direction goes on PUMP_FALLBACK */
 	uint8_t uses_pipes;              /* draws on the worker's pipe pool */
-	/* Its sockets cannot be asked SIOCOUTQ (uring's fixed file table):
-	 * a side it delivered to is closed with a FIN, never an RST that
-	 * could discard what is not yet acknowledged. */
+	/* Its sockets may be out of SIOCOUTQ's reach (uring's fixed file
+	 * table: a session's descriptors are -1 then): a side it delivered to
+	 * is closed with a FIN, never an RST that could discard what is not yet
+	 * acknowledged. Sessions on descriptors close as copy's do. */
 	uint8_t blind_send_queue;
 	/* Usable on this kernel and in this sandbox? 0, or -errno with why.
 	 * Run at start and at every reload, before a route is put on it. */
@@ -121,6 +122,11 @@ struct engine {
 	 * holds: both shut for reading, as shutdown(SHUT_RD) does. 0, or <0
 	 * when it cannot (the session is then closed at once). */
 	int (*shut_read)(struct session *s);
+	/* A session it took over as request/response (engine_choice.turns)
+	 * starts going back to its route's engines (session_turns_back, once
+	 * nothing of it is in flight), for an upgrade's hand-over. 1: on its
+	 * way; 0: not such a session, or it cannot (it stays, and drains). */
+	int (*give_back)(struct session *s);
 	/* Takes the descriptors it must close itself (so no number is reused
 	 * while the kernel may still act on it); returns the RSTs it will send. */
 	int (*close)(struct session *s, int rst_cli, int rst_srv);
@@ -162,6 +168,8 @@ struct engine_choice {
 	const struct engine *session;   /* its session hooks */
 	const struct engine *start;     /* directions start here */
 	const struct engine *stream;    /* and move here once they are streams (auto), or NULL */
+	const struct engine *turns;     /* a session moves here once it behaves as request/response
+					   (auto: uring; session.c, engine.h: give_back), or NULL */
 	const char *fallback;           /* the choice used when a probe or setup fails */
 	int hidden;                     /* test-only: not in --help */
 };

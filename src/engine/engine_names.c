@@ -8,14 +8,14 @@
 #include "engine.h"
 
 const char *const engine_names[] = {
-#define ENGINE_CHOICE(name, session, start, stream, fallback, hidden, help) name,
+#define ENGINE_CHOICE(name, session, start, stream, turns, fallback, hidden, help) name,
 #include "engine_list.h"
 #undef ENGINE_CHOICE
 	NULL
 };
 
 const struct engine_choice_doc engine_docs[] = {
-#define ENGINE_CHOICE(name, session, start, stream, fallback, hidden, help) \
+#define ENGINE_CHOICE(name, session, start, stream, turns, fallback, hidden, help) \
 	{ name, help, fallback, hidden },
 #include "engine_list.h"
 #undef ENGINE_CHOICE

@@ -8,14 +8,14 @@
 #include "log.h"
 
 /* every engine a row names */
-#define ENGINE_CHOICE(name, session, start, stream, fallback, hidden, help) \
+#define ENGINE_CHOICE(name, session, start, stream, turns, fallback, hidden, help) \
 	extern struct engine session, start;
 #include "engine_list.h"
 #undef ENGINE_CHOICE
 
 const struct engine_choice engine_choices[] = {
-#define ENGINE_CHOICE(name, session, start, stream, fallback, hidden, help) \
-	{ name, help, &session, &start, stream, fallback, hidden },
+#define ENGINE_CHOICE(name, session, start, stream, turns, fallback, hidden, help) \
+	{ name, help, &session, &start, stream, turns, fallback, hidden },
 #include "engine_list.h"
 #undef ENGINE_CHOICE
 };
@@ -46,6 +46,7 @@ void engine_registry_init(void)
 		add(engine_choices[i].session);
 		add(engine_choices[i].start);
 		add(engine_choices[i].stream);
+		add(engine_choices[i].turns);
 	}
 	for (unsigned i = 0; i < engine_nengines; i++)
 		if (engines[i]->ncounters >= ENGINE_COUNTERS || !engines[i]->pump)
@@ -90,6 +91,27 @@ static int engine_ok(const struct config *cfg, const struct engine *e, int *verd
 	return verdict[e->id] < 0 ? -1 : 0;
 }
 
+/* The engine a route's sessions move to once they behave as
+ * request/response (auto: io_uring), when it can run here and the route
+ * asks for it (auto_uring_turns); NULL: they stay where they are, as on a
+ * kernel without io_uring, and nothing else about the route changes. */
+static const struct engine *turns_engine(const struct config *cfg, const struct route *rt,
+					 int *verdict, char (*why)[256])
+{
+	const struct engine *e = engine_choices[rt->o.engine].turns;
+	static int said;
+
+	if (!e || !rt->o.auto_uring_turns)
+		return NULL;
+	if (engine_ok(cfg, e, verdict, why[e->id], sizeof(why[0]))) {
+		if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) /* once a process */
+			log_info("auto: request/response sessions stay on copy (%s engine "
+				 "unavailable: %s)", e->name, why[e->id][0] ? why[e->id] : "its probe failed");
+		return NULL;
+	}
+	return e;
+}
+
 unsigned engine_routes_check(struct config *cfg)
 {
 	int verdict[ENGINE_MAX] = { 0 };
@@ -119,6 +141,7 @@ unsigned engine_routes_check(struct config *cfg)
 			rt->o.engine = choice_index(c->fallback);
 			moved++;
 		}
+		rt->turns = turns_engine(cfg, rt, verdict, why);
 	}
 	return moved;
 }

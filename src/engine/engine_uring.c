@@ -186,6 +186,11 @@ struct uring_dir {
 	 * as it names the send by user_data and would cancel the next one. */
 	uint8_t reclaim_wait;
 	uint8_t cancel_due;  /* 1 << op: cancels waiting for an SQE (on u->cancels) */
+	/* a session auto moved here (us->movable): receives of a whole buffer
+	 * in a row, and bytes received since the other direction last
+	 * received, the rules by which auto's copy finds a stream */
+	uint8_t full_reads;
+	uint32_t solo;
 	unsigned inflight;   /* operations and cancels naming it whose CQE has not come */
 	int qhead, qtail;    /* received buffers, oldest first; -1: none */
 	unsigned nq;
@@ -207,6 +212,11 @@ struct uring_dir {
 	struct uring_dir *next; /* u->starved */
 };
 
+/* How a session goes back to copy: a stream's lets its queued bytes be
+ * sent first (a copy buffer takes at most --buffer-size of them); an
+ * upgrade's cancels the sends too, and takes what they carried. */
+enum give { GIVE_NO, GIVE_DRAINED, GIVE_NOW };
+
 /* A session's part, one allocation: either both directions exist or none.
  * After session close the engine owns the sockets: fd[] (plain descriptors
  * taken by uring_sides_close) or slot[], closed with SO_LINGER 0 where rst[]
@@ -217,6 +227,12 @@ struct uring_sess {
 	int slot[2];             /* fixed: client, backend slots */
 	uint8_t fixed, rst[2];
 	uint8_t nfinished;
+	/* Auto moved it here as request/response (session.h: WHY_TURNS), on
+	 * plain descriptors, and it can go back to copy (give_back_start).
+	 * giving: on its way back (enum give): its recvs are cancelled and none
+	 * is armed again, and once nothing is in flight it goes (givers_run). */
+	uint8_t movable, giving;
+	struct uring_sess *gnext;  /* u->givers */
 	uint64_t close_since;      /* on u->closing since (its slots wait for SQEs) */
 	struct uring_sess *cnext;  /* u->closing */
 };
@@ -238,6 +254,7 @@ struct uring_ctx {
 	struct uring_dir *sending, *sending_tail; /* sends holding ring buffers, oldest first */
 	struct uring_dir *cancels;                /* cancels waiting for an SQE */
 	struct uring_sess *closing;               /* slots waiting for SQEs to close */
+	struct uring_sess *givers;                /* sessions going back to copy */
 	int close_forced;    /* closes without their RST were logged (once) */
 	int splice;          /* SPLICER_URING_SPLICE=1: the IORING_OP_SPLICE variant */
 	int *slots;          /* free slots of the fixed file table (a stack) */
@@ -396,7 +413,7 @@ static void starve(struct uring_dir *ud)
 {
 	struct uring_ctx *u = ud->u;
 
-	if (ud->starved)
+	if (ud->starved || ud->us->giving)
 		return;
 	ud->starved = 1;
 	u->nstarved++;
@@ -406,6 +423,26 @@ static void starve(struct uring_dir *ud)
 	else
 		u->starved = ud;
 	u->starved_tail = ud;
+}
+
+/* Takes ud off the starved list (it goes back to copy). */
+static void unstarve(struct uring_dir *ud)
+{
+	struct uring_ctx *u = ud->u;
+
+	for (struct uring_dir *x = u->starved, *prev = NULL; x; prev = x, x = x->next) {
+		if (x != ud)
+			continue;
+		if (prev)
+			prev->next = x->next;
+		else
+			u->starved = x->next;
+		if (u->starved_tail == x)
+			u->starved_tail = prev;
+		ud->starved = 0;
+		u->nstarved--;
+		return;
+	}
 }
 
 /* Gives every queued buffer back to the ring. */
@@ -590,7 +627,7 @@ static int send_next(struct uring_dir *ud)
 	struct io_uring_sqe *sqe;
 	unsigned n = 0;
 
-	if (ud->send_busy || ud->reclaim_wait || (!ud->nq && !ud->spill))
+	if (ud->send_busy || ud->reclaim_wait || (!ud->nq && !ud->spill) || ud->us->giving == GIVE_NOW)
 		return 0;
 	for (struct ur_chunk *c = ud->spill; c && n < UR_IOV; c = c->next, n++) {
 		ud->iov[n].iov_base = c->data + c->off;
@@ -660,7 +697,8 @@ static int maybe_rearm(struct uring_dir *ud)
 {
 	struct dir *d = ud->d;
 
-	if (ud->recv_armed || ud->starved || d->eof || d->err || ud->nq >= UR_HIGH_BUFS || ud->spill)
+	if (ud->recv_armed || ud->starved || d->eof || d->err || ud->nq >= UR_HIGH_BUFS || ud->spill ||
+	    ud->us->giving)
 		return 0;
 	if (!may_take(ud, ud->u->nfree)) {
 		starve(ud);
@@ -675,6 +713,11 @@ static void check_fin(struct uring_dir *ud)
 	struct dir *d = ud->d;
 
 	if (d->eof && !d->shut && !ud->nq && !ud->spill && !ud->in_pipe && !ud->send_busy) {
+		/* A reset source on plain descriptors: no FIN, the core passes
+		 * the reset on once dst took the bytes before it (as copy does;
+		 * session.c: send_queue_blind). */
+		if (d->rst && !ud->fixed)
+			return;
 		d->shut = 1;
 		if (ud->fixed) {
 			/* In the ring, after every send (none is in flight);
@@ -694,6 +737,25 @@ static void check_fin(struct uring_dir *ud)
 		}
 	}
 }
+
+/* A direction of a session auto moved here behaves as a stream, by auto's
+ * rules (engine.h): AUTO_STREAM_READS receives in a row that filled their
+ * buffer, or AUTO_STREAM_SOLO bytes while the other direction received
+ * nothing. It then goes back to copy, whose own rule moves it on to splice:
+ * a stream costs uring two copies through user memory where splice makes
+ * none (doc/engines.md). */
+static int stream_seen(struct uring_dir *ud, unsigned res)
+{
+	struct uring_dir *other = &ud->us->dir[ud == &ud->us->dir[0]];
+	uint64_t solo = (uint64_t)ud->solo + res;
+
+	ud->full_reads = res >= ud->u->bufsize ? (uint8_t)(ud->full_reads + (ud->full_reads < 255)) : 0;
+	ud->solo = solo > UINT32_MAX ? UINT32_MAX : (uint32_t)solo;
+	other->solo = 0;
+	return ud->full_reads >= AUTO_STREAM_READS || ud->solo >= AUTO_STREAM_SOLO;
+}
+
+static int give_back_start(struct uring_sess *us, int how);
 
 static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 {
@@ -732,6 +794,8 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 		UR(d)->in_uring += (uint64_t)res;
 		dir_used(d, &engine_uring);
 		bid = -1;
+		if (ud->us->movable && stream_seen(ud, (unsigned)res))
+			give_back_start(ud->us, GIVE_DRAINED);
 		if (ud->spill && !ud->sending)
 			spill_queue(ud); /* behind the spill, out of the ring */
 		if (send_next(ud))
@@ -827,7 +891,7 @@ static void on_send(struct uring_dir *ud, int res)
 			else
 				CTR_ADD(w, bytes_down, (uint64_t)res);
 		}
-		if (reclaim && spill_queue(ud) > 0) {
+		if (reclaim && spill_queue(ud) > 0 && !ud->us->giving) {
 			engine_count(w, &engine_uring, UR_CTR_RECLAIMS, 1);
 			log_verbose("session %llx: %s stalled for %llu ms: its %llu bytes wait outside the "
 				    "buffer ring", (unsigned long long)s->id, d == &s->up ? "up" : "down",
@@ -1889,7 +1953,12 @@ static int uring_session_start(struct session *s)
 			return r;
 		}
 	}
-	if (!(fixed = fixed_register(CTX(w), s, slot))) {
+	/* A session auto moved here stays on its descriptors, so it can go
+	 * back to copy (give_back_start): they were counted against ulimit -n
+	 * on copy already. */
+	us->movable = s->up.why == WHY_TURNS && !CTX(w)->splice;
+	if (us->movable || !(fixed = fixed_register(CTX(w), s, slot))) {
+		fixed = 0;
 		oob_inline_fd(s->cli.fd);
 		oob_inline_fd(s->srv.fd);
 	}
@@ -1953,8 +2022,14 @@ static int uring_shut_read(struct session *s)
 	struct uring_dir *ud[2] = { UR(&s->up)->ur, UR(&s->down)->ur };
 	struct io_uring_sqe *sqe[2];
 
-	if (!ud[0] || !ud[1] || !ud[0]->fixed)
+	if (!ud[0] || !ud[1])
 		return -EINVAL;
+	if (!ud[0]->fixed) { /* plain descriptors: the armed recvs then return 0 */
+		for (int i = 0; i < 2; i++)
+			if (shutdown(ud[i]->src, SHUT_RD) && errno != ENOTCONN)
+				return -errno;
+		return 0;
+	}
 	/* room for both first: a submit between taking the two would send
 	 * the first before it was filled */
 	if (io_uring_sq_space_left(&ud[0]->u->ring) < 2)
@@ -1985,6 +2060,14 @@ static void uring_dir_release(struct worker *w, struct dir *d)
 	if (!ud)
 		return;
 	u = ud->u;
+	if (ud->us->giving) { /* closed on its way back: it ends here */
+		for (struct uring_sess **pp = &u->givers; *pp; pp = &(*pp)->gnext)
+			if (*pp == ud->us) {
+				*pp = ud->us->gnext;
+				break;
+			}
+		ud->us->giving = 0;
+	}
 	UR(d)->ur = NULL;
 	UR(d)->in_uring = 0;
 	ud->s = NULL;
@@ -2085,6 +2168,155 @@ out:
 	return r;
 }
 
+/* ---- Back to copy ------------------------------------------------------------
+ *
+ * A session auto moved here as request/response (us->movable) goes back to
+ * its route's engines when a direction streams (stream_seen) or an upgrade
+ * hands sessions over (uring_give_back): what each direction has received
+ * and not sent goes with it, as a copy direction's buffer. The operations in
+ * flight are cancelled first: an armed recv completes with its bytes or
+ * -ECANCELED, a send with what it sent (the rest moves out of the ring as a
+ * reclaim does), and no new one starts (maybe_rearm, send_next). Once none
+ * is in flight (givers_run, after the turn's completions), the sockets are
+ * made non-blocking again and the core takes the session back
+ * (session_turns_back). */
+
+static int give_back_start(struct uring_sess *us, int how)
+{
+	struct uring_ctx *u = us->dir[0].u;
+	int was = us->giving;
+
+	if (!us->movable || !us->dir[0].s || !us->dir[1].s)
+		return 0;
+	if (was >= how)
+		return 1;
+	us->giving = (uint8_t)how;
+	for (int i = 0; i < 2; i++) {
+		struct uring_dir *ud = &us->dir[i];
+
+		if (ud->starved)
+			unstarve(ud);
+		if (ud->recv_armed && !was)
+			cancel_op(ud, OP_RECV);
+		if (how == GIVE_NOW && ud->send_busy && !ud->reclaim) {
+			ud->reclaim = ud->reclaim_wait = 1;
+			cancel_op(ud, OP_SEND);
+		}
+	}
+	if (!was) {
+		us->gnext = u->givers;
+		u->givers = us;
+	}
+	return 1;
+}
+
+/* Bytes ud holds: its spill, then its queued buffers. */
+static size_t held_bytes(const struct uring_dir *ud, char *to)
+{
+	const struct uring_ctx *u = ud->u;
+	size_t n = 0;
+
+	for (const struct ur_chunk *c = ud->spill; c; c = c->next) {
+		if (to)
+			memcpy(to + n, c->data + c->off, c->len - c->off);
+		n += c->len - c->off;
+	}
+	for (int b = ud->qhead; b >= 0; b = u->bnext[b]) {
+		if (to)
+			memcpy(to + n, u->mem + (size_t)b * u->bufsize + u->boff[b], u->blen[b] - u->boff[b]);
+		n += u->blen[b] - u->boff[b];
+	}
+	return n;
+}
+
+/* Nothing of us is in flight: its session goes back to copy, or, when it
+ * holds more than a copy buffer takes (or no memory is left), stays here
+ * for good and goes on (an upgrade leaves it to drain). */
+static void give_back_now(struct uring_sess *us)
+{
+	struct session *s = us->dir[0].s;
+	struct worker *w = s->w;
+	struct dir_handoff h[2];
+	char *mem[2] = { NULL, NULL };
+	int ok = !s->up.err && !s->down.err && !s->up.dead && !s->down.dead;
+
+	memset(h, 0, sizeof(h));
+	us->giving = GIVE_NO;
+	for (int i = 0; i < 2 && ok; i++) {
+		h[i].len = (uint32_t)held_bytes(&us->dir[i], NULL);
+		if (h[i].len > w->bufs.size || (h[i].len && !(mem[i] = malloc(h[i].len))))
+			ok = 0;
+		else if (h[i].len)
+			held_bytes(&us->dir[i], mem[i]);
+		h[i].bytes = mem[i];
+	}
+	if (!ok) {
+		free(mem[0]);
+		free(mem[1]);
+		if (s->giving_back) { /* the upgrade need not wait for it */
+			s->giving_back = 0;
+			w->giving_back--;
+		}
+		us->movable = 0; /* no new try per receive */
+		log_verbose("session %llx: stays on uring (%s)", (unsigned long long)s->id,
+			    s->up.err || s->down.err || s->up.dead || s->down.dead ? "a direction failed"
+			    : "more bytes held than a copy buffer takes");
+		for (int i = 0; i < 2; i++)
+			if (!us->dir[i].d->err && (send_next(&us->dir[i]) || maybe_rearm(&us->dir[i])))
+				dir_fail(us->dir[i].d, ENOMEM, 0);
+		session_io_result(s);
+		return;
+	}
+	for (int i = 0; i < 2; i++) {
+		struct side *sd = i ? &s->srv : &s->cli;
+		int off = 0;
+
+		queue_drop(&us->dir[i]);
+		fcntl(sd->fd, F_SETFL, O_NONBLOCK);
+		setsockopt(sd->fd, SOL_SOCKET, SO_OOBINLINE, &off, sizeof(off));
+		UR(us->dir[i].d)->ur = NULL;
+		UR(us->dir[i].d)->in_uring = 0;
+	}
+	sess_free(us);
+	session_turns_back(s, h);
+	free(mem[0]);
+	free(mem[1]);
+}
+
+/* After the turn's completions: the sessions going back whose last
+ * operation came back. */
+static void givers_run(struct worker *w)
+{
+	struct uring_ctx *u = CTX(w);
+	struct uring_sess **pp;
+
+	if (!u)
+		return;
+	for (pp = &u->givers; *pp;) {
+		struct uring_sess *us = *pp;
+
+		/* a stream's session waits for its queues to fit a copy buffer:
+		 * the sends go on meanwhile (a queue is never left unsent) */
+		if (us->dir[0].inflight || us->dir[1].inflight ||
+		    (us->giving == GIVE_DRAINED && (held_bytes(&us->dir[0], NULL) > w->bufs.size ||
+						     held_bytes(&us->dir[1], NULL) > w->bufs.size))) {
+			pp = &us->gnext;
+			continue;
+		}
+		*pp = us->gnext;
+		give_back_now(us);
+	}
+}
+
+static int uring_give_back(struct session *s)
+{
+	struct uring_dir *ud = UR(&s->up)->ur;
+
+	if (!ud)
+		return 0;
+	return give_back_start(ud->us, GIVE_NOW);
+}
+
 /* The session is connected: the ring drives it from here on. */
 static int uring_drive(struct session *s)
 {
@@ -2119,6 +2351,8 @@ struct engine engine_uring = {
 	.rewatch = uring_rewatch,
 	.unwatch = uring_unwatch,
 	.drive = uring_drive,
+	.give_back = uring_give_back,
+	.each_turn = givers_run,
 	.dir_ended = uring_dir_ended,
 	.dir_dead = uring_dir_dead,
 	.close = uring_sides_close,

@@ -48,7 +48,7 @@ static const struct {
 	const char *name, *before, *after, *expected;
 } error_cases[] = {
 	{ "unknown-key.conf", "[global]\nworkers = 1\nnonsense = 3\n", "",
-	  "3: unknown key 'nonsense' in [global]; expects engine, balance, workers, buffer_size, "
+	  "3: unknown key 'nonsense' in [global]; expects engine, auto_uring_turns, balance, workers, buffer_size, "
 	  "pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, idle_timeout, "
 	  "half_close_timeout, log, log_format, log_facility, log_interval, log_connect, "
 	  "proxy_protocol, accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, proxy_timeout, "
@@ -63,7 +63,7 @@ static const struct {
 	  "rate_limit_down" },
 	{ "unknown-route-key.conf", "", "bogus = 1\n",
 	  "4: unknown key 'bogus' in a route; expects listen, backend, sni, alpn, allow, deny, engine, "
-	  "balance, lowat, connect_timeout, idle_timeout, half_close_timeout, proxy_protocol, "
+	  "auto_uring_turns, balance, lowat, connect_timeout, idle_timeout, half_close_timeout, proxy_protocol, "
 	  "accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, proxy_timeout, check, check_interval, check_timeout, rise, fall, "
 	  "on_backend_down, slowstart, source_max_conns, source_conn_rate, tls_hello_timeout, "
 	  "tls_hello_max, queue_timeout, max_session_time, max_session_jitter, client_keepalive, "
@@ -72,7 +72,7 @@ static const struct {
 	/* issue 14: a typo gets the key it is most likely of, in a route and in [global] */
 	{ "typo-route-key.conf", "", "idle_timout = 5s\n",
 	  "4: unknown key 'idle_timout' in a route (did you mean 'idle_timeout'?); expects listen, "
-	  "backend, sni, alpn, allow, deny, engine, balance, lowat, connect_timeout, idle_timeout, "
+	  "backend, sni, alpn, allow, deny, engine, auto_uring_turns, balance, lowat, connect_timeout, idle_timeout, "
 	  "half_close_timeout, proxy_protocol, accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, proxy_timeout, check, check_interval, "
 	  "check_timeout, rise, fall, on_backend_down, slowstart, source_max_conns, source_conn_rate, "
 	  "tls_hello_timeout, tls_hello_max, queue_timeout, max_session_time, max_session_jitter, "
@@ -80,7 +80,7 @@ static const struct {
 	  "mptcp, fastopen, mark, tos, defer_accept, interface, backlog, rate_limit_up, "
 	  "rate_limit_down" },
 	{ "typo-global-key.conf", "[global]\nwrokers = 2\n", "",
-	  "2: unknown key 'wrokers' in [global] (did you mean 'workers'?); expects engine, balance, "
+	  "2: unknown key 'wrokers' in [global] (did you mean 'workers'?); expects engine, auto_uring_turns, balance, "
 	  "workers, buffer_size, pipe_size, lowat, busy_poll, max_pipes, max_conns, connect_timeout, "
 	  "idle_timeout, half_close_timeout, log, log_format, log_facility, log_interval, "
 	  "log_connect, proxy_protocol, accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, "

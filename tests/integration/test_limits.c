@@ -346,7 +346,8 @@ static void case_pipe_fallback(const char *bin, const char *engine)
 	free(log);
 }
 
-/* auto: 64-byte request/response stays on copy; a 16 MiB stream switches. */
+/* auto: 64-byte request/response never splices (it moves to io_uring where
+ * that runs); a 16 MiB stream after it switches to splice. */
 static void case_auto_choice(const char *bin, const char *engine)
 {
 	static struct h_server srv;
@@ -390,7 +391,18 @@ static void case_auto_choice(const char *bin, const char *engine)
 	H_CHECK(strstr(log, "client->backend switched to splice") &&
 		strstr(log, "backend->client switched to splice"),
 		"a 16 MiB stream did not switch both directions to splice:\n%s", log);
-	H_CHECK(strstr(log, "engine=copy+splice/copy+splice"), "session line lacks the engines:\n%s", log);
+	/* Where io_uring runs, the 500 round trips moved the session there
+	 * (auto_uring_turns), and the stream brought it back to copy, then
+	 * splice; elsewhere it went from copy to splice. */
+	if (strstr(log, "request/response sessions stay on copy"))
+		H_CHECK(strstr(log, "engine=copy+splice/copy+splice"),
+			"session line lacks the engines:\n%s", log);
+	else
+		H_CHECK(strstr(log, "request/response (16 turns): moves to uring") &&
+				strstr(log, "back on copy") &&
+				strstr(log, "engine=copy+splice+uring/copy+splice+uring"),
+			"the session did not go copy -> uring -> copy -> splice, or its line lacks "
+			"the engines:\n%s", log);
 	free(log);
 	(void)engine;
 }

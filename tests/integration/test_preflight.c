@@ -277,7 +277,7 @@ Test(integ, preflight_every_problem_once, .init = h_init, .fini = h_fini, .timeo
 		 "[v6]:port, :port, *:port, unix:/path)\n"
 		 "%1$s:8: listen: address '127.0.0.1:70000': port 70000 out of range 0..65535\n"
 		 "%1$s:10: unknown key 'chek' in a route (did you mean 'check'?); expects listen, "
-		 "backend, sni, alpn, allow, deny, engine, balance, lowat, connect_timeout, idle_timeout, "
+		 "backend, sni, alpn, allow, deny, engine, auto_uring_turns, balance, lowat, connect_timeout, idle_timeout, "
 		 "half_close_timeout, proxy_protocol, accept_proxy, proxy_protocol_tlvs, proxy_protocol_pass, "
 		 "proxy_timeout, check, check_interval, "
 		 "check_timeout, rise, fall, on_backend_down, slowstart, source_max_conns, source_conn_rate, tls_hello_timeout, "

@@ -571,6 +571,83 @@ Test(integ, upgrade_hands_over_the_admin_socket, .init = uu_init, .fini = uu_fin
 	h_server_stop(&srv);
 }
 
+/* 64-byte round trips on fd, each checked (seed, from round `from`). */
+static void up_round_trips(int fd, int from, int n)
+{
+	char buf[64];
+
+	for (int i = from; i < from + n; i++) {
+		h_gen(0x7E, (uint64_t)i * 64, buf, 64);
+		H_CHECK(h_send_all(fd, buf, 64, h_now_ms() + 3000) == 0 &&
+				h_recv_exact(fd, buf, 64, h_now_ms() + 3000) == 0 &&
+				h_gen_check(0x7E, (uint64_t)i * 64, buf, 64) == 64,
+			"round trip %d", i);
+	}
+}
+
+/* A session auto moved to io_uring (request/response: auto_uring_turns)
+ * goes back to copy when an upgrade comes, and is handed over like any
+ * other: ctl shows it on uring by turns before, the old process says it
+ * came back and went over, exits 0 without waiting for it, the new one
+ * lists it, and its round trips go on, every byte in order. */
+Test(integ, upgrade_hands_over_a_session_auto_moved_to_uring, .init = uu_init, .fini = uu_fini,
+     .timeout = 60)
+{
+	const char *bin = h_binary(0);
+	static struct h_server srv;
+	static struct h_proxy p;
+	char conf[256], sock[256], text[1024], why[256], *out = NULL, *err = NULL;
+	const char *const show[] = { "show", "sessions", "--json", NULL };
+	int port = h_free_port();
+	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
+
+	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
+	snprintf(conf, sizeof conf, "%s/turns.conf", h_tmpdir());
+	snprintf(sock, sizeof sock, "%s/admin.sock", h_tmpdir());
+	snprintf(text, sizeof text, "[global]\nworkers = 2\nadmin = %s\n"
+		 "[route r]\nlisten = 127.0.0.1:%d\nbackend = %s\n", sock, port, srv.addr.text);
+	uu_write(conf, text);
+	const char *args[] = { "-v", "-c", conf, NULL };
+	H_CHECK(h_proxy_start(&p, bin, args, why, sizeof why) == 0, "proxy: %s", why);
+	int held = h_connect(&p.addr, 2000);
+	H_CHECK(held >= 0, "connect: %s", strerror(errno));
+	h_set_nodelay(held);
+	up_round_trips(held, 0, 40);
+	int uring = h_log_lines(&p, "request/response sessions stay on copy", NULL) == 0;
+	rc = uu_ctl(bin, sock, &out, &err, show);
+	H_CHECK(rc == 0 && out, "show sessions: %s", err ? err : "");
+	if (uring)
+		H_CHECK(strstr(out, "\"engine_up\":\"uring\",\"engine_down\":\"uring\","
+				    "\"engine_reason_up\":\"turns\",\"engine_reason_down\":\"turns\""),
+			"40 round trips did not move the session to io_uring by turns: %s", out);
+	free(out);
+	free(err);
+	out = err = NULL;
+
+	H_CHECK(kill(p.pid, SIGUSR2) == 0, "SIGUSR2");
+	pid_t np = uu_nth_takeover(&p, 1, 15000);
+	H_CHECK(np > 0, "no new process took over within 15 s; log %s", p.log);
+	uu_track(np);
+	int st = h_proxy_wait(&p, 10000);
+	H_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		"the old process: status %d (it waited for the session: not handed over?); log %s", st,
+		p.log);
+	H_CHECK(!uring || (h_log_lines(&p, "back on copy", NULL) == 1 &&
+			   h_log_lines(&p, "handed over to process", NULL) == 1),
+		"the old process does not say the session came back to copy and went over; log %s",
+		p.log);
+	up_round_trips(held, 40, 40);
+	rc = uu_ctl(bin, sock, &out, &err, show);
+	H_CHECK(rc == 0 && out && strstr(out, "\"id\":") && strstr(out, "\"id\":") == strrchr(out, '{') + 1,
+		"show sessions after the hand-over does not list the held session once: %s", out);
+	free(out);
+	free(err);
+	close(held);
+	kill(np, SIGTERM);
+	H_CHECK(uu_wait_gone(NULL, np, 10000) == 0, "the new process did not stop");
+	h_server_stop(&srv);
+}
+
 /* ctl upgrade answers the outcome: with the config made invalid, exit 1,
  * why and the new process's own messages, and the old process serves on
  * (it still answers ctl); with a valid one, ok and the new pid, which is

@@ -802,3 +802,44 @@ static void case_reload_to_blocked_uring(const char *bin)
 }
 
 URING_DEFECT_TESTS(uring_reload_where_io_uring_is_blocked_falls_back, case_reload_to_blocked_uring, 60, 90)
+
+/* auto where io_uring is blocked (tests/tools/no_uring): request/response
+ * sessions stay on copy, as before auto moved them to io_uring, one line
+ * says why, and the session carries on unharmed. */
+static void case_auto_where_io_uring_is_blocked(const char *bin)
+{
+	static struct h_proxy p;
+	static struct h_server srv;
+	const char *wrap = getenv("SPLICER_NO_URING");
+	char err[512], buf[64];
+
+	if (!wrap || access(wrap, X_OK))
+		cr_skip_test("SPLICER_NO_URING (the seccomp wrapper, tests/tools/no_uring.c) is not set: "
+			     "make test builds it");
+	H_CHECK(h_server_start(&srv, "127.0.0.1:0", 64, h_echo_conn, NULL) == 0, "echo backend");
+	char backend[200];
+	snprintf(backend, sizeof backend, "%s", srv.addr.text);
+	const char *args[] = { bin, "-v", "-l", "127.0.0.1:0", "-b", backend, NULL };
+	H_CHECK(h_proxy_start(&p, wrap, args, err, sizeof err) == 0, "proxy under no_uring: %s", err);
+	int fd = h_connect(&p.addr, 2000);
+	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
+	h_set_nodelay(fd);
+	for (int i = 0; i < 100; i++) {
+		h_gen(0xAD, (uint64_t)i * 64, buf, 64);
+		H_CHECK(h_send_all(fd, buf, 64, h_now_ms() + 2000) == 0 &&
+				h_recv_exact(fd, buf, 64, h_now_ms() + 2000) == 0 &&
+				h_gen_check(0xAD, (uint64_t)i * 64, buf, 64) == 64,
+			"round trip %d", i);
+	}
+	close(fd);
+	H_CHECK(h_log_lines_wait(&p, 3000, "session", "engine=copy/copy", NULL) == 1,
+		"the session did not stay on copy; log %s", p.log);
+	H_CHECK(h_log_lines(&p, "request/response sessions stay on copy (uring engine unavailable",
+			    NULL) == 1 && h_log_lines(&p, "moves to uring", NULL) == 0,
+		"the log does not say once why request/response stays on copy; log %s", p.log);
+	h_proxy_down(&p);
+	h_server_stop(&srv);
+}
+
+URING_DEFECT_TESTS(uring_auto_where_io_uring_is_blocked_stays_on_copy,
+		   case_auto_where_io_uring_is_blocked, 60, 90)

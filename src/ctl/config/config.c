@@ -62,10 +62,16 @@ static int check_valid(const char *val, char *why, size_t len)
 
 const struct setting settings[] = {
 	{ "engine", 'e', SET_ENUM, 0, 0, "auto", 0, engine_names, SCOPE_ROUTE, R(engine),
-	  "how bytes move: copy (recv/send), splice (socket->pipe->socket), auto (copy, then splice for streams), "
+	  "how bytes move: copy (recv/send), splice (socket->pipe->socket), auto (copy, then splice for streams, io_uring for request/response), "
 	  "sockmap (experimental: eBPF redirects in the kernel; needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN, else splice), "
 
-	  "uring (io_uring recvs into provided buffers + a gathering sendmsg; experimental, never picked by auto)" },
+	  "uring (io_uring recvs into provided buffers + a gathering sendmsg; experimental as a route's engine; "
+	  "auto moves request/response sessions to it: auto-uring-turns)" },
+	{ "auto-uring-turns", 0, SET_UINT, 0, 1000000, "16", 0, NULL, SCOPE_ROUTE, R(auto_uring_turns),
+	  "engine = auto: a session whose bytes changed direction this many times (requests and "
+	  "answers), with nothing in flight and no stream seen, moves to io_uring; a direction of it "
+	  "that streams later, and an upgrade's hand-over, bring it back to copy "
+	  "(0: never; a kernel without io_uring: never)" },
 	{ "balance", 0, SET_ENUM, 0, 0, "roundrobin", 0, balance_names, SCOPE_ROUTE, R(balance),
 	  "how a session picks its backend: roundrobin (by weight), leastconn (fewest sessions per weight), "
 	  "maglev (consistent hash of the client IP)" },

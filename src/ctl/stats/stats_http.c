@@ -410,6 +410,12 @@ static size_t metrics_of(const struct config *c, char *buf, size_t len)
 	dns_metrics(&o);
 	engine_metrics(&o, &t);
 	WORKER_COUNTER("auto_switches_total", "Directions auto moved from copy to splice.", auto_switches);
+	WORKER_COUNTER("auto_uring_moves_total",
+		       "Sessions auto moved whole to io_uring as request/response (auto_uring_turns).",
+		       auto_turns_moves);
+	WORKER_COUNTER("auto_uring_returns_total",
+		       "Sessions auto brought back from io_uring to copy (a direction streamed, or an "
+		       "upgrade's hand-over).", auto_turns_returns);
 	WORKER_COUNTER("idle_timeouts_total", "Sessions closed by idle_timeout (both directions open).",
 		       idle_timeouts);
 	WORKER_COUNTER("half_close_timeouts_total",
