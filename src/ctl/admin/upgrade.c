@@ -509,8 +509,16 @@ static int sp_recv(int fd, int *val, int *fds, unsigned max, unsigned *nfds)
 	struct iovec iov = { data, sizeof(data) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
 			     .msg_controllen = sizeof(cbuf) };
-	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	ssize_t n;
 
+	/* A signal handled meanwhile (the next SIGUSR2, a child's SIGCHLD)
+	 * fails a receive with a timeout (SO_RCVTIMEO) with EINTR even under
+	 * SA_RESTART: the spawner had forked, and the new process found
+	 * nobody to answer it (upgrade_loop_refuses_and_resets_nobody failed
+	 * so once, upgrade 8 of 20). */
+	do
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
 	if (nfds)
 		*nfds = 0;
 	if (n <= 0)
@@ -535,8 +543,13 @@ static int sp_send(int fd, int type, int val, const int *fds, unsigned nfds)
 
 	data[0] = (char)type;
 	memcpy(data + 1, &val, sizeof(int));
+	ssize_t n;
+
 	scm_fds_put(&mh, cbuf, fds, nfds);
-	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(data) ? 0 : -1;
+	do
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof(data) ? 0 : -1;
 }
 
 /* The descriptors SP_GO carries besides the sockets, in order, and the
