@@ -212,11 +212,6 @@ struct uring_dir {
 	struct uring_dir *next; /* u->starved */
 };
 
-/* How a session goes back to copy: a stream's lets its queued bytes be
- * sent first (a copy buffer takes at most --buffer-size of them); an
- * upgrade's cancels the sends too, and takes what they carried. */
-enum give { GIVE_NO, GIVE_DRAINED, GIVE_NOW };
-
 /* A session's part, one allocation: either both directions exist or none.
  * After session close the engine owns the sockets: fd[] (plain descriptors
  * taken by uring_sides_close) or slot[], closed with SO_LINGER 0 where rst[]
@@ -229,8 +224,8 @@ struct uring_sess {
 	uint8_t nfinished;
 	/* Auto moved it here as request/response (session.h: WHY_TURNS), on
 	 * plain descriptors, and it can go back to copy (give_back_start).
-	 * giving: on its way back (enum give): its recvs are cancelled and none
-	 * is armed again, and once nothing is in flight it goes (givers_run). */
+	 * giving: on its way back: its recv and send are cancelled, none is
+	 * armed again, and once nothing is in flight it goes (givers_run). */
 	uint8_t movable, giving;
 	struct uring_sess *gnext;  /* u->givers */
 	uint64_t close_since;      /* on u->closing since (its slots wait for SQEs) */
@@ -627,7 +622,7 @@ static int send_next(struct uring_dir *ud)
 	struct io_uring_sqe *sqe;
 	unsigned n = 0;
 
-	if (ud->send_busy || ud->reclaim_wait || (!ud->nq && !ud->spill) || ud->us->giving == GIVE_NOW)
+	if (ud->send_busy || ud->reclaim_wait || (!ud->nq && !ud->spill) || ud->us->giving)
 		return 0;
 	for (struct ur_chunk *c = ud->spill; c && n < UR_IOV; c = c->next, n++) {
 		ud->iov[n].iov_base = c->data + c->off;
@@ -755,7 +750,7 @@ static int stream_seen(struct uring_dir *ud, unsigned res)
 	return ud->full_reads >= AUTO_STREAM_READS || ud->solo >= AUTO_STREAM_SOLO;
 }
 
-static int give_back_start(struct uring_sess *us, int how);
+static int give_back_start(struct uring_sess *us);
 
 static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 {
@@ -795,7 +790,7 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 		dir_used(d, &engine_uring);
 		bid = -1;
 		if (ud->us->movable && stream_seen(ud, (unsigned)res))
-			give_back_start(ud->us, GIVE_DRAINED);
+			give_back_start(ud->us);
 		if (ud->spill && !ud->sending)
 			spill_queue(ud); /* behind the spill, out of the ring */
 		if (send_next(ud))
@@ -2181,32 +2176,29 @@ out:
  * made non-blocking again and the core takes the session back
  * (session_turns_back). */
 
-static int give_back_start(struct uring_sess *us, int how)
+static int give_back_start(struct uring_sess *us)
 {
 	struct uring_ctx *u = us->dir[0].u;
-	int was = us->giving;
 
 	if (!us->movable || !us->dir[0].s || !us->dir[1].s)
 		return 0;
-	if (was >= how)
+	if (us->giving)
 		return 1;
-	us->giving = (uint8_t)how;
+	us->giving = 1;
 	for (int i = 0; i < 2; i++) {
 		struct uring_dir *ud = &us->dir[i];
 
 		if (ud->starved)
 			unstarve(ud);
-		if (ud->recv_armed && !was)
+		if (ud->recv_armed)
 			cancel_op(ud, OP_RECV);
-		if (how == GIVE_NOW && ud->send_busy && !ud->reclaim) {
+		if (ud->send_busy && !ud->reclaim) {
 			ud->reclaim = ud->reclaim_wait = 1;
 			cancel_op(ud, OP_SEND);
 		}
 	}
-	if (!was) {
-		us->gnext = u->givers;
-		u->givers = us;
-	}
+	us->gnext = u->givers;
+	u->givers = us;
 	return 1;
 }
 
@@ -2229,9 +2221,13 @@ static size_t held_bytes(const struct uring_dir *ud, char *to)
 	return n;
 }
 
-/* Nothing of us is in flight: its session goes back to copy, or, when it
- * holds more than a copy buffer takes (or no memory is left), stays here
- * for good and goes on (an upgrade leaves it to drain). */
+/* Nothing of us is in flight: its session goes back to copy. One holding
+ * more than a copy buffer takes (a stream to a slow reader) goes on here
+ * instead, its receives and sends armed again, and tries again after as
+ * many more full receives as made it a stream (an upgrade leaves it to
+ * drain); one that failed, or found no memory, stays for good. Never does
+ * a direction wait with nothing armed: that could stop a peer that sends
+ * before it reads. */
 static void give_back_now(struct uring_sess *us)
 {
 	struct session *s = us->dir[0].s;
@@ -2240,11 +2236,15 @@ static void give_back_now(struct uring_sess *us)
 	char *mem[2] = { NULL, NULL };
 	int ok = !s->up.err && !s->down.err && !s->up.dead && !s->down.dead;
 
+	int big = 0;
+
 	memset(h, 0, sizeof(h));
-	us->giving = GIVE_NO;
+	us->giving = 0;
 	for (int i = 0; i < 2 && ok; i++) {
 		h[i].len = (uint32_t)held_bytes(&us->dir[i], NULL);
-		if (h[i].len > w->bufs.size || (h[i].len && !(mem[i] = malloc(h[i].len))))
+		if (h[i].len > w->bufs.size)
+			ok = 0, big = 1;
+		else if (h[i].len && !(mem[i] = malloc(h[i].len)))
 			ok = 0;
 		else if (h[i].len)
 			held_bytes(&us->dir[i], mem[i]);
@@ -2257,10 +2257,12 @@ static void give_back_now(struct uring_sess *us)
 			s->giving_back = 0;
 			w->giving_back--;
 		}
-		us->movable = 0; /* no new try per receive */
+		us->movable = (uint8_t)big; /* a stream's: after as many full receives again */
+		for (int i = 0; i < 2; i++)
+			us->dir[i].full_reads = 0, us->dir[i].solo = 0;
 		log_verbose("session %llx: stays on uring (%s)", (unsigned long long)s->id,
-			    s->up.err || s->down.err || s->up.dead || s->down.dead ? "a direction failed"
-			    : "more bytes held than a copy buffer takes");
+			    big ? "more bytes held than a copy buffer takes"
+				: "a direction failed, or no memory");
 		for (int i = 0; i < 2; i++)
 			if (!us->dir[i].d->err && (send_next(&us->dir[i]) || maybe_rearm(&us->dir[i])))
 				dir_fail(us->dir[i].d, ENOMEM, 0);
@@ -2295,11 +2297,7 @@ static void givers_run(struct worker *w)
 	for (pp = &u->givers; *pp;) {
 		struct uring_sess *us = *pp;
 
-		/* a stream's session waits for its queues to fit a copy buffer:
-		 * the sends go on meanwhile (a queue is never left unsent) */
-		if (us->dir[0].inflight || us->dir[1].inflight ||
-		    (us->giving == GIVE_DRAINED && (held_bytes(&us->dir[0], NULL) > w->bufs.size ||
-						     held_bytes(&us->dir[1], NULL) > w->bufs.size))) {
+		if (us->dir[0].inflight || us->dir[1].inflight) {
 			pp = &us->gnext;
 			continue;
 		}
@@ -2314,7 +2312,7 @@ static int uring_give_back(struct session *s)
 
 	if (!ud)
 		return 0;
-	return give_back_start(ud->us, GIVE_NOW);
+	return give_back_start(ud->us);
 }
 
 /* The session is connected: the ring drives it from here on. */
