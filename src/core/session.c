@@ -619,12 +619,9 @@ int session_turns_back(struct session *s, const struct dir_handoff *h)
 	for (int i = 0; i < 2; i++) {
 		struct dir *d = i ? &s->down : &s->up;
 
-		memset(d->priv, 0, sizeof(d->priv));
-		d->eng = c->start;
+		dir_move(d, c->start);
 		d->stream = c->stream;
 		d->why = WHY_AS_SET;
-		if (d->eng->attach)
-			d->eng->attach(d);
 		if (!r && h[i].len && (!d->eng->hand_in || (r = d->eng->hand_in(w, d, &h[i])) < 0))
 			r = r < 0 ? r : -EINVAL;
 	}

@@ -478,25 +478,33 @@ static void queue_drop(struct uring_dir *ud)
  * splice engine's pipe holds. Returns the bytes moved, or -ENOMEM with
  * nothing moved (the buffers stay queued behind the spill: the order
  * holds). */
+/* The bytes of ud's queued buffers, oldest first, copied to `to` unless it
+ * is NULL; returns how many. */
+static size_t queue_copy(const struct uring_dir *ud, char *to)
+{
+	const struct uring_ctx *u = ud->u;
+	size_t n = 0;
+
+	for (int b = ud->qhead; b >= 0; b = u->bnext[b]) {
+		if (to)
+			memcpy(to + n, u->mem + (size_t)b * u->bufsize + u->boff[b], u->blen[b] - u->boff[b]);
+		n += u->blen[b] - u->boff[b];
+	}
+	return n;
+}
+
 static int spill_queue(struct uring_dir *ud)
 {
-	struct uring_ctx *u = ud->u;
 	struct ur_chunk *c;
-	size_t add = 0;
+	size_t add = queue_copy(ud, NULL);
 
-	for (int b = ud->qhead; b >= 0; b = u->bnext[b])
-		add += u->blen[b] - u->boff[b];
 	if (!add)
 		return 0;
 	if (!(c = malloc(sizeof(*c) + add)))
 		return -ENOMEM;
 	c->next = NULL;
 	c->off = 0;
-	c->len = 0;
-	for (int b = ud->qhead; b >= 0; b = u->bnext[b]) {
-		memcpy(c->data + c->len, u->mem + (size_t)b * u->bufsize + u->boff[b], u->blen[b] - u->boff[b]);
-		c->len += u->blen[b] - u->boff[b];
-	}
+	c->len = (uint32_t)queue_copy(ud, c->data);
 	if (ud->spill_tail)
 		ud->spill_tail->next = c;
 	else
@@ -2202,10 +2210,9 @@ static int give_back_start(struct uring_sess *us)
 	return 1;
 }
 
-/* Bytes ud holds: its spill, then its queued buffers. */
+/* Bytes ud holds: its spill, then its queued buffers (queue_copy). */
 static size_t held_bytes(const struct uring_dir *ud, char *to)
 {
-	const struct uring_ctx *u = ud->u;
 	size_t n = 0;
 
 	for (const struct ur_chunk *c = ud->spill; c; c = c->next) {
@@ -2213,12 +2220,7 @@ static size_t held_bytes(const struct uring_dir *ud, char *to)
 			memcpy(to + n, c->data + c->off, c->len - c->off);
 		n += c->len - c->off;
 	}
-	for (int b = ud->qhead; b >= 0; b = u->bnext[b]) {
-		if (to)
-			memcpy(to + n, u->mem + (size_t)b * u->bufsize + u->boff[b], u->blen[b] - u->boff[b]);
-		n += u->blen[b] - u->boff[b];
-	}
-	return n;
+	return n + queue_copy(ud, to ? to + n : NULL);
 }
 
 /* Nothing of us is in flight: its session goes back to copy. One holding
