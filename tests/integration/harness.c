@@ -1740,6 +1740,19 @@ void h_echo_conn(struct h_server *s, int fd, int index, void *arg)
 	free(buf);
 }
 
+void h_echo_rounds(int fd, uint64_t seed, int from, int n, int timeout_ms)
+{
+	char buf[64];
+
+	for (int i = from; i < from + n; i++) {
+		h_gen(seed, (uint64_t)i * 64, buf, 64);
+		H_CHECK(h_send_all(fd, buf, 64, h_now_ms() + timeout_ms) == 0 &&
+				h_recv_exact(fd, buf, 64, h_now_ms() + timeout_ms) == 0 &&
+				h_gen_check(seed, (uint64_t)i * 64, buf, 64) == 64,
+			"round trip %d", i);
+	}
+}
+
 int h_echo_roundtrip(const struct h_addr *addr, size_t n, uint64_t seed, int timeout_ms,
 		     char *why, size_t whylen)
 {

@@ -448,6 +448,11 @@ char h_tag_of(const struct h_addr *a, int *keep);
  * side. arg unused. */
 void h_echo_conn(struct h_server *s, int fd, int index, void *arg);
 
+/* n echo round trips of 64 bytes on fd (rounds from .. from + n - 1 of seed's
+ * bytes, h_gen), each checked and within timeout_ms; the test fails at the
+ * first that is not. */
+void h_echo_rounds(int fd, uint64_t seed, int from, int n, int timeout_ms);
+
 /* One echo round trip of n random bytes (n <= 64 KiB) through addr; returns
  * 0 or a negative errno-style code and a reason in why. */
 int h_echo_roundtrip(const struct h_addr *addr, size_t n, uint64_t seed, int timeout_ms,

@@ -353,7 +353,6 @@ static void case_auto_choice(const char *bin, const char *engine)
 	static struct h_server srv;
 	static struct h_proxy p;
 	static struct h_xfer tx, rx;
-	char buf[64];
 
 	int rc = h_server_start(&srv, "127.0.0.1:0", 128, h_echo_conn, NULL);
 	H_CHECK(rc == 0, "echo backend: %s", strerror(-rc));
@@ -363,12 +362,7 @@ static void case_auto_choice(const char *bin, const char *engine)
 	int fd = h_connect(&p.addr, 2000);
 	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
 	h_set_nodelay(fd);
-	for (int i = 0; i < 500; i++) {
-		h_gen(0xAC, (uint64_t)i * 64, buf, 64);
-		H_CHECK(h_send_all(fd, buf, 64, h_now_ms() + 2000) == 0 &&
-			h_recv_exact(fd, buf, 64, h_now_ms() + 2000) == 0 &&
-			h_gen_check(0xAC, (uint64_t)i * 64, buf, 64) == 64, "round trip %d", i);
-	}
+	h_echo_rounds(fd, 0xAC, 0, 500, 2000);
 	char *log = read_log(&p);
 	H_CHECK(!strstr(log, "switched to splice"), "request/response switched to splice:\n%s", log);
 	free(log);

@@ -571,20 +571,6 @@ Test(integ, upgrade_hands_over_the_admin_socket, .init = uu_init, .fini = uu_fin
 	h_server_stop(&srv);
 }
 
-/* 64-byte round trips on fd, each checked (seed, from round `from`). */
-static void up_round_trips(int fd, int from, int n)
-{
-	char buf[64];
-
-	for (int i = from; i < from + n; i++) {
-		h_gen(0x7E, (uint64_t)i * 64, buf, 64);
-		H_CHECK(h_send_all(fd, buf, 64, h_now_ms() + 3000) == 0 &&
-				h_recv_exact(fd, buf, 64, h_now_ms() + 3000) == 0 &&
-				h_gen_check(0x7E, (uint64_t)i * 64, buf, 64) == 64,
-			"round trip %d", i);
-	}
-}
-
 /* A session auto moved to io_uring (request/response: auto_uring_turns)
  * goes back to copy when an upgrade comes, and is handed over like any
  * other: ctl shows it on uring by turns before, the old process says it
@@ -612,7 +598,7 @@ Test(integ, upgrade_hands_over_a_session_auto_moved_to_uring, .init = uu_init, .
 	int held = h_connect(&p.addr, 2000);
 	H_CHECK(held >= 0, "connect: %s", strerror(errno));
 	h_set_nodelay(held);
-	up_round_trips(held, 0, 40);
+	h_echo_rounds(held, 0x7E, 0, 40, 3000);
 	int uring = h_log_lines(&p, "request/response sessions stay on copy", NULL) == 0;
 	rc = uu_ctl(bin, sock, &out, &err, show);
 	H_CHECK(rc == 0 && out, "show sessions: %s", err ? err : "");
@@ -636,7 +622,7 @@ Test(integ, upgrade_hands_over_a_session_auto_moved_to_uring, .init = uu_init, .
 			   h_log_lines(&p, "handed over to process", NULL) == 1),
 		"the old process does not say the session came back to copy and went over; log %s",
 		p.log);
-	up_round_trips(held, 40, 40);
+	h_echo_rounds(held, 0x7E, 40, 40, 3000);
 	rc = uu_ctl(bin, sock, &out, &err, show);
 	H_CHECK(rc == 0 && out && strstr(out, "\"id\":") && strstr(out, "\"id\":") == strrchr(out, '{') + 1,
 		"show sessions after the hand-over does not list the held session once: %s", out);

@@ -811,7 +811,7 @@ static void case_auto_where_io_uring_is_blocked(const char *bin)
 	static struct h_proxy p;
 	static struct h_server srv;
 	const char *wrap = getenv("SPLICER_NO_URING");
-	char err[512], buf[64];
+	char err[512];
 
 	if (!wrap || access(wrap, X_OK))
 		cr_skip_test("SPLICER_NO_URING (the seccomp wrapper, tests/tools/no_uring.c) is not set: "
@@ -824,13 +824,7 @@ static void case_auto_where_io_uring_is_blocked(const char *bin)
 	int fd = h_connect(&p.addr, 2000);
 	H_CHECK(fd >= 0, "connect: %s", strerror(errno));
 	h_set_nodelay(fd);
-	for (int i = 0; i < 100; i++) {
-		h_gen(0xAD, (uint64_t)i * 64, buf, 64);
-		H_CHECK(h_send_all(fd, buf, 64, h_now_ms() + 2000) == 0 &&
-				h_recv_exact(fd, buf, 64, h_now_ms() + 2000) == 0 &&
-				h_gen_check(0xAD, (uint64_t)i * 64, buf, 64) == 64,
-			"round trip %d", i);
-	}
+	h_echo_rounds(fd, 0xAD, 0, 100, 2000);
 	close(fd);
 	H_CHECK(h_log_lines_wait(&p, 3000, "session", "engine=copy/copy", NULL) == 1,
 		"the session did not stay on copy; log %s", p.log);
