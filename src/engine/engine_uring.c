@@ -186,6 +186,7 @@ struct uring_dir {
 	 * as it names the send by user_data and would cancel the next one. */
 	uint8_t reclaim_wait;
 	uint8_t cancel_due;  /* 1 << op: cancels waiting for an SQE (on u->cancels) */
+	uint8_t arm_due;     /* on u->arming: its recv, send or FIN found no SQE */
 	/* a session auto moved here (us->movable): receives of a whole buffer
 	 * in a row, and bytes received since the other direction last
 	 * received, the rules by which auto's copy finds a stream */
@@ -201,6 +202,7 @@ struct uring_dir {
 	uint64_t send_ms;    /* when the send on u->sending was queued */
 	struct uring_dir *sprev, *snext; /* u->sending, oldest send first */
 	struct uring_dir *cnext;         /* u->cancels */
+	struct uring_dir *anext;         /* u->arming */
 	struct iovec iov[UR_IOV];
 	struct msghdr msg;
 	/* SPLICER_URING_SPLICE=1 (measurement only, not a supported mode):
@@ -248,6 +250,8 @@ struct uring_ctx {
 	unsigned nstarved;   /* directions on it */
 	struct uring_dir *sending, *sending_tail; /* sends holding ring buffers, oldest first */
 	struct uring_dir *cancels;                /* cancels waiting for an SQE */
+	struct uring_dir *arming, *arming_tail;   /* recvs, sends, FINs waiting for one */
+	struct uring_dir *arm_run;                /* the part of it arming_retry has yet to try */
 	struct uring_sess *closing;               /* slots waiting for SQEs to close */
 	struct uring_sess *givers;                /* sessions going back to copy */
 	int close_forced;    /* closes without their RST were logged (once) */
@@ -263,8 +267,10 @@ struct uring_ctx {
 	unsigned detached;   /* detached sessions not yet freed (their sockets open) */
 	/* SPLICER_URING_FAULT (tests only, see fault_init): every nth session
 	 * start fails after its sockets entered the fixed table ("start:n"), or
-	 * every nth io_uring_submit fails with ENOMEM ("submit:n"). */
-	unsigned fault_start, fault_submit, nstarts, nsubmits;
+	 * every nth io_uring_submit fails with ENOMEM ("submit:n"), or every
+	 * nth SQE asked for is refused, as if the SQ were full and the submit
+	 * that would have emptied it had failed ("sqe:n"). */
+	unsigned fault_start, fault_submit, nstarts, nsubmits, fault_sqe, nsqes;
 	int submit_err;      /* the last submit error logged (0: none) */
 	/* The worker sleeps in this ring (SINGLE_ISSUER | DEFER_TASKRUN; see
 	 * "Waiting in the ring" below): made disabled by the main thread,
@@ -290,6 +296,8 @@ struct ur_watch {
 	uint32_t events;
 	int fd;
 	uint8_t state;
+	uint8_t unarmed; /* on u->due to be armed: no poll in the kernel yet */
+	uint8_t on_due;  /* on u->due (once at most); freed, off the free list till taken off */
 	unsigned next;   /* free list (index + 1) */
 	/* Its event in evs this turn (reap number, index): one per
 	 * descriptor and turn, bits merged, as epoll_wait gives them. A
@@ -357,7 +365,14 @@ static void ring_submit(struct uring_ctx *u)
 
 static struct io_uring_sqe *sqe_get(struct uring_ctx *u)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+	struct io_uring_sqe *sqe;
+
+	if (u->fault_sqe && ++u->nsqes % u->fault_sqe == 0) {
+		if (u->nsqes == u->fault_sqe)
+			log_warn("SPLICER_URING_FAULT: an SQE refused");
+		return NULL;
+	}
+	sqe = io_uring_get_sqe(&u->ring);
 
 	if (!sqe) {
 		ring_submit(u);
@@ -379,7 +394,7 @@ static void detached_check(struct uring_dir *ud)
 	struct uring_ctx *u = ud->u;
 	struct uring_sess *us = ud->us;
 
-	if (ud->s || ud->inflight || ud->starved || ud->finished)
+	if (ud->s || ud->inflight || ud->starved || ud->arm_due || ud->finished)
 		return;
 	ud->finished = 1;
 	if (++us->nfinished < 2)
@@ -438,6 +453,52 @@ static void unstarve(struct uring_dir *ud)
 		u->nstarved--;
 		return;
 	}
+}
+
+/* ud's next recv, send or FIN found no SQE: the SQ was full and the
+ * submit that would have emptied it failed. It waits on u->arming and is
+ * tried again at a later turn (arming_retry), as cancels and closes are.
+ * (Failed there instead, the session closed as out of memory: a turn that
+ * started a few hundred sessions when a submit failed ended healthy ones.)
+ * A detached direction on it is freed only once off it (detached_check). */
+static void arm_later(struct uring_dir *ud)
+{
+	struct uring_ctx *u = ud->u;
+
+	if (ud->arm_due)
+		return;
+	ud->arm_due = 1;
+	ud->anext = NULL;
+	if (u->arming_tail)
+		u->arming_tail->anext = ud;
+	else
+		u->arming = ud;
+	u->arming_tail = ud;
+}
+
+/* Takes ud off u->arming, or off the part arming_retry is going through
+ * (its session goes back to copy). */
+static void unarm(struct uring_dir *ud)
+{
+	struct uring_ctx *u = ud->u;
+	struct uring_dir *prev = NULL;
+
+	for (struct uring_dir **pp = &u->arm_run; *pp; pp = &(*pp)->anext)
+		if (*pp == ud) {
+			*pp = ud->anext;
+			goto off;
+		}
+	for (struct uring_dir **pp = &u->arming; *pp; prev = *pp, pp = &(*pp)->anext)
+		if (*pp == ud) {
+			*pp = ud->anext;
+			if (u->arming_tail == ud)
+				u->arming_tail = prev;
+			goto off;
+		}
+	return;
+off:
+	ud->arm_due = 0;
+	ud->anext = NULL;
 }
 
 /* Gives every queued buffer back to the ring. */
@@ -721,24 +782,36 @@ static void check_fin(struct uring_dir *ud)
 		 * session.c: send_queue_blind). */
 		if (d->rst && !ud->fixed)
 			return;
-		d->shut = 1;
 		if (ud->fixed) {
 			/* In the ring, after every send (none is in flight);
 			 * a close queued behind it leaves the FIN in place. */
 			struct io_uring_sqe *sqe = sqe_get(ud->u);
 
 			if (!sqe) {
-				dir_fail(d, ENOMEM, 1);
+				arm_later(ud);
 				return;
 			}
+			d->shut = 1;
 			io_uring_prep_shutdown(sqe, ud->dst, SHUT_WR);
 			sqe->flags |= IOSQE_FIXED_FILE;
 			io_uring_sqe_set_data64(sqe, ud_data(ud, OP_SHUTDOWN));
 			ud->inflight++;
-		} else if (shutdown(ud->dst, SHUT_WR) && errno != ENOTCONN) {
-			dir_fail(d, errno, 1);
+		} else {
+			d->shut = 1;
+			if (shutdown(ud->dst, SHUT_WR) && errno != ENOTCONN)
+				dir_fail(d, errno, 1);
 		}
 	}
+}
+
+/* ud goes on: its next send, then its next recv (or splices), whatever
+ * the ring can take now; what it cannot waits for an SQE (arm_later). */
+static void dir_go_on(struct uring_dir *ud)
+{
+	int r = ud->u->splice ? splice_out(ud) || splice_in(ud) : send_next(ud) || maybe_rearm(ud);
+
+	if (r)
+		arm_later(ud);
 }
 
 /* A direction of a session auto moved here behaves as a stream, by auto's
@@ -801,8 +874,6 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 			give_back_start(ud->us);
 		if (ud->spill && !ud->sending)
 			spill_queue(ud); /* behind the spill, out of the ring */
-		if (send_next(ud))
-			dir_fail(d, ENOMEM, 1);
 	} else if (res == 0) {
 		d->eof = 1;
 	} else if (res == -ENOBUFS) {
@@ -813,8 +884,8 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 	}
 	if (bid >= 0)
 		buf_put(u, bid);
-	if (!d->err && maybe_rearm(ud))
-		dir_fail(d, ENOMEM, 0);
+	if (!d->err)
+		dir_go_on(ud);
 	if (!d->err)
 		check_fin(ud);
 	session_io_result(s);
@@ -900,8 +971,7 @@ static void on_send(struct uring_dir *ud, int res)
 				    "buffer ring", (unsigned long long)s->id, d == &s->up ? "up" : "down",
 				    (unsigned long long)(w->now_ms - ud->send_ms), (unsigned long long)UR(d)->in_uring);
 		}
-		if (send_next(ud) || maybe_rearm(ud))
-			dir_fail(d, ENOMEM, 1);
+		dir_go_on(ud);
 	} else {
 		log_verbose("session %llx: uring send: %s", (unsigned long long)s->id, strerror(res < 0 ? -res : EPIPE));
 		dir_fail(d, res < 0 ? -res : EPIPE, 1);
@@ -926,8 +996,7 @@ static void on_reclaimed(struct uring_dir *ud)
 	}
 	if (ud->send_busy || d->dead || d->err)
 		return;
-	if (send_next(ud) || maybe_rearm(ud))
-		dir_fail(d, ENOMEM, 1);
+	dir_go_on(ud);
 	if (!d->err)
 		check_fin(ud);
 	session_io_result(ud->s);
@@ -966,8 +1035,8 @@ static void on_splice(struct uring_dir *ud, int op, int res)
 		else
 			CTR_ADD(s->w, bytes_down, (uint64_t)res);
 	}
-	if (!d->err && (splice_out(ud) || splice_in(ud)))
-		dir_fail(d, ENOMEM, 0);
+	if (!d->err)
+		dir_go_on(ud);
 	if (!d->err)
 		check_fin(ud);
 	session_io_result(s);
@@ -1073,6 +1142,33 @@ static void reclaim_stalled(struct uring_ctx *u, int *timeout_ms)
 
 static void watch_retry(struct uring_ctx *u);
 
+/* The directions that waited for an SQE go on (dir_go_on, then their FIN);
+ * one the ring still cannot take waits again, on a new list. One whose
+ * session closed meanwhile is only taken off (its memory may go now). */
+static void arming_retry(struct uring_ctx *u)
+{
+	struct uring_dir *ud;
+
+	u->arm_run = u->arming;
+	u->arming = u->arming_tail = NULL;
+	while ((ud = u->arm_run)) {
+		u->arm_run = ud->anext;
+		ud->anext = NULL;
+		ud->arm_due = 0;
+		if (!ud->s) {
+			detached_check(ud);
+			continue;
+		}
+		/* (a session closed by this leaves the other direction, if it
+		 * is on the list still, detached until its own turn here) */
+		if (!ud->d->err)
+			dir_go_on(ud);
+		if (!ud->d->err)
+			check_fin(ud);
+		session_io_result(ud->s);
+	}
+}
+
 static void uring_flush(struct worker *w, int *timeout_ms)
 {
 	struct uring_ctx *u = CTX(w);
@@ -1087,7 +1183,9 @@ static void uring_flush(struct worker *w, int *timeout_ms)
 	closes_retry(u);
 	if (u->ndue)
 		watch_retry(u);
-	if ((u->cancels || u->closing) && (*timeout_ms < 0 || *timeout_ms > UR_RETRY_MS))
+	if (u->arming)
+		arming_retry(u);
+	if ((u->cancels || u->closing || u->arming || u->ndue) && (*timeout_ms < 0 || *timeout_ms > UR_RETRY_MS))
 		*timeout_ms = UR_RETRY_MS;
 	reclaim_stalled(u, timeout_ms);
 	/* Starved directions get the buffers that came back, one each, in the
@@ -1122,10 +1220,8 @@ static void uring_flush(struct worker *w, int *timeout_ms)
 			continue;
 		}
 		budget -= budget > 0;
-		if (maybe_rearm(ud)) {
-			dir_fail(ud->d, ENOMEM, 0);
-			session_io_result(ud->s);
-		}
+		if (maybe_rearm(ud))
+			arm_later(ud);
 	}
 	if (keep) { /* ahead of any appended again */
 		keep_tail->next = u->starved;
@@ -1181,6 +1277,8 @@ static void watch_free(struct uring_ctx *u, unsigned i)
 {
 	u->watch[i].state = W_FREE;
 	u->watch[i].ptr = NULL;
+	if (u->watch[i].on_due)
+		return; /* reused only once watch_retry has taken it off u->due */
 	u->watch[i].next = u->wfree;
 	u->wfree = i + 1;
 }
@@ -1260,10 +1358,17 @@ static int uring_watch(struct worker *w, int fd, uint32_t events, void *ptr)
 	if (!u->wfree) { /* grow by half: indexes stay, owners hold handles */
 		unsigned n = u->nwatch ? u->nwatch + u->nwatch / 2 : 256;
 		struct ur_watch *nw = realloc(u->watch, n * sizeof(*nw));
+		unsigned *due;
 
 		if (!nw)
 			return -ENOMEM;
 		u->watch = nw;
+		/* room on u->due for every watch (each is on it once at most):
+		 * watch_due never needs memory */
+		if (!(due = realloc(u->due, n * sizeof(*due))))
+			return -ENOMEM;
+		u->due = due;
+		memset(nw + u->nwatch, 0, (n - u->nwatch) * sizeof(*nw));
 		for (unsigned k = n; k-- > u->nwatch;)
 			watch_free(u, k);
 		u->nwatch = n;
@@ -1271,10 +1376,7 @@ static int uring_watch(struct worker *w, int fd, uint32_t events, void *ptr)
 	i = u->wfree - 1;
 	u->wfree = u->watch[i].next;
 	u->watch[i] = (struct ur_watch){ .ptr = ptr, .events = events, .fd = fd, .state = W_LIVE };
-	if (watch_arm(u, i) < 0) {
-		watch_free(u, i);
-		return -EBUSY;
-	}
+	watch_due(u, i, W_LIVE); /* without an SQE now, armed at a later turn */
 	return (int)i + 1;
 }
 
@@ -1301,10 +1403,13 @@ static int uring_rewatch(struct worker *w, uint32_t *handle, uint32_t events)
 static void watch_due(struct uring_ctx *u, unsigned i, int state)
 {
 	struct io_uring_sqe *sqe;
-	unsigned *due;
 
-	if (state == W_LIVE && watch_arm(u, i) == 0)
+	if (state == W_LIVE && watch_arm(u, i) == 0) {
+		u->watch[i].unarmed = 0;
 		return;
+	}
+	if (state == W_DYING && u->watch[i].unarmed)
+		return; /* no poll to cancel: watch_retry frees it, on u->due already */
 	/* An ASYNC_CANCEL, not a POLL_REMOVE: the remove fails (EALREADY) on
 	 * a poll whose wake-up is pending, and with DEFER_TASKRUN every
 	 * wake-up is pending until the next enter; such a poll stayed armed,
@@ -1315,13 +1420,14 @@ static void watch_due(struct uring_ctx *u, unsigned i, int state)
 		io_uring_sqe_set_data64(sqe, 0); /* its own result: nobody waits for it */
 		return;
 	}
-	due = realloc(u->due, (u->ndue + 1) * sizeof(*due));
-	if (due) {
-		u->due = due;
+	if (!u->watch[i].on_due) /* (room for every watch: uring_watch) */
 		u->due[u->ndue++] = i;
-	}
+	u->watch[i].on_due = 1;
+	u->watch[i].unarmed = (uint8_t)(state == W_LIVE);
 }
 
+/* Goes through u->due in place: an index that waits again is written back
+ * at or before the one being read (each adds one at most). */
 static void watch_retry(struct uring_ctx *u)
 {
 	unsigned n = u->ndue;
@@ -1330,7 +1436,12 @@ static void watch_retry(struct uring_ctx *u)
 	for (unsigned k = 0; k < n; k++) {
 		unsigned i = u->due[k];
 
-		if (u->watch[i].state == W_LIVE || u->watch[i].state == W_DYING)
+		u->watch[i].on_due = 0;
+		if (u->watch[i].state == W_FREE)
+			watch_free(u, i); /* its last CQE came meanwhile: reusable now */
+		else if (u->watch[i].state == W_DYING && u->watch[i].unarmed)
+			watch_free(u, i); /* unwatched before its poll was ever armed */
+		else if (u->watch[i].state == W_LIVE || u->watch[i].state == W_DYING)
 			watch_due(u, i, u->watch[i].state);
 	}
 }
@@ -1553,7 +1664,7 @@ static int fixed_works(struct uring_ctx *u)
 	return ok;
 }
 
-/* SPLICER_URING_FAULT=start:n or submit:n (comma-separated), for the
+/* SPLICER_URING_FAULT=start:n, submit:n or sqe:n (comma-separated), for the
  * tests of tests/integration/test_uring_defects.c only: not a setting. */
 static void fault_init(struct uring_ctx *u)
 {
@@ -1564,8 +1675,10 @@ static void fault_init(struct uring_ctx *u)
 			u->fault_start = (unsigned)atoi(f + 6);
 		else if (!strncmp(f, "submit:", 7))
 			u->fault_submit = (unsigned)atoi(f + 7);
+		else if (!strncmp(f, "sqe:", 4))
+			u->fault_sqe = (unsigned)atoi(f + 4);
 	}
-	if (u->fault_start || u->fault_submit)
+	if (u->fault_start || u->fault_submit || u->fault_sqe)
 		log_warn("SPLICER_URING_FAULT=%s: failing on purpose (tests only)", getenv("SPLICER_URING_FAULT"));
 }
 
@@ -1986,18 +2099,17 @@ static int uring_session_start(struct session *s)
 	for (int i = 0; i < 2; i++) {
 		struct uring_dir *ud = &us->dir[i];
 
+		/* SPLICER_URING_FAULT=start:n: a start that fails once its sockets
+		 * are in the fixed table (nothing fails there now: a recv without
+		 * an SQE waits for one; the cleanup stays tested) */
 		if (i && fixed && CTX(w)->fault_start && CTX(w)->nstarts % CTX(w)->fault_start == 0)
-			return -EBUSY; /* SPLICER_URING_FAULT=start:n, as if no SQE were left */
+			return -EBUSY;
 		if (CTX(w)->splice) {
 			if (w->cfg->pipe_size)
 				fcntl(ud->pipe[1], F_SETPIPE_SZ, (int)w->cfg->pipe_size);
 			ud->pipe_cap = (uint32_t)fcntl(ud->pipe[1], F_GETPIPE_SZ);
-			r = splice_in(ud);
-		} else {
-			r = arm_recv(ud);
 		}
-		if (r < 0)
-			return r;
+		dir_go_on(ud);
 	}
 	return 0;
 }
@@ -2198,6 +2310,8 @@ static int give_back_start(struct uring_sess *us)
 
 		if (ud->starved)
 			unstarve(ud);
+		if (ud->arm_due)
+			unarm(ud);
 		if (ud->recv_armed)
 			cancel_op(ud, OP_RECV);
 		if (ud->send_busy && !ud->reclaim) {
@@ -2266,8 +2380,8 @@ static void give_back_now(struct uring_sess *us)
 			    big ? "more bytes held than a copy buffer takes"
 				: "a direction failed, or no memory");
 		for (int i = 0; i < 2; i++)
-			if (!us->dir[i].d->err && (send_next(&us->dir[i]) || maybe_rearm(&us->dir[i])))
-				dir_fail(us->dir[i].d, ENOMEM, 0);
+			if (!us->dir[i].d->err)
+				dir_go_on(&us->dir[i]);
 		session_io_result(s);
 		return;
 	}

@@ -13,8 +13,9 @@
  *   3. leaks: a session whose start fails after its sockets moved into the
  *      fixed table still closes both peers (fault injection through
  *      SPLICER_URING_FAULT, see engine_uring.c), a failing io_uring_submit
- *      does not end the process, and a close that finds the SQ full still
- *      happens (it was skipped, and a peer never saw the end);
+ *      does not end the process, a close that finds the SQ full still
+ *      happens (it was skipped, and a peer never saw the end), and a recv,
+ *      send or FIN that finds no SQE waits for one (it ended its session);
  *   4. a reload that moves a route to uring where io_uring_setup is denied
  *      (a seccomp filter, tests/tools/no_uring.c) keeps it on copy and says
  *      why, rather than closing every session with uring-error. */
@@ -748,6 +749,66 @@ static void case_close_with_sq_full(const char *bin)
 }
 
 URING_DEFECT_TESTS(uring_close_with_sq_full_reaches_both_peers, case_close_with_sq_full, 120, 180)
+
+/* SPLICER_URING_FAULT=sqe:4: every fourth SQE the engine asks for is
+ * refused, as when the SQ is full and the submit that would have emptied it
+ * failed (what a turn starting hundreds of sessions met under load in CI).
+ * A recv, send, FIN or poll that found no SQE ended its session as out of
+ * memory; now it waits for a later turn. 32 sessions, each 24 echo round
+ * trips of 64 bytes (auto moves a session to the ring after 16), then all
+ * at once 256 KiB each way (auto brings them back, to copy then splice)
+ * and a FIN; on uring and on auto: every byte must come back, in order,
+ * and every end. */
+#define Q_SESS 32
+#define Q_BYTES (256 * 1024)
+
+static void sqe_shortage_run(const char *bin, const char *engine)
+{
+	static struct h_proxy p;
+	static struct backend b;
+	static struct h_xfer tx[Q_SESS], rx[Q_SESS];
+	int fds[Q_SESS];
+	char err[512], why[256];
+
+	backend_start(&b, 0x5e9);
+	const char *args[] = { "SPLICER_URING_FAULT=sqe:4", bin, "-l", "127.0.0.1:0", "-b", b.addr.text,
+			       "--engine", engine, "--workers", "1", NULL };
+	H_CHECK(h_proxy_start(&p, "/usr/bin/env", args, err, sizeof err) == 0, "proxy: %s", err);
+	int64_t deadline = h_now_ms() + H_T(20000);
+	for (int i = 0; i < Q_SESS; i++) {
+		fds[i] = client_open(&p.addr, M_ECHO, (uint64_t)i);
+		h_echo_rounds(fds[i], 0x5e9 + (uint64_t)i, 0, 24, 3000);
+	}
+	for (int i = 0; i < Q_SESS; i++) {
+		h_xfer_init(&tx[i], fds[i], 0x5e9 + (uint64_t)i, Q_BYTES, deadline);
+		tx[i].shut_wr = 1;
+		h_xfer_init(&rx[i], fds[i], 0x5e9 + (uint64_t)i, 0, deadline);
+		rx[i].verify = 1;
+		H_CHECK(h_xfer_start_send(&tx[i]) == 0 && h_xfer_start_recv(&rx[i]) == 0, "transfer threads");
+	}
+	for (int i = 0; i < Q_SESS; i++) {
+		h_xfer_join(&tx[i], 2000);
+		h_xfer_join(&rx[i], 2000);
+		snprintf(why, sizeof why, "%s, session %d (the proxy is %s; its log: out-of-memory closes)",
+			 engine, i, h_proxy_alive(&p) ? "running" : "gone");
+		h_check_stream(why, &tx[i], &rx[i], Q_BYTES);
+		close(fds[i]);
+	}
+	H_CHECK(h_log_lines(&p, "SPLICER_URING_FAULT: an SQE refused", NULL) >= 1,
+		"%s: no SQE was refused: the fault did not apply", engine);
+	fprintf(stderr, "[uring SQE shortage] %s: %d sessions x (24 round trips, then %d KiB each way) with "
+			"every 4th SQE refused: all whole\n", engine, Q_SESS, Q_BYTES / 1024);
+	h_proxy_down(&p);
+	backend_stop(&b);
+}
+
+static void case_sqe_shortage(const char *bin)
+{
+	sqe_shortage_run(bin, "uring");
+	sqe_shortage_run(bin, "auto");
+}
+
+URING_DEFECT_TESTS(uring_sqe_shortage_delays_and_ends_no_session, case_sqe_shortage, 90, 150)
 
 /* ---- 4. a reload to uring where io_uring is blocked -------------------------- */
 
