@@ -814,6 +814,17 @@ static void dir_go_on(struct uring_dir *ud)
 		arm_later(ud);
 }
 
+/* After a completion (or an SQE that came at last): ud goes on, forwards
+ * its FIN once everything before it is sent, and the core hears of it. */
+static void dir_continue(struct uring_dir *ud)
+{
+	if (!ud->d->err)
+		dir_go_on(ud);
+	if (!ud->d->err)
+		check_fin(ud);
+	session_io_result(ud->s);
+}
+
 /* A direction of a session auto moved here behaves as a stream, by auto's
  * rules (engine.h): AUTO_STREAM_READS receives in a row that filled their
  * buffer, or AUTO_STREAM_SOLO bytes while the other direction received
@@ -884,11 +895,7 @@ static void on_recv(struct uring_dir *ud, int res, unsigned flags)
 	}
 	if (bid >= 0)
 		buf_put(u, bid);
-	if (!d->err)
-		dir_go_on(ud);
-	if (!d->err)
-		check_fin(ud);
-	session_io_result(s);
+	dir_continue(ud);
 }
 
 /* Takes `left` sent bytes off the front of what the send carried: spill
@@ -996,10 +1003,7 @@ static void on_reclaimed(struct uring_dir *ud)
 	}
 	if (ud->send_busy || d->dead || d->err)
 		return;
-	dir_go_on(ud);
-	if (!d->err)
-		check_fin(ud);
-	session_io_result(ud->s);
+	dir_continue(ud);
 }
 
 static void on_splice(struct uring_dir *ud, int op, int res)
@@ -1035,11 +1039,7 @@ static void on_splice(struct uring_dir *ud, int op, int res)
 		else
 			CTR_ADD(s->w, bytes_down, (uint64_t)res);
 	}
-	if (!d->err)
-		dir_go_on(ud);
-	if (!d->err)
-		check_fin(ud);
-	session_io_result(s);
+	dir_continue(ud);
 }
 
 static int watch_cqe(struct uring_ctx *u, struct io_uring_cqe *cqe, struct epoll_event *evs, int nev);
@@ -1161,11 +1161,7 @@ static void arming_retry(struct uring_ctx *u)
 		}
 		/* (a session closed by this leaves the other direction, if it
 		 * is on the list still, detached until its own turn here) */
-		if (!ud->d->err)
-			dir_go_on(ud);
-		if (!ud->d->err)
-			check_fin(ud);
-		session_io_result(ud->s);
+		dir_continue(ud);
 	}
 }
 
